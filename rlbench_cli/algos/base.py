@@ -1,0 +1,165 @@
+"""The interface between rlbench and an algorithm: ``RunContext`` in, metrics out.
+
+An adapter is a class with a ``name`` and a ``train(ctx)`` method. It trains for ``ctx.steps`` environment
+steps, calls ``ctx.maybe_evaluate(step, policy)`` as it goes and ``ctx.finish(step, policy)`` at the end,
+and logs whatever else it likes through ``ctx.sink``. Evaluation is shared: every algorithm is scored on
+the same seeded evaluation episodes, in the same way, under the same metric names.
+
+Metric names: ``eval/return`` (mean over episodes), ``eval/return_std``, ``eval/length``,
+``train/episode_return``, ``train/episode_length``, ``train/loss/<name>``, ``sys/sps``, ``sys/rss_mb``.
+"""
+
+from __future__ import annotations
+
+import resource
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from ..envs import make_env
+from ..grid import RunSpec
+from ..sink import MetricSink
+
+__all__ = ["Algorithm", "RunContext", "Policy", "eval_seeds", "eval_points"]
+
+# obs batch (n, *obs_shape) -> actions (n,) or (n, act_dim); deterministic unless the algorithm says so.
+Policy = Callable[[np.ndarray], np.ndarray]
+
+EVAL_SEED_OFFSET = 1_000_003
+
+
+class Algorithm(Protocol):
+    name: ClassVar[str]
+
+    def train(self, ctx: RunContext) -> None: ...
+
+
+def eval_seeds(seed: int, episodes: int) -> list[int]:
+    """Seeds of the evaluation episodes: the same for every algorithm at a given run seed."""
+    return [EVAL_SEED_OFFSET + seed * 10_007 + i for i in range(episodes)]
+
+
+def eval_points(steps: int, every: int) -> list[int]:
+    """Steps at which a run is evaluated: 0, every, 2*every, ... and always the last step."""
+    pts = list(range(0, steps, every))
+    if not pts or pts[-1] != steps:
+        pts.append(steps)
+    return pts
+
+
+@dataclass
+class RunContext:
+    """Everything one run needs. Built by the runner inside a worker process."""
+
+    spec: RunSpec
+    sink: MetricSink
+    device: str = "cpu"
+    run_dir: Path = field(default_factory=lambda: Path("."))
+    stop_event: threading.Event | None = None
+    _next_eval: int = 0
+    _eval_envs: list[Any] | None = None
+    _t0: float = field(default_factory=time.perf_counter)
+    _last_sys: tuple[float, int] = (0.0, 0)
+    _last_eval_step: int = -1
+    evaluations: int = 0
+    last_eval: float | None = None
+
+    # -- budget ------------------------------------------------------------------------------------
+    @property
+    def steps(self) -> int:
+        return int(self.spec.budget["steps"])
+
+    @property
+    def seed(self) -> int:
+        return self.spec.seed
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.spec.params)
+
+    def should_stop(self) -> bool:
+        return self.stop_event is not None and self.stop_event.is_set()
+
+    # -- environments --------------------------------------------------------------------------------
+    def make_env(self, seed: int | None = None) -> Any:
+        """A training env, seeded with the run seed unless another seed is given."""
+        return make_env(self.spec.env_id, self.spec.env_kwargs, self.seed if seed is None else seed)
+
+    # -- evaluation ----------------------------------------------------------------------------------
+    def maybe_evaluate(self, step: int, policy: Policy) -> float | None:
+        """Evaluate if ``step`` has reached the next evaluation point. Cheap to call every step."""
+        if step < self._next_eval:
+            return None
+        return self.evaluate(step, policy)
+
+    def finish(self, step: int, policy: Policy) -> float | None:
+        """Call once after training: makes sure the final policy is evaluated at the last step."""
+        if step <= self._last_eval_step:
+            return None
+        return self.evaluate(step, policy)
+
+    def evaluate(self, step: int, policy: Policy) -> float:
+        """Run ``eval_episodes`` seeded episodes in lock-step, log eval/return, return its mean."""
+        episodes = int(self.spec.budget["eval_episodes"])
+        seeds = eval_seeds(self.seed, episodes)
+        if self._eval_envs is None:
+            self._eval_envs = [make_env(self.spec.env_id, self.spec.env_kwargs) for _ in seeds]
+        envs = self._eval_envs
+        obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds)]
+        returns = np.zeros(len(envs))
+        lengths = np.zeros(len(envs), dtype=np.int64)
+        alive = list(range(len(envs)))
+        while alive:
+            actions = np.asarray(policy(np.stack([obs[i] for i in alive])))
+            still = []
+            for j, i in enumerate(alive):
+                o, r, term, trunc, _ = envs[i].step(_unbatch(actions[j]))
+                returns[i] += r
+                lengths[i] += 1
+                obs[i] = o
+                if not (term or trunc):
+                    still.append(i)
+            alive = still
+        mean = float(returns.mean())
+        self.sink.log(
+            step,
+            **{
+                "eval/return": mean,
+                "eval/return_std": float(returns.std()),
+                "eval/length": float(lengths.mean()),
+            },
+        )
+        self.evaluations += 1
+        self.last_eval = mean
+        self._last_eval_step = step
+        every = int(self.spec.budget["eval_every"])
+        pts = [p for p in eval_points(self.steps, every) if p > step]
+        self._next_eval = pts[0] if pts else self.steps + 1
+        return mean
+
+    # -- training-side helpers ------------------------------------------------------------------------
+    def log_episode(self, step: int, episode_return: float, episode_length: int) -> None:
+        self.sink.log(step, **{"train/episode_return": episode_return, "train/episode_length": episode_length})
+
+    def log_system(self, step: int, min_interval: float = 2.0) -> None:
+        """Log steps per second and resident memory, at most every ``min_interval`` seconds."""
+        now = time.perf_counter()
+        t_last, s_last = self._last_sys
+        if now - t_last < min_interval:
+            return
+        if t_last > 0:
+            rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            self.sink.log(step, **{"sys/sps": (step - s_last) / (now - t_last), "sys/rss_mb": rss_mb})
+        self._last_sys = (now, step)
+
+
+def _unbatch(a: np.ndarray) -> Any:
+    """An action from a batch row, in the form gymnasium's spaces expect."""
+    if a.ndim == 0:
+        return a.item()
+    return a

@@ -1,0 +1,69 @@
+"""Options shared by several commands, declared once, and the one place errors become messages."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from ..errors import RlbenchError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DbOpt = Annotated[
+    Path | None,
+    typer.Option("--db", help="results database [default: $RLBENCH_DB or results/rlbench.duckdb]",
+                 show_default=False),
+]  # fmt: skip
+JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="seed of the bootstrap resampling (same seed, same intervals)")]
+RepsOpt = Annotated[int, typer.Option("--reps", min=100, help="bootstrap replicates for confidence intervals")]
+
+
+def debug() -> bool:
+    return os.environ.get("RLBENCH_DEBUG", "") not in ("", "0")
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"rlbench: error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn RlbenchError into one line on stderr and its exit code; RLBENCH_DEBUG=1 shows the traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RlbenchError as e:
+            if debug():
+                raise
+            raise fail(str(e), e.exit_code) from None
+        except KeyboardInterrupt:
+            typer.echo("rlbench: interrupted", err=True)
+            raise typer.Exit(130) from None
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except Exception as e:  # a bug of ours: say so in one line; the traceback is one variable away
+            if debug():
+                raise
+            raise fail(f"internal error: {type(e).__name__}: {e} (set RLBENCH_DEBUG=1 for the traceback, "
+                       "and please report it)", 1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def store_for(db: Path | None) -> Any:
+    from ..store import Store
+
+    return Store(db)
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()

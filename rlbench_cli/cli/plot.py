@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import UnknownName, UsageError
+from .common import DbOpt, RepsOpt, SeedOpt, handle_errors, store_for
+
+
+class FigFormat(str, Enum):
+    png = "png"
+    pdf = "pdf"
+    svg = "svg"
+
+
+def load_metric(store, suite: str, metric: str):  # noqa: ANN001, ANN201
+    """Finished runs' values of one metric as a pandas DataFrame (run_id, algo, env, seed, step, value)."""
+    with store.reader() as con:
+        if suite not in store.suites(con):
+            known = ", ".join(store.suites(con)) or "none yet"
+            raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
+        table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
+        unfinished = con.execute(
+            "SELECT count(*) FROM runs WHERE suite = ? AND status <> 'finished'", [suite]
+        ).fetchall()[0][0]
+        names = [r[0] for r in con.execute(
+            "SELECT DISTINCT m.name FROM metrics m JOIN runs r USING (run_id) WHERE r.suite = ? ORDER BY 1",
+            [suite]).fetchall()]  # fmt: skip
+    df = table.to_pandas()[["run_id", "algo", "env", "seed", "step", "value"]]
+    if df.empty:
+        if metric not in names:
+            raise UnknownName(f"suite {suite!r} has no finished run with metric {metric!r} "
+                              f"(metrics there: {', '.join(names) or 'none'}); pass another --metric")  # fmt: skip
+        raise UsageError(f"suite {suite!r} has no finished runs yet; see rlbench status {suite}")
+    return df, unfinished
+
+
+@handle_errors
+def plot(
+    suite: Annotated[str, typer.Argument(help="suite name, as in rlbench status")],
+    db: DbOpt = None,
+    metric: Annotated[str, typer.Option("--metric", help="metric to score runs by")] = "eval/return",
+    score: Annotated[str | None, typer.Option("--score", help="final | best | mean_last:N | auc "
+                                              "[default: the suite's score rule]", show_default=False)] = None,
+    drop_first: Annotated[int | None, typer.Option("--drop-first", help="ignore each run's first N evaluations")] = None,
+    normalize: Annotated[str, typer.Option("--normalize", help="auto | none | NAME of a reference table")] = "auto",
+    reps: RepsOpt = 50_000,
+    seed: SeedOpt = 0,
+    out: Annotated[Path | None, typer.Option("--out", help="folder for figures [default: results/figures/SUITE]",
+                                             show_default=False)] = None,  # fmt: skip
+    fmt: Annotated[FigFormat, typer.Option("--format", help="figure file format")] = FigFormat.png,
+) -> None:
+    """rliable figures and a leaderboard for a suite: aggregates with 95% bootstrap CIs, performance
+    profile, probability of improvement, sample efficiency, learning curves.
+
+    Example: rlbench plot quickstart --score final --reps 50000 --seed 0
+    """
+    from .. import report
+    from ..spec import SCORE_RULE_RE
+
+    store = store_for(db)
+    rule = score
+    if rule is not None and not SCORE_RULE_RE.match(rule):
+        raise UsageError(f"--score {rule!r}: use final, best, auc or mean_last:N (N a positive integer)")
+    if drop_first is not None and drop_first < 0:
+        raise UsageError(f"--drop-first must be 0 or more (got {drop_first})")
+    df, unfinished = load_metric(store, suite, metric)
+    if rule is None or drop_first is None:
+        suite_rule, suite_drop = report.suite_score_rule(store, suite)
+        rule = rule or suite_rule
+        drop_first = suite_drop if drop_first is None else drop_first
+    out_dir = out or store.path.parent / "figures" / suite
+    result = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first,
+                                normalize=None if normalize == "none" else normalize, reps=reps, seed=seed,
+                                out_dir=out_dir, fmt=fmt.value)  # fmt: skip
+    if unfinished:
+        typer.echo(f"warning: {unfinished} runs of {suite!r} are not finished and are left out", err=True)
+    for w in result.warnings:
+        typer.echo(f"warning: {w}", err=True)
+    typer.echo(result.leaderboard_md)
+    for p in result.paths:
+        typer.echo(f"wrote {p}")

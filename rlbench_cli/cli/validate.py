@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .common import handle_errors
+
+
+@handle_errors
+def validate(files: Annotated[list[Path], typer.Argument(help="suite files to check")]) -> None:
+    """Check suite files without running anything.
+
+    Example: rlbench validate suites/quickstart.yaml
+    """
+    from ..grid import expand
+    from ..spec import load_suite
+
+    for f in files:
+        suite = load_suite(f)
+        runs = expand(suite)
+        variants = len({r.algo for r in runs})
+        typer.echo(
+            f"ok: {f}: suite {suite.name!r}, {len(runs)} runs = {len(suite.seed_list)} seeds x "
+            f"{variants} algorithm configs x {len(suite.envs)} envs, {suite.budget.steps:,} steps each"
+        )

@@ -1,0 +1,223 @@
+"""``rlbench run``: the single writer. Expands a suite, skips what is finished, runs the rest on an
+executor, ingests metric shards as they appear, and records every outcome.
+
+Crash safety: every state change is a short transaction. If this process dies, the next ``rlbench run`` of
+the same suite first recovers: runs left 'running' whose worker wrote ``result.json`` are ingested and closed
+with that result (no re-run); the others are restarted as a new attempt.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import StoreBusy
+from .executors.base import Job, Outcome, detect_gpus, plan_devices, usable_cores
+from .grid import RunSpec, expand
+from .runner import attempt_dir, read_result
+from .sink import list_shards
+from .spec import Suite
+from .store import Store
+
+__all__ = ["RunSummary", "run_suite", "runs_root", "select_runs", "manifest_base"]
+
+PACKAGES = ("rlbench-cli", "torch", "gymnasium", "d3rlpy", "numpy", "duckdb", "rliable", "transformers")
+
+
+def runs_root(store: Store) -> Path:
+    """Run folders live next to the database: results/runs/<suite>/<run_id>/attempt-N/."""
+    return store.path.parent / "runs"
+
+
+@dataclass
+class RunSummary:
+    total: int
+    skipped: int = 0
+    finished: int = 0
+    failed: int = 0
+    interrupted: int = 0
+    recovered: int = 0
+    failures: list[tuple[RunSpec, str]] = field(default_factory=list)
+
+
+def select_runs(specs: list[RunSpec], status: dict[str, str], only_failed: bool) -> list[RunSpec]:
+    """Which runs to launch: everything not finished, or with only_failed just failed/interrupted ones."""
+    if only_failed:
+        return [s for s in specs if status.get(s.run_id) in ("failed", "interrupted")]
+    return [s for s in specs if status.get(s.run_id) != "finished"]
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def manifest_base(cwd: Path) -> dict[str, Any]:
+    """What makes a run reproducible, besides its config: code version, interpreter, packages, host."""
+    from importlib import metadata
+
+    pkgs = {}
+    for name in PACKAGES:
+        try:
+            pkgs[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    commit = _git(["rev-parse", "HEAD"], cwd)
+    dirty = None
+    if commit is not None:
+        status = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
+        dirty = bool(status)
+    return {
+        "host": socket.gethostname(),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "python": platform.python_version(),
+        "packages": pkgs,
+    }
+
+
+class _RunLock:
+    """One ``rlbench run`` per database: a second one refuses at once instead of fighting over the file."""
+
+    def __init__(self, db: Path):
+        self.path = db.with_name(db.name + ".runlock")
+        self.fh: Any = None
+
+    def __enter__(self) -> _RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fh = open(self.path, "a+")
+        try:
+            fcntl.flock(self.fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.fh.seek(0)
+            pid = self.fh.read().strip() or "?"
+            self.fh.close()
+            raise StoreBusy(
+                f"{self.path.with_suffix('')}: another 'rlbench run' (pid {pid}) is writing to this database; "
+                "wait for it to finish, or pass another --db"
+            ) from None
+        self.fh.seek(0)
+        self.fh.truncate()
+        self.fh.write(str(os.getpid()))
+        self.fh.flush()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fh.fileno(), fcntl.LOCK_UN)
+        self.fh.close()
+
+
+def _recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> int:
+    """Close runs a dead coordinator left 'running'. Returns how many had in fact finished."""
+    recovered = 0
+    for r in rows:
+        if r["status"] != "running":
+            continue
+        folder = attempt_dir(root, r["suite"], r["run_id"], r["attempts"])
+        store.ingest_shards(con, r["run_id"], r["attempts"], list_shards(folder / "metrics"))
+        result = read_result(folder)
+        if result is not None:
+            store.end_attempt(con, r["run_id"], result["status"], result)
+            r["status"] = result["status"]
+            recovered += result["status"] == "finished"
+        else:
+            store.end_attempt(con, r["run_id"], "interrupted",
+                              {"error": "the coordinator stopped before this run ended"})  # fmt: skip
+            r["status"] = "interrupted"
+    return recovered
+
+
+def run_suite(
+    suite: Suite,
+    source: str,
+    store: Store,
+    workers: int | None = None,
+    retries: int = 0,
+    only_failed: bool = False,
+    timeout: float | None = None,
+    report: Callable[[str, dict[str, Any]], None] = lambda event, info: None,
+) -> RunSummary:
+    """Run every unfinished cell of ``suite``; see the module docstring. ``report`` gets progress events."""
+    from .executors.local import LocalExecutor
+
+    specs = expand(suite)
+    root = runs_root(store)
+    summary = RunSummary(total=len(specs))
+    with _RunLock(store.path):
+        with store.writer() as con:
+            store.register_suite(con, suite.name, suite.description, suite.model_dump(), source)
+            store.add_runs(con, [
+                {"run_id": s.run_id, "suite": s.suite, "algo": s.algo, "algo_name": s.algo_name, "env": s.env,
+                 "seed": s.seed, "config": s.to_dict()} for s in specs
+            ])  # fmt: skip
+            rows = store.runs(con, suite.name)
+            summary.recovered = _recover(store, con, root, rows)
+        status = {r["run_id"]: r["status"] for r in rows}
+        attempts = {r["run_id"]: r["attempts"] or 0 for r in rows}
+        todo = select_runs(specs, status, only_failed)
+        summary.skipped = len(specs) - len(todo)
+        report("plan", {"total": len(specs), "todo": len(todo), "skipped": summary.skipped,
+                        "recovered": summary.recovered})  # fmt: skip
+        if not todo:
+            return summary
+
+        cores = usable_cores()
+        n_workers = max(1, min(workers or cores, len(todo)))
+        devices = plan_devices(detect_gpus(), suite.resources.gpus_per_job, n_workers)
+        threads = suite.resources.threads_per_job or max(1, cores // len(devices))
+        timeout = timeout or suite.budget.timeout
+        base = manifest_base(Path(source).resolve().parent if source else Path.cwd())
+        first_attempt = {s.run_id: attempts[s.run_id] + 1 for s in todo}
+        jobs = [Job(s, attempt_dir(root, s, attempt=first_attempt[s.run_id]), first_attempt[s.run_id]) for s in todo]
+        report("start", {"workers": len(devices), "devices": sorted({d for _, d in devices}), "threads": threads})
+
+        def on_start(job: Job, device: str) -> None:
+            with store.writer() as con:
+                store.start_attempt(con, job.spec.run_id, job.attempt,
+                                    {**base, "started_at": time.time(), "device": device})  # fmt: skip
+            report("started", {"spec": job.spec, "attempt": job.attempt, "device": device})
+
+        def on_tick(running: list[Job]) -> None:
+            if not running:
+                return
+            with store.writer() as con:
+                for job in running:
+                    store.ingest_shards(con, job.spec.run_id, job.attempt, list_shards(job.folder / "metrics"))
+
+        def on_end(job: Job, outcome: Outcome) -> Job | None:
+            with store.writer() as con:
+                store.ingest_shards(con, job.spec.run_id, job.attempt, list_shards(job.folder / "metrics"))
+                store.end_attempt(con, job.spec.run_id, outcome.status, {
+                    "exit_code": outcome.exit_code, "error": outcome.error, "duration_s": outcome.duration_s,
+                    "ended_at": time.time()})  # fmt: skip
+            tries = job.attempt - first_attempt[job.spec.run_id] + 1
+            retry = outcome.status == "failed" and tries <= retries
+            report("ended", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt, "retry": retry,
+                             "final": outcome.result.get("final_eval")})  # fmt: skip
+            if retry:
+                nxt = job.attempt + 1
+                return Job(job.spec, attempt_dir(root, job.spec, attempt=nxt), nxt)
+            if outcome.status == "finished":
+                summary.finished += 1
+            elif outcome.status == "interrupted":
+                summary.interrupted += 1
+            else:
+                summary.failed += 1
+                summary.failures.append((job.spec, outcome.error or "failed"))
+            return None
+
+        executor = LocalExecutor(devices, threads=threads, timeout=timeout)
+        executor.run(jobs, on_start, on_end, on_tick)
+    return summary

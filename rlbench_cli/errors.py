@@ -1,0 +1,45 @@
+"""Every error rlbench reports to a user. One line, naming what is wrong, where, and how to fix it."""
+
+from __future__ import annotations
+
+__all__ = [
+    "RlbenchError",
+    "SuiteInvalid",
+    "UsageError",
+    "StoreError",
+    "StoreBusy",
+    "RunFailed",
+    "UnknownName",
+]
+
+
+class RlbenchError(Exception):
+    """Base class: the CLI prints ``str(err)`` on one line and exits with ``exit_code``."""
+
+    exit_code = 2
+
+
+class SuiteInvalid(RlbenchError):
+    """A suite file cannot be read or does not validate."""
+
+
+class UsageError(RlbenchError):
+    """A flag or argument has a bad value."""
+
+
+class UnknownName(RlbenchError):
+    """An algorithm, environment, metric or suite name that does not exist."""
+
+
+class StoreError(RlbenchError):
+    """The results database cannot be used (not DuckDB, newer schema, ...)."""
+
+
+class StoreBusy(StoreError):
+    """Another process holds the results database and did not let go in time."""
+
+
+class RunFailed(RlbenchError):
+    """One or more runs of a suite failed (exit code 1: the command worked, the runs did not)."""
+
+    exit_code = 1

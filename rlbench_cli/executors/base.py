@@ -1,0 +1,86 @@
+"""What every executor shares: jobs, outcomes, and the pure device-assignment logic."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..grid import RunSpec
+
+__all__ = ["Job", "Outcome", "plan_devices", "usable_cores", "detect_gpus", "signal_name"]
+
+
+@dataclass
+class Job:
+    spec: RunSpec
+    folder: Path
+    attempt: int
+
+
+@dataclass
+class Outcome:
+    status: str  # finished | failed | interrupted
+    exit_code: int | None
+    error: str | None
+    duration_s: float
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def detect_gpus() -> int:
+    """Number of visible NVIDIA GPUs, without importing torch (CUDA_VISIBLE_DEVICES is honoured)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [v for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+        return len(ids)
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def plan_devices(n_gpus: int, gpus_per_job: float, workers: int) -> list[tuple[str | None, str]]:
+    """Give each worker slot a device: (CUDA_VISIBLE_DEVICES value or None, torch device string).
+
+    gpus_per_job 0 or no GPUs: every worker runs on the CPU. A fraction packs floor(1/f) jobs on each GPU
+    (0.25: four per GPU); 1 or more gives each job that many whole GPUs. With GPUs, the number of workers is
+    capped at what the GPUs hold.
+    """
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    if gpus_per_job <= 0 or n_gpus <= 0:
+        return [(None, "cpu")] * workers
+    if gpus_per_job < 1:
+        per_gpu = max(1, math.floor(1 / gpus_per_job + 1e-9))
+        slots = [(str(g), "cuda:0") for _ in range(per_gpu) for g in range(n_gpus)]
+    else:
+        k = math.ceil(gpus_per_job)
+        slots = [
+            (",".join(str(g) for g in range(i * k, (i + 1) * k)), "cuda:0") for i in range(n_gpus // k)
+        ]
+        if not slots:
+            return [(None, "cpu")] * workers
+    return slots[:workers]
+
+
+def signal_name(code: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return f"signal {code}"

@@ -1,0 +1,271 @@
+"""Local executor: a pool of persistent worker processes on this machine.
+
+Each worker imports torch once and then runs job after job, so the per-job start-up cost is near zero.
+A job that raises is reported by its worker, which carries on. A worker that dies (segfault, SIGKILL from the
+out-of-memory killer) or overruns its timeout is replaced, and its job is reported failed with the cause.
+Workers ignore SIGINT: on Ctrl-C the coordinator asks them to stop (SIGTERM sets their stop flag, so the run
+flushes its metrics and ends as 'interrupted'), waits a few seconds, then kills what is left.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
+
+from ..runner import run_one
+from .base import Job, Outcome, signal_name
+
+__all__ = ["LocalExecutor"]
+
+STOP_GRACE_S = 5.0
+
+
+def _set_parent_death_signal() -> None:
+    """Ask Linux to SIGKILL this worker if the coordinator dies (kill -9 leaves no orphans)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:  # pragma: no cover
+        pass
+
+
+def _worker_main(conn: Any, cuda_visible: str | None, device: str, threads: int, parent_pid: int) -> None:
+    _set_parent_death_signal()
+    if os.getppid() != parent_pid:  # parent already gone before prctl took effect
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if cuda_visible is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    import torch  # once per worker, not once per job
+
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    conn.send(("ready", os.getpid()))
+    while not stop.is_set():
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            break
+        if msg[0] != "job":
+            break
+        spec, folder = msg[1], Path(msg[2])
+        folder.mkdir(parents=True, exist_ok=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        with open(folder / "output.log", "ab", buffering=0) as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                result = run_one(spec, folder, device=device, stop_event=stop)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                os.close(saved[0])
+                os.close(saved[1])
+        try:
+            conn.send(("done", result))
+        except (BrokenPipeError, OSError):
+            break
+
+
+@dataclass
+class _Slot:
+    index: int
+    cuda_visible: str | None
+    device: str
+    proc: Any = None
+    conn: Any = None
+    job: Job | None = None
+    started: float = 0.0
+    ready: bool = False
+
+
+class LocalExecutor:
+    """Runs jobs on ``len(devices)`` worker processes.
+
+    Args:
+        devices: one (CUDA_VISIBLE_DEVICES, torch device) pair per worker, from ``plan_devices``.
+        threads: torch threads per worker.
+        timeout: seconds a job may run before it is killed (None: no limit).
+    """
+
+    def __init__(self, devices: list[tuple[str | None, str]], threads: int = 1, timeout: float | None = None,
+                 poll: float = 0.5):  # fmt: skip
+        self.slots = [_Slot(i, cv, dev) for i, (cv, dev) in enumerate(devices)]
+        self.threads = threads
+        self.timeout = timeout
+        self.poll = poll
+        self._ctx = mp.get_context("spawn")
+        self._spawn_failures = 0
+
+    # -- worker management --------------------------------------------------------------------------
+    def _spawn(self, slot: _Slot) -> None:
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(
+            target=_worker_main,
+            args=(child, slot.cuda_visible, slot.device, self.threads, os.getpid()),
+            name=f"rlbench-worker-{slot.index}",
+            daemon=True,
+        )
+        proc.start()
+        child.close()
+        slot.proc, slot.conn, slot.job, slot.ready = proc, parent, None, False
+
+    def _kill(self, slot: _Slot) -> None:
+        if slot.proc is not None and slot.proc.is_alive():
+            slot.proc.kill()
+        if slot.proc is not None:
+            slot.proc.join(timeout=5)
+
+    def _shutdown(self) -> None:
+        for s in self.slots:
+            if s.conn is not None:
+                try:
+                    s.conn.send(("stop",))
+                except (BrokenPipeError, OSError):
+                    pass
+        deadline = time.monotonic() + 2
+        for s in self.slots:
+            if s.proc is not None:
+                s.proc.join(timeout=max(0.0, deadline - time.monotonic()))
+                self._kill(s)
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def run(
+        self,
+        jobs: list[Job],
+        on_start: Callable[[Job, str], None],
+        on_end: Callable[[Job, Outcome], Job | None],
+        on_tick: Callable[[list[Job]], None] = lambda running: None,
+        tick_every: float = 1.0,
+    ) -> None:
+        """Run every job; ``on_end`` may return a job to queue again (a retry). Raises KeyboardInterrupt
+        after stopping the workers if interrupted."""
+        queue: deque[Job] = deque(jobs)
+        for s in self.slots:
+            self._spawn(s)
+        last_tick = time.monotonic()
+        try:
+            while queue or any(s.job for s in self.slots):
+                for s in self.slots:
+                    if s.ready and s.job is None and queue:
+                        job = queue.popleft()
+                        s.job, s.started = job, time.monotonic()
+                        job.folder.mkdir(parents=True, exist_ok=True)
+                        on_start(job, s.device)
+                        s.conn.send(("job", job.spec, str(job.folder)))
+                waitables = [s.conn for s in self.slots] + [s.proc.sentinel for s in self.slots]
+                ready = set(wait(waitables, timeout=self.poll))
+                for s in self.slots:
+                    if s.conn in ready:
+                        self._receive(s, queue, on_end)
+                for s in self.slots:
+                    if s.proc.sentinel in ready and not s.proc.is_alive():
+                        self._died(s, queue, on_end)
+                    elif s.job is not None and self.timeout and time.monotonic() - s.started > self.timeout:
+                        self._kill(s)
+                        self._finish(s, queue, on_end, Outcome(
+                            "failed", None, f"timeout: killed after {self.timeout:g}s (--timeout / budget.timeout)",
+                            time.monotonic() - s.started))  # fmt: skip
+                        self._spawn(s)
+                if time.monotonic() - last_tick >= tick_every:
+                    on_tick([s.job for s in self.slots if s.job is not None])
+                    last_tick = time.monotonic()
+        except KeyboardInterrupt:
+            self._interrupt(on_end)
+            raise
+        finally:
+            self._shutdown()
+
+    def _receive(self, s: _Slot, queue: deque[Job], on_end: Callable[[Job, Outcome], Job | None]) -> None:
+        try:
+            msg = s.conn.recv()
+        except (EOFError, OSError):
+            return  # the sentinel will report the death
+        if msg[0] == "ready":
+            s.ready = True
+            self._spawn_failures = 0
+        elif msg[0] == "done" and s.job is not None:
+            r = msg[1]
+            self._finish(s, queue, on_end, Outcome(r["status"], r.get("exit_code"), r.get("error"),
+                                                   r.get("duration_s", 0.0), r))  # fmt: skip
+
+    def _died(self, s: _Slot, queue: deque[Job], on_end: Callable[[Job, Outcome], Job | None]) -> None:
+        code = s.proc.exitcode
+        if s.job is not None:
+            if code is not None and code < 0:
+                cause = f"worker killed by {signal_name(-code)}"
+                if -code == signal.SIGKILL:
+                    cause += " (out of memory, or killed by hand?)"
+                elif -code == signal.SIGSEGV:
+                    cause += " (segmentation fault in native code)"
+            else:
+                cause = f"worker exited with code {code}"
+            self._finish(s, queue, on_end, Outcome("failed", code, cause, time.monotonic() - s.started))
+        else:
+            self._spawn_failures += 1
+            if self._spawn_failures > 3 * len(self.slots):
+                raise RuntimeError(f"worker processes keep dying at start-up (exit code {code})")
+        self._spawn(s)
+
+    def _finish(self, s: _Slot, queue: deque[Job], on_end: Callable[[Job, Outcome], Job | None],
+                outcome: Outcome) -> None:  # fmt: skip
+        job, s.job = s.job, None
+        assert job is not None
+        again = on_end(job, outcome)
+        if again is not None:
+            queue.append(again)
+
+    def _interrupt(self, on_end: Callable[[Job, Outcome], Job | None]) -> None:
+        busy = [s for s in self.slots if s.job is not None]
+        for s in busy:
+            if s.proc.is_alive():
+                os.kill(s.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while any(s.job for s in busy) and time.monotonic() < deadline:
+            ready = set(wait([s.conn for s in busy if s.job] + [s.proc.sentinel for s in busy if s.job],
+                             timeout=0.2))  # fmt: skip
+            for s in busy:
+                if s.job is not None and s.conn in ready:
+                    try:
+                        msg = s.conn.recv()
+                    except (EOFError, OSError):
+                        msg = None
+                    if msg and msg[0] == "done":
+                        r = msg[1]
+                        status = "interrupted" if r["status"] != "finished" else "finished"
+                        job, s.job = s.job, None
+                        on_end(job, Outcome(status, r.get("exit_code"), r.get("error"), r.get("duration_s", 0), r))
+                elif s.job is not None and s.proc.sentinel in ready:
+                    job, s.job = s.job, None
+                    on_end(job, Outcome("interrupted", None, "interrupted", time.monotonic() - s.started))
+        for s in busy:
+            if s.job is not None:
+                self._kill(s)
+                job, s.job = s.job, None
+                on_end(job, Outcome("interrupted", None, f"interrupted: killed after {STOP_GRACE_S:g}s",
+                                    time.monotonic() - s.started))  # fmt: skip

@@ -1,0 +1,119 @@
+"""Grid expansion: a Suite becomes a list of RunSpecs. Pure: no I/O, no randomness.
+
+The product is seeds x (algorithm entries x their sweep values) x environments. Each RunSpec has a
+run_id: a hash of its canonical JSON, so the same cell always gets the same id and re-running a suite
+can tell which cells are already done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .spec import Suite
+
+__all__ = ["RunSpec", "expand", "canonical_json", "run_id_of"]
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def run_id_of(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One cell of the grid. Round-trips through JSON (``to_dict`` / ``from_dict``)."""
+
+    suite: str
+    algo: str  # label shown in results (algorithm name, or its label, plus sweep values)
+    algo_name: str  # registry name
+    params: dict[str, Any]
+    env_id: str
+    env_kwargs: dict[str, Any]
+    seed: int
+    budget: dict[str, Any]
+    score: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def env(self) -> str:
+        """The task label: env id plus kwargs, if any."""
+        if not self.env_kwargs:
+            return self.env_id
+        args = ",".join(f"{k}={v}" for k, v in sorted(self.env_kwargs.items()))
+        return f"{self.env_id}[{args}]"
+
+    def identity(self) -> dict[str, Any]:
+        """What makes a run this run. Score rule and resources do not change what is trained."""
+        return {
+            "suite": self.suite,
+            "algo": self.algo,
+            "algo_name": self.algo_name,
+            "params": self.params,
+            "env_id": self.env_id,
+            "env_kwargs": self.env_kwargs,
+            "seed": self.seed,
+            "budget": self.budget,
+        }
+
+    @property
+    def run_id(self) -> str:
+        return run_id_of(self.identity())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
+        d = {k: v for k, v in d.items() if k != "run_id"}
+        return cls(**d)
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def expand(suite: Suite) -> list[RunSpec]:
+    """All runs of a suite, ordered seed-major so a partial grid already covers every algorithm and env."""
+    algo_variants: list[tuple[str, str, dict[str, Any]]] = []
+    for a in suite.algorithms:
+        label = a.label or a.name
+        keys = [k for k in suite.sweep if k.partition(".")[0] == label]
+        if not keys:
+            algo_variants.append((label, a.name, dict(a.params)))
+            continue
+        for values in itertools.product(*(suite.sweep[k] for k in keys)):
+            params = dict(a.params)
+            tags = []
+            for k, v in zip(keys, values):
+                p = k.partition(".")[2]
+                params[p] = v
+                tags.append(f"{p}={_fmt(v)}")
+            algo_variants.append((f"{label}[{','.join(tags)}]", a.name, params))
+
+    budget = suite.budget.model_dump()
+    score = suite.score.model_dump()
+    resources = suite.resources.model_dump()
+    return [
+        RunSpec(
+            suite=suite.name,
+            algo=label,
+            algo_name=name,
+            params=params,
+            env_id=env.id,
+            env_kwargs=dict(env.kwargs),
+            seed=seed,
+            budget=budget,
+            score=score,
+            resources=resources,
+        )
+        for seed in suite.seed_list
+        for label, name, params in algo_variants
+        for env in suite.envs
+    ]

@@ -1,0 +1,103 @@
+"""Runs ONE RunSpec inside a worker process: seed, build, train, evaluate, report.
+
+The runner never opens the database. Metrics go to Parquet shards in the attempt folder through a
+``ShardSink``; at the end the runner writes ``result.json`` there (atomically) so that a coordinator that
+died meanwhile can still tell, on its next start, that the run finished.
+
+Attempt folder: ``<runs_root>/<suite>/<run_id>/attempt-<N>/`` holding ``metrics/*.parquet``,
+``spec.json``, ``result.json`` and ``output.log`` (the run's stdout and stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .grid import RunSpec
+from .sink import ShardSink
+
+__all__ = ["attempt_dir", "run_one", "read_result", "write_json_atomic", "ERROR_TAIL_LINES"]
+
+ERROR_TAIL_LINES = 15
+
+
+def attempt_dir(runs_root: Path, spec_or_suite: RunSpec | str, run_id: str | None = None, attempt: int = 1) -> Path:
+    if isinstance(spec_or_suite, RunSpec):
+        suite, run_id = spec_or_suite.suite, spec_or_suite.run_id
+    else:
+        suite = spec_or_suite
+    return Path(runs_root) / suite / str(run_id) / f"attempt-{attempt}"
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def read_result(folder: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((folder / "result.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def seed_everything(seed: int) -> None:
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    try:
+        import torch
+
+        torch.manual_seed(seed)
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+
+
+def run_one(
+    spec: RunSpec,
+    folder: Path,
+    device: str = "cpu",
+    stop_event: threading.Event | None = None,
+    flush_interval: float = 1.0,
+) -> dict[str, Any]:
+    """Train and evaluate one run; never raises. Returns (and writes) the result record."""
+    from .algos import get_algorithm
+    from .algos.base import RunContext
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / "spec.json", spec.to_dict())
+    t0 = time.time()
+    sink = ShardSink(folder / "metrics", flush_interval=flush_interval)
+    result: dict[str, Any] = {"run_id": spec.run_id, "started_at": t0, "device": device}
+    try:
+        seed_everything(spec.seed)
+        algo_cls = get_algorithm(spec.algo_name)
+        ctx = RunContext(spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event)
+        algo_cls().train(ctx)
+        if stop_event is not None and stop_event.is_set():
+            result.update(status="interrupted", exit_code=None, error="stopped before the end of its budget")
+        else:
+            result.update(status="finished", exit_code=0, error=None, final_eval=ctx.last_eval)
+    except BaseException as e:  # noqa: BLE001 - a run's failure is data, not a crash of the worker
+        tb = traceback.format_exc().rstrip().splitlines()
+        tail = "\n".join(tb[-ERROR_TAIL_LINES:])
+        status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        result.update(status=status, exit_code=1, error=f"{type(e).__name__}: {e}\n{tail}")
+    finally:
+        try:
+            sink.close()
+        except Exception as e:  # noqa: BLE001
+            result.update(status="failed", exit_code=1, error=f"could not write metrics: {e}")
+    result["ended_at"] = time.time()
+    result["duration_s"] = result["ended_at"] - t0
+    result["rows"] = sink.rows_written
+    write_json_atomic(folder / "result.json", result)
+    return result

@@ -1,0 +1,292 @@
+"""Suite files: the schema, its defaults, and ``load_suite(path)``.
+
+A suite names algorithms, environments, seeds and a budget; ``grid.expand`` turns it into runs.
+Every field has a default a researcher would expect and unknown keys are rejected, so a typo is an
+error, not a silently ignored setting. Nothing here imports torch, gymnasium or d3rlpy.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import SuiteInvalid
+
+__all__ = [
+    "Budget",
+    "EnvSpec",
+    "AlgoSpec",
+    "ScoreSpec",
+    "Resources",
+    "Suite",
+    "load_suite",
+    "parse_suite",
+    "SCORE_RULE_RE",
+    "NAME_RE",
+]
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+SCORE_RULE_RE = re.compile(r"^(final|best|auc|mean_last:[1-9][0-9]*)$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Budget(_Model):
+    """How long each run trains and how it is evaluated."""
+
+    steps: int = Field(100_000, gt=0, description="environment steps (online) or gradient steps (offline)")
+    eval_every: int | None = Field(
+        None, gt=0, description="evaluate every N steps; default: steps / 10 (and always at the end)"
+    )
+    eval_episodes: int = Field(10, gt=0, le=10_000, description="episodes per evaluation")
+    timeout: float | None = Field(None, gt=0, description="seconds before a run is killed; default none")
+
+    @model_validator(mode="after")
+    def _eval_every_default(self) -> Budget:
+        if self.eval_every is None:
+            object.__setattr__(self, "eval_every", max(1, self.steps // 10))
+        return self
+
+
+class EnvSpec(_Model):
+    """A gymnasium environment id with optional constructor kwargs."""
+
+    id: str = Field(min_length=1)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        if not self.kwargs:
+            return self.id
+        args = ",".join(f"{k}={v}" for k, v in sorted(self.kwargs.items()))
+        return f"{self.id}[{args}]"
+
+
+class AlgoSpec(_Model):
+    """An algorithm from the registry, its parameters, and the label it is shown under."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = Field(None, description="name shown in results; default: the algorithm name")
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from .algos import ALGORITHMS
+
+        if v not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {v!r}; choose one of: {', '.join(sorted(ALGORITHMS))}")
+        return v
+
+    @field_validator("label")
+    @classmethod
+    def _safe_label(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-+=\[\],:]{0,99}", v):
+            raise ValueError("labels use letters, digits and _ . - + = [ ] , : (at most 100 characters)")
+        return v
+
+
+class ScoreSpec(_Model):
+    """How a run becomes one number per task: which metric, which rule."""
+
+    metric: str = "eval/return"
+    rule: str = Field("final", description="final | best | mean_last:N | auc")
+    drop_first: int = Field(0, ge=0, description="ignore the first N evaluation points of each run")
+
+    @field_validator("rule")
+    @classmethod
+    def _rule(cls, v: str) -> str:
+        if not SCORE_RULE_RE.match(v):
+            raise ValueError("rule must be final, best, auc or mean_last:N (N a positive integer)")
+        return v
+
+
+class Resources(_Model):
+    """What one run needs. gpus_per_job: 0 = CPU only, 0.25 = four runs share a GPU."""
+
+    gpus_per_job: float = Field(0.0, ge=0, le=8)
+    threads_per_job: int | None = Field(None, gt=0, description="torch threads per run; default cores / workers")
+
+
+class Suite(_Model):
+    name: str
+    description: str = ""
+    seeds: int | list[int] = Field(3, description="a count (seeds 0..N-1) or an explicit list")
+    budget: Budget = Field(default_factory=Budget)
+    envs: list[EnvSpec] = Field(min_length=1)
+    algorithms: list[AlgoSpec] = Field(min_length=1)
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    score: ScoreSpec = Field(default_factory=ScoreSpec)
+    resources: Resources = Field(default_factory=Resources)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("names use letters, digits, '_', '.', '-' and start with a letter or digit")
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: int | list[int]) -> int | list[int]:
+        if isinstance(v, int):
+            if v < 1:
+                raise ValueError("seeds must be a positive count or a list of non-negative integers")
+        else:
+            if not v:
+                raise ValueError("the list of seeds is empty")
+            if any(s < 0 for s in v):
+                raise ValueError("seeds must be non-negative integers")
+            if len(set(v)) != len(v):
+                raise ValueError("seeds are listed twice")
+        return v
+
+    @field_validator("envs", mode="before")
+    @classmethod
+    def _envs(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"id": e} if isinstance(e, str) else e for e in v]
+        return v
+
+    @field_validator("algorithms", mode="before")
+    @classmethod
+    def _algos(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"name": a} if isinstance(a, str) else a for a in v]
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Suite:
+        labels = [a.label or a.name for a in self.algorithms]
+        dup = sorted({x for x in labels if labels.count(x) > 1})
+        if dup:
+            raise ValueError(
+                f"two algorithm entries are both called {dup[0]!r}: give one a different 'label'"
+            )
+        env_labels = [e.label for e in self.envs]
+        dup = sorted({x for x in env_labels if env_labels.count(x) > 1})
+        if dup:
+            raise ValueError(f"environment {dup[0]!r} is listed twice")
+        for key, values in self.sweep.items():
+            algo, _, param = key.partition(".")
+            if not param:
+                raise ValueError(f"sweep key {key!r} must look like ALGO.PARAM, e.g. dqn.learning_rate")
+            if algo not in labels:
+                raise ValueError(f"sweep key {key!r} names algorithm {algo!r}, which the suite does not list")
+            if not values:
+                raise ValueError(f"sweep {key!r} has an empty list of values")
+        return self
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+
+_FIXES = {
+    "extra_forbidden": "remove it or check its spelling",
+    "missing": "add it",
+    "int_type": "use a whole number",
+    "int_parsing": "use a whole number",
+    "int_from_float": "use a whole number",
+    "float_type": "use a number",
+    "float_parsing": "use a number",
+    "string_type": "use a text value",
+    "list_type": "use a list, e.g. [a, b]",
+    "dict_type": "use a mapping, e.g. {key: value}",
+    "greater_than": "use a larger value",
+    "greater_than_equal": "use a larger value",
+    "less_than_equal": "use a smaller value",
+    "too_short": "list at least one",
+}
+
+
+def _field_path(loc: tuple[Any, ...], data: Any) -> str:
+    """Turn pydantic's loc into the path a user sees in the file (algorithms[1].params)."""
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif item in ("int", "list[int]", "str", "function-after[_eval_every_default(), Budget]"):
+            continue  # union branch names, not fields
+        elif isinstance(item, str) and ("[" in item or "(" in item):
+            continue
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts) or "(top level)"
+
+
+def format_validation_error(path: str, err: ValidationError, data: Any) -> str:
+    e = err.errors()[0]
+    field = _field_path(tuple(e["loc"]), data)
+    msg = e["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if e["type"] == "extra_forbidden":
+        msg = "unknown field"
+    fix = _FIXES.get(e["type"])
+    got = ""
+    if "input" in e and e["type"] not in ("missing", "extra_forbidden") and not isinstance(e["input"], dict | list):
+        got = f" (got {e['input']!r})"
+    line = f"{path}: field '{field}': {msg}{got}"
+    if fix:
+        line += f"; {fix}"
+    more = len(err.errors()) - 1
+    if more:
+        line += f" [+{more} more problem{'s' if more > 1 else ''}]"
+    return line
+
+
+def parse_suite(data: Any, path: str = "<suite>", default_name: str | None = None) -> Suite:
+    """Validate already-parsed YAML data. Raises SuiteInvalid with a one-line message."""
+    if data is None:
+        raise SuiteInvalid(f"{path}: the file is empty; a suite needs at least 'envs' and 'algorithms'")
+    if not isinstance(data, dict):
+        raise SuiteInvalid(f"{path}: a suite must be a YAML mapping (key: value lines), not a {type(data).__name__}")
+    if "name" not in data and default_name is not None:
+        data = {"name": default_name, **data}
+    try:
+        suite = Suite.model_validate(data)
+    except ValidationError as err:
+        raise SuiteInvalid(format_validation_error(path, err, data)) from None
+    _check_envs(suite, path)
+    return suite
+
+
+def _check_envs(suite: Suite, path: str) -> None:
+    from .envs import known_env
+
+    for i, env in enumerate(suite.envs):
+        problem = known_env(env.id)
+        if problem:
+            raise SuiteInvalid(f"{path}: field 'envs[{i}]': {problem}")
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and validate a suite file. Every problem is one line naming file, field and fix."""
+    p = Path(path)
+    if p.is_dir():
+        raise SuiteInvalid(f"{p}: is a folder; pass a suite file such as suites/quickstart.yaml")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SuiteInvalid(f"{p}: no such suite file; check the path (ready suites are in suites/)") from None
+    except UnicodeDecodeError:
+        raise SuiteInvalid(f"{p}: not a text file; a suite is a UTF-8 YAML file") from None
+    except OSError as e:
+        raise SuiteInvalid(f"{p}: cannot read it ({e.strerror}); check its permissions") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise SuiteInvalid(f"{p}: {where}invalid YAML ({problem}); fix the syntax there") from None
+    return parse_suite(data, str(p), default_name=p.stem)
+
+

@@ -1,0 +1,245 @@
+"""The results database: the ONLY code that imports duckdb.
+
+One writer, nothing lost (see DESIGN.md): DuckDB lets one process hold a file for writing, and while it
+does, no other process can open it at all. So the coordinator opens the file only for the moment it writes
+(``Store.writer()``), and readers (``Store.reader()``) retry briefly on a lock instead of failing. Workers
+never open the file: they write Parquet shards that ``ingest_shards`` loads, idempotently, in one
+transaction with the record of which shards it loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreBusy, StoreError
+from .schema import SCHEMA_VERSION, migrate
+
+__all__ = ["Store", "default_db_path", "RUN_COLUMNS", "TERMINAL", "SCHEMA_VERSION"]
+
+TERMINAL = ("finished", "failed", "interrupted")
+
+RUN_COLUMNS = (
+    "run_id", "suite", "algo", "algo_name", "env", "seed", "config", "status", "attempts", "exit_code",
+    "error", "started_at", "ended_at", "duration_s", "host", "device", "git_commit", "git_dirty",
+    "python", "packages",
+)  # fmt: skip
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get("RLBENCH_DB") or "results/rlbench.duckdb")
+
+
+def _is_lock_error(e: Exception) -> bool:
+    text = str(e)
+    return "lock" in text.lower() or "Conflicting lock" in text
+
+
+class Store:
+    """A DuckDB results file. Cheap to construct; connections are opened per operation."""
+
+    def __init__(self, path: str | Path | None = None, wait: float = 60.0):
+        self.path = Path(path) if path is not None else default_db_path()
+        self.wait = wait
+
+    # -- connections ------------------------------------------------------------------------------
+    def _connect(self, read_only: bool) -> Any:
+        import duckdb
+
+        deadline = time.monotonic() + self.wait
+        delay = 0.02
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.Error as e:  # IOException on a lock or a file that is not DuckDB
+                if _is_lock_error(e) and time.monotonic() < deadline:
+                    time.sleep(delay)
+                    delay = min(delay * 1.5, 0.25)
+                    continue
+                if _is_lock_error(e):
+                    raise StoreBusy(
+                        f"{self.path}: another process has held the database for {self.wait:.0f}s; "
+                        "try again when it finishes, or copy the file and pass the copy with --db"
+                    ) from None
+                raise StoreError(f"{self.path}: not a usable DuckDB results file ({_first_line(e)})") from None
+
+    @contextmanager
+    def writer(self) -> Iterator[Any]:
+        """A read-write connection, migrated to the current schema; closed on exit."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        con = self._connect(read_only=False)
+        try:
+            migrate(con, self.path)
+            yield con
+        finally:
+            con.close()
+
+    @contextmanager
+    def reader(self) -> Iterator[Any]:
+        """A read-only connection. Waits (up to ``wait`` seconds) while a writer holds the file."""
+        if not self.path.exists():
+            raise StoreError(
+                f"{self.path}: no results database here; run a suite first (rlbench run SUITE.yaml) "
+                "or point --db / RLBENCH_DB at your file"
+            )
+        con = self._connect(read_only=True)
+        try:
+            from .schema import check_version
+
+            check_version(con, self.path)
+            yield con
+        finally:
+            con.close()
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    # -- writing ----------------------------------------------------------------------------------
+    def register_suite(self, con: Any, name: str, description: str, config: dict, source: str) -> None:
+        con.execute(
+            """INSERT INTO suites VALUES (?, ?, ?, ?, now(), now())
+               ON CONFLICT (name) DO UPDATE SET description = excluded.description,
+               config = excluded.config, source_path = excluded.source_path, updated_at = now()""",
+            [name, description, json.dumps(config), source],
+        )
+
+    def add_runs(self, con: Any, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert runs that are not there yet as 'pending'. Existing rows are left untouched."""
+        if not rows:
+            return
+        con.executemany(
+            """INSERT INTO runs (run_id, suite, algo, algo_name, env, seed, config, status, attempts)
+               VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0) ON CONFLICT (run_id) DO NOTHING""",
+            [
+                [r["run_id"], r["suite"], r["algo"], r["algo_name"], r["env"], r["seed"], json.dumps(r["config"])]
+                for r in rows
+            ],
+        )
+
+    def start_attempt(self, con: Any, run_id: str, attempt: int, manifest: dict[str, Any]) -> None:
+        """A new attempt replaces what earlier attempts of this run put in the database.
+
+        Their shard files stay on disk under their own attempt folder.
+        """
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute("DELETE FROM metrics WHERE run_id = ?", [run_id])
+            con.execute("DELETE FROM shards WHERE run_id = ?", [run_id])
+            con.execute(
+                """UPDATE runs SET status = 'running', attempts = ?, exit_code = NULL, error = NULL,
+                   started_at = to_timestamp(?), ended_at = NULL, duration_s = NULL, host = ?, device = ?,
+                   git_commit = ?, git_dirty = ?, python = ?, packages = ? WHERE run_id = ?""",
+                [
+                    attempt, manifest["started_at"], manifest.get("host"), manifest.get("device"),
+                    manifest.get("git_commit"), manifest.get("git_dirty"), manifest.get("python"),
+                    json.dumps(manifest.get("packages", {})), run_id,
+                ],
+            )  # fmt: skip
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    def ingest_shards(self, con: Any, run_id: str, attempt: int, shards: Sequence[Path]) -> int:
+        """Load shards not loaded before, in one transaction with their bookkeeping. Returns new rows."""
+        if not shards:
+            return 0
+        names = [p.name for p in shards]
+        done = {
+            r[0]
+            for r in con.execute(
+                "SELECT shard FROM shards WHERE run_id = ? AND attempt = ?", [run_id, attempt]
+            ).fetchall()
+        }
+        todo = [p for p, n in zip(shards, names) if n not in done]
+        if not todo:
+            return 0
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        tables, counts = [], []
+        for p in todo:
+            t = pq.read_table(p)
+            counts.append(t.num_rows)
+            tables.append(t.cast(pa.schema([
+                ("step", pa.int64()), ("name", pa.string()), ("value", pa.float64()), ("wall_time", pa.float64()),
+            ])))  # fmt: skip
+        batch = pa.concat_tables(tables)
+        batch = batch.add_column(0, "run_id", pa.array([run_id] * batch.num_rows, pa.string()))
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.register("_rlbench_batch", batch)
+            con.execute("INSERT INTO metrics SELECT run_id, step, name, value, wall_time FROM _rlbench_batch")
+            con.unregister("_rlbench_batch")
+            con.executemany(
+                "INSERT INTO shards VALUES (?, ?, ?, ?, now())",
+                [[run_id, attempt, p.name, n] for p, n in zip(todo, counts)],
+            )
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return batch.num_rows
+
+    def end_attempt(self, con: Any, run_id: str, status: str, outcome: dict[str, Any]) -> None:
+        con.execute(
+            """UPDATE runs SET status = ?, exit_code = ?, error = ?, ended_at = to_timestamp(?),
+               duration_s = ? WHERE run_id = ?""",
+            [
+                status, outcome.get("exit_code"), outcome.get("error"), outcome.get("ended_at", time.time()),
+                outcome.get("duration_s"), run_id,
+            ],
+        )  # fmt: skip
+
+    # -- reading ----------------------------------------------------------------------------------
+    def runs(self, con: Any, suite: str | None = None) -> list[dict[str, Any]]:
+        sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs"
+        params: list[Any] = []
+        if suite is not None:
+            sql += " WHERE suite = ?"
+            params.append(suite)
+        sql += " ORDER BY suite, seed, algo, env"
+        cur = con.execute(sql, params)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+    def suites(self, con: Any) -> list[str]:
+        return [r[0] for r in con.execute("SELECT name FROM suites ORDER BY name").fetchall()]
+
+    def query_metrics(
+        self,
+        con: Any,
+        suite: str | None = None,
+        algos: Sequence[str] = (),
+        envs: Sequence[str] = (),
+        seeds: Sequence[int] = (),
+        metrics: Sequence[str] = (),
+        statuses: Sequence[str] = (),
+    ) -> Any:
+        """Tidy metric rows joined with their run, as a pyarrow Table. Every filter is a bound parameter."""
+        where, params = [], []
+        if suite is not None:
+            where.append("r.suite = ?")
+            params.append(suite)
+        for col, values in (("r.algo", algos), ("r.env", envs), ("r.seed", seeds), ("m.name", metrics),
+                            ("r.status", statuses)):  # fmt: skip
+            if values:
+                where.append(f"{col} IN ({', '.join('?' for _ in values)})")
+                params.extend(values)
+        sql = (
+            "SELECT m.run_id, r.suite, r.algo, r.env, r.seed, m.step, m.name, m.value, m.wall_time, r.status "
+            "FROM metrics m JOIN runs r USING (run_id)"
+        )
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY r.suite, r.algo, r.env, r.seed, m.name, m.step"
+        return con.sql(sql, params=params).to_arrow_table()
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -1,0 +1,85 @@
+import pytest
+
+from rlbench_cli.errors import SuiteInvalid
+from rlbench_cli.spec import load_suite, parse_suite
+
+
+def test_defaults(suite_dict):
+    s = parse_suite({"envs": ["CartPole-v1"], "algorithms": ["ppo"]}, "x.yaml", default_name="x")
+    assert s.name == "x"
+    assert s.seed_list == [0, 1, 2]
+    assert s.budget.steps == 100_000 and s.budget.eval_every == 10_000 and s.budget.eval_episodes == 10
+    assert s.score.metric == "eval/return" and s.score.rule == "final" and s.score.drop_first == 0
+    assert s.resources.gpus_per_job == 0
+
+
+def test_short_and_long_forms():
+    s = parse_suite(
+        {
+            "name": "q",
+            "seeds": [3, 7],
+            "envs": ["CartPole-v1", {"id": "Pendulum-v1", "kwargs": {"g": 9.81}}],
+            "algorithms": ["random", {"name": "ppo", "params": {"learning_rate": 1e-3}, "label": "ppo-fast"}],
+        }
+    )
+    assert s.seed_list == [3, 7]
+    assert s.envs[1].label == "Pendulum-v1[g=9.81]"
+    assert s.algorithms[1].label == "ppo-fast"
+
+
+@pytest.mark.parametrize(
+    "patch, expected",
+    [
+        ({"budgett": {}}, "field 'budgett': unknown field; remove it or check its spelling"),
+        ({"budget": {"steps": -5}}, "field 'budget.steps': Input should be greater than 0 (got -5)"),
+        ({"budget": {"steps": "many"}}, "field 'budget.steps'"),
+        ({"seeds": 0}, "field 'seeds': seeds must be a positive count"),
+        ({"seeds": [1, -2]}, "seeds must be non-negative"),
+        ({"seeds": [1, 1]}, "seeds are listed twice"),
+        ({"algorithms": ["ppoo"]}, "field 'algorithms[0].name': unknown algorithm 'ppoo'; choose one of:"),
+        ({"algorithms": []}, "field 'algorithms': List should have at least 1 item"),
+        ({"envs": ["CartPol-v1"]}, "field 'envs[0]': unknown gymnasium environment 'CartPol-v1'; did you mean CartPole-v1"),
+        ({"score": {"rule": "median"}}, "field 'score.rule': rule must be final, best, auc or mean_last:N"),
+        ({"sweep": {"dqn.lr": [1]}}, "sweep key 'dqn.lr' names algorithm 'dqn', which the suite does not list"),
+        ({"sweep": {"random": [1]}}, "must look like ALGO.PARAM"),
+        ({"algorithms": ["random", "random"]}, "both called 'random': give one a different 'label'"),
+        ({"name": "../evil"}, "field 'name': names use letters"),
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_errors_name_file_field_and_fix(suite_dict, patch, expected):
+    with pytest.raises(SuiteInvalid) as e:
+        parse_suite({**suite_dict, **patch}, "s.yaml")
+    msg = str(e.value)
+    assert msg.startswith("s.yaml: ")
+    assert expected in msg
+    assert "\n" not in msg
+
+
+def test_yaml_errors(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: x\nenvs: [CartPole-v1\n")
+    with pytest.raises(SuiteInvalid, match=r"bad.yaml: line \d+, column \d+: invalid YAML"):
+        load_suite(p)
+    with pytest.raises(SuiteInvalid, match="no such suite file"):
+        load_suite(tmp_path / "missing.yaml")
+    (tmp_path / "empty.yaml").write_text("")
+    with pytest.raises(SuiteInvalid, match="the file is empty"):
+        load_suite(tmp_path / "empty.yaml")
+    (tmp_path / "list.yaml").write_text("- a\n- b\n")
+    with pytest.raises(SuiteInvalid, match="must be a YAML mapping"):
+        load_suite(tmp_path / "list.yaml")
+
+
+def test_yaml_is_loaded_safely(tmp_path):
+    p = tmp_path / "evil.yaml"
+    p.write_text("name: !!python/object/apply:os.system ['echo pwned']\nenvs: [CartPole-v1]\nalgorithms: [random]\n")
+    with pytest.raises(SuiteInvalid, match="invalid YAML"):
+        load_suite(p)
+
+
+def test_ready_suites_validate():
+    from pathlib import Path
+
+    for f in sorted(Path(__file__).parents[2].joinpath("suites").glob("*.yaml")):
+        load_suite(f)
