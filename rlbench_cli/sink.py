@@ -15,8 +15,9 @@ import os
 import threading
 import time
 from collections.abc import Mapping
+from itertools import chain
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = ["MetricSink", "ShardSink", "list_shards", "SHARD_SCHEMA_COLUMNS"]
 
@@ -40,9 +41,10 @@ class ShardSink:
     def __init__(self, directory: str | Path, flush_interval: float = 1.0, background: bool = True):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        import pyarrow.parquet  # noqa: F401  - imported here once, not on the first flush mid-training
         existing = list_shards(self.directory)
         self._seq = (int(existing[-1].stem) + 1) if existing else 0
-        self._buf: list[tuple[int, str, float, float]] = []
+        self._buf: list[tuple[int, float, dict[str, float]]] = []
         self._lock = threading.Lock()  # serialises flushes, never taken by log()
         self._interval = flush_interval
         self._closed = False
@@ -54,16 +56,15 @@ class ShardSink:
             self._thread.start()
 
     # -- logging ---------------------------------------------------------------------------------
+    # One tuple per call (not per scalar): the hot path is an append; columns are built at flush time.
     def log(self, step: int, **values: float) -> None:
-        t = time.time()
-        self._buf.extend([(step, k, float(v), t) for k, v in values.items()])
+        self._buf.append((step, time.time(), values))
 
     def log_many(self, step: int, values: Mapping[str, float]) -> None:
-        t = time.time()
-        self._buf.extend([(step, k, float(v), t) for k, v in values.items()])
+        self._buf.append((step, time.time(), dict(values)))
 
     def log_scalar(self, step: int, name: str, value: float) -> None:
-        self._buf.append((step, name, float(value), time.time()))
+        self._buf.append((step, time.time(), {name: value}))
 
     # -- flushing --------------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -76,27 +77,20 @@ class ShardSink:
             buf, self._buf = self._buf, []
             if not buf:
                 return 0
-            import pyarrow as pa
+            table = _to_table(buf)
+            if table.num_rows == 0:
+                return 0
             import pyarrow.parquet as pq
 
-            steps, names, values, times = zip(*buf)
-            table = pa.table(
-                {
-                    "step": pa.array(steps, pa.int64()),
-                    "name": pa.array(names, pa.string()).dictionary_encode(),
-                    "value": pa.array(values, pa.float64()),
-                    "wall_time": pa.array(times, pa.float64()),
-                }
-            )
             final = self.directory / f"{self._seq:08d}.parquet"
             tmp = final.with_suffix(".tmp")
-            pq.write_table(table, tmp, compression="zstd")
+            pq.write_table(table, tmp, compression="snappy", use_dictionary=["name"])
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
             self._seq += 1
-            self.rows_written += len(buf)
-            return len(buf)
+            self.rows_written += table.num_rows
+            return table.num_rows
 
     def close(self) -> None:
         if self._closed:
@@ -106,6 +100,34 @@ class ShardSink:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.flush()
+
+
+def _to_table(buf: list[tuple[int, float, dict[str, float]]]) -> Any:
+    """Columns from buffered calls: steps and times repeated per value, values flattened, names
+    dictionary-encoded per distinct set of keys (a training loop logs the same keys again and again)."""
+    import numpy as np
+    import pyarrow as pa
+
+    n_calls = len(buf)
+    keysets: dict[tuple[str, ...], int] = {}
+    kid = np.fromiter((keysets.setdefault(tuple(c[2]), len(keysets)) for c in buf), np.int64, n_calls)
+    names: dict[str, int] = {}
+    codes = [np.array([names.setdefault(k, len(names)) for k in ks], np.int32) for ks in keysets]
+    sizes = np.array([len(c) for c in codes], np.int64)
+    counts = sizes[kid]
+    total = int(counts.sum())
+    if len(codes) == 1:
+        name_idx = np.tile(codes[0], n_calls)
+    else:
+        name_idx = np.concatenate([codes[k] for k in kid]) if total else np.zeros(0, np.int32)
+    steps = np.repeat(np.fromiter((c[0] for c in buf), np.int64, n_calls), counts)
+    times = np.repeat(np.fromiter((c[1] for c in buf), np.float64, n_calls), counts)
+    try:
+        values = np.fromiter(chain.from_iterable(c[2].values() for c in buf), np.float64, total)
+    except (TypeError, ValueError):  # tensors and other number-likes: convert one by one
+        values = np.array([float(v) for c in buf for v in c[2].values()], np.float64)
+    name_col = pa.DictionaryArray.from_arrays(pa.array(name_idx, pa.int32()), pa.array(list(names), pa.string()))
+    return pa.table({"step": steps, "name": name_col, "value": values, "wall_time": times})
 
 
 def list_shards(directory: str | Path) -> list[Path]:

@@ -159,23 +159,15 @@ class Store:
         todo = [p for p, n in zip(shards, names) if n not in done]
         if not todo:
             return 0
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        tables, counts = [], []
-        for p in todo:
-            t = pq.read_table(p)
-            counts.append(t.num_rows)
-            tables.append(t.cast(pa.schema([
-                ("step", pa.int64()), ("name", pa.string()), ("value", pa.float64()), ("wall_time", pa.float64()),
-            ])))  # fmt: skip
-        batch = pa.concat_tables(tables)
-        batch = batch.add_column(0, "run_id", pa.array([run_id] * batch.num_rows, pa.string()))
+        counts = [pq.read_metadata(p).num_rows for p in todo]
         con.execute("BEGIN TRANSACTION")
         try:
-            con.register("_rlbench_batch", batch)
-            con.execute("INSERT INTO metrics SELECT run_id, step, name, value, wall_time FROM _rlbench_batch")
-            con.unregister("_rlbench_batch")
+            con.execute(
+                "INSERT INTO metrics SELECT ?, step, name, value, wall_time FROM read_parquet(?)",
+                [run_id, [str(p) for p in todo]],
+            )
             con.executemany(
                 "INSERT INTO shards VALUES (?, ?, ?, ?, now())",
                 [[run_id, attempt, p.name, n] for p, n in zip(todo, counts)],
@@ -184,7 +176,7 @@ class Store:
         except BaseException:
             con.execute("ROLLBACK")
             raise
-        return batch.num_rows
+        return sum(counts)
 
     def end_attempt(self, con: Any, run_id: str, status: str, outcome: dict[str, Any]) -> None:
         con.execute(

@@ -1,0 +1,136 @@
+"""End to end, as a user would: the real ``rlbench`` command in a subprocess on the smoke suite."""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+ROOT = Path(__file__).parents[2]
+RLBENCH = shutil.which("rlbench")
+pytestmark = pytest.mark.slow
+
+
+def rl(*args, check=True, timeout=600):
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    r = subprocess.run([RLBENCH, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
+    if check and r.returncode != 0:
+        raise AssertionError(f"rlbench {' '.join(map(str, args))} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    d = tmp_path_factory.mktemp("smoke")
+    db = d / "rlbench.duckdb"
+    t0 = time.monotonic()
+    r = rl("run", ROOT / "suites/smoke.yaml", "--db", db)
+    return {"db": db, "dir": d, "run": r, "seconds": time.monotonic() - t0}
+
+
+def test_run_finishes_everything(smoke):
+    status = json.loads(rl("status", "smoke", "--db", smoke["db"], "--json").stdout)
+    s = status["suites"]["smoke"]
+    assert s["all_finished"], status
+    assert s["total"] == s["finished"] == 6
+    assert all(r["attempts"] == 1 and r["exit_code"] == 0 for r in status["runs"])
+    assert "done" in smoke["run"].stdout
+
+
+def test_rerun_trains_nothing(smoke):
+    t0 = time.monotonic()
+    r = rl("run", ROOT / "suites/smoke.yaml", "--db", smoke["db"], "--json")
+    out = json.loads(r.stdout)
+    assert out["skipped"] == 6 and out["finished"] == 0
+    assert time.monotonic() - t0 < 20
+    status = json.loads(rl("status", "smoke", "--db", smoke["db"], "--json").stdout)
+    assert all(r["attempts"] == 1 for r in status["runs"])
+
+
+def test_database_contents(smoke):
+    con = duckdb.connect(str(smoke["db"]), read_only=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        assert {"suites", "runs", "metrics", "schema_version", "shards"} <= tables
+        runs = con.execute("SELECT run_id, algo, env, seed, status, git_commit, python, packages, host, device, "
+                           "started_at, ended_at FROM runs").fetchall()  # fmt: skip
+        assert len(runs) == 6
+        for run in runs:
+            assert run[4] == "finished" and run[6] and run[8] and run[9] == "cpu" and run[10] and run[11]
+            assert "torch" in json.loads(run[7])
+        # every run evaluated at steps 0, 1000, 2000 exactly once (ingest is idempotent)
+        rows = con.execute("""SELECT run_id, list(step ORDER BY step) FROM metrics WHERE name = 'eval/return'
+                              GROUP BY run_id""").fetchall()  # fmt: skip
+        assert len(rows) == 6
+        for _, steps in rows:
+            assert steps[0] == 0 and steps[-1] == 2000 and len(steps) == len(set(steps)) == 3
+        names = {r[0] for r in con.execute("SELECT DISTINCT name FROM metrics").fetchall()}
+        assert {"eval/return", "train/episode_return", "sys/sps"} <= names
+        assert any(n.startswith("train/loss/") for n in names)
+        random_final = con.execute("""SELECT avg(value) FROM metrics m JOIN runs r USING (run_id)
+            WHERE r.algo = 'random' AND m.name = 'eval/return'""").fetchall()[0][0]  # fmt: skip
+        assert 10 < random_final < 40
+    finally:
+        con.close()
+
+
+def test_fetch_csv_and_json(smoke):
+    cols = ["run_id", "suite", "algo", "env", "seed", "step", "name", "value"]
+    csv = rl("fetch", "--db", smoke["db"], "--suite", "smoke", "--metric", "eval/return", "--format", "csv").stdout
+    header, *lines = csv.strip().splitlines()
+    assert [c.strip('"') for c in header.split(",")][: len(cols)] == cols
+    assert len(lines) == 18
+    js = json.loads(rl("fetch", "--db", smoke["db"], "--suite", "smoke", "--algo", "ppo", "--seed", "1",
+                       "--metric", "eval/return", "--format", "json").stdout)  # fmt: skip
+    assert len(js) == 3 and all(r["algo"] == "ppo" and r["seed"] == 1 for r in js)
+    out = smoke["dir"] / "all.parquet"
+    rl("fetch", "--db", smoke["db"], "--format", "parquet", "--output", out)
+    assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}')").fetchall()[0][0] > 18
+
+
+def test_plot_writes_real_figures_and_leaderboard(smoke):
+    from PIL import Image
+
+    out = smoke["dir"] / "figs"
+    r = rl("plot", "smoke", "--db", smoke["db"], "--reps", "2000", "--out", out)
+    assert "IQM" in r.stdout or "iqm" in r.stdout
+    pngs = sorted(out.glob("*.png"))
+    names = {p.stem for p in pngs}
+    assert {"aggregates", "performance_profile", "probability_of_improvement", "sample_efficiency",
+            "learning_curves"} <= names  # fmt: skip
+    for p in pngs:
+        with Image.open(p) as im:
+            assert im.width > 300 and im.height > 200
+            assert len(set(im.convert("L").getdata())) > 10  # not a blank canvas
+    md = (out / "leaderboard.md").read_text()
+    assert "final" in md and "ppo" in md and "random" in md
+    csv = (out / "leaderboard.csv").read_text().splitlines()
+    assert len(csv) == 4  # header + 3 algorithms
+    r = rl("plot", "smoke", "--db", smoke["db"], "--reps", "2000", "--out", out / "svg", "--format", "svg")
+    assert (out / "svg" / "aggregates.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_failing_runs_are_isolated_and_rerun_with_only_failed(tmp_path):
+    suite = tmp_path / "flaky.yaml"
+    suite.write_text(
+        "name: flaky\nseeds: 1\nbudget: {steps: 300, eval_every: 300, eval_episodes: 1}\n"
+        "envs: [CartPole-v1, {id: CartPole-v1, kwargs: {no_such_kwarg: 1}}]\nalgorithms: [random]\n"
+    )
+    db = tmp_path / "db.duckdb"
+    r = rl("run", suite, "--db", db, "--retries", "1", check=False)
+    assert r.returncode == 1
+    assert "FAILED" in r.stdout and "no_such_kwarg" in r.stdout
+    status = json.loads(rl("status", "flaky", "--db", db, "--json").stdout)
+    by_env = {x["env"]: x for x in status["runs"]}
+    assert by_env["CartPole-v1"]["status"] == "finished"
+    bad = by_env["CartPole-v1[no_such_kwarg=1]"]
+    assert bad["status"] == "failed" and bad["attempts"] == 2 and "no_such_kwarg" in bad["error"]
+    r = rl("run", suite, "--db", db, "--only-failed", "--json", check=False)
+    out = json.loads(r.stdout)
+    assert out["skipped"] == 1 and out["failed"] == 1
+    status = json.loads(rl("status", "flaky", "--db", db, "--json").stdout)
+    assert {x["env"]: x["attempts"] for x in status["runs"]} == {"CartPole-v1": 1, "CartPole-v1[no_such_kwarg=1]": 3}
