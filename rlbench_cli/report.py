@@ -1,0 +1,67 @@
+"""From one metric's rows to the figures and leaderboard of a suite (what ``rlbench plot`` writes)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Report", "make_report", "suite_score_rule", "CURVE_REPS"]
+
+# rliable's own default for performance profiles and probability of improvement; the aggregates use --reps.
+CURVE_REPS = 2000
+
+
+@dataclass
+class Report:
+    paths: list[Path]
+    leaderboard_md: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def suite_score_rule(store: Any, suite: str) -> tuple[str, int]:
+    """The score rule a suite declared (stored with it), or ``final``."""
+    with store.reader() as con:
+        rows = con.execute("SELECT config FROM suites WHERE name = ?", [suite]).fetchall()
+    if not rows or not rows[0][0]:
+        return "final", 0
+    score = json.loads(rows[0][0]).get("score", {})
+    return score.get("rule", "final"), int(score.get("drop_first", 0))
+
+
+def make_report(
+    suite: str,
+    df: Any,
+    *,
+    metric: str,
+    rule: str,
+    drop_first: int,
+    normalize: str | None,
+    reps: int,
+    seed: int,
+    out_dir: Path,
+    fmt: str = "png",
+) -> Report:
+    """Score runs, compute rliable statistics, write every figure and the leaderboard (md + csv)."""
+    from . import leaderboard, plots, stats
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", stats.StatsWarning)
+        table = stats.score_table(df, rule=rule, drop_first=drop_first, normalize=normalize, metric=metric)
+        agg = stats.aggregates(table, reps=reps, seed=seed)
+        poi_reps = min(reps, CURVE_REPS)
+        poi = stats.probability_of_improvement(table, reps=poi_reps, seed=seed) if len(table.algos) > 1 else None
+        paths = plots.write_all(suite, df, table, out_dir, fmt=fmt, reps=poi_reps, seed=seed,
+                                aggregates_df=agg, poi_df=poi, aggregate_reps=reps)  # fmt: skip
+        board = leaderboard.leaderboard(table, agg, poi)
+        header = leaderboard.header_lines(suite, table, reps=reps, seed=seed, poi_reps=poi_reps)
+        md = leaderboard.to_markdown(board, header)
+    (out_dir / "leaderboard.md").write_text(md + "\n")
+    leaderboard.to_csv(board, out_dir / "leaderboard.csv")
+    paths += [out_dir / "leaderboard.md", out_dir / "leaderboard.csv"]
+    notes = [str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)]
+    return Report(paths=paths, leaderboard_md=md, warnings=notes)

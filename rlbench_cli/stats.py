@@ -1,0 +1,749 @@
+"""Score rules, normalisation and rliable aggregates: from tidy metric rows to numbers with confidence intervals.
+
+Data flow::
+
+    metric rows (run_id, algo, env, seed, step, value)      one metric, e.g. ``eval/return``
+      -> run_scores(df, rule)        one score per run by a declared rule (final, best, mean_last:N, auc)
+      -> score_table(df, rule, ...)  ScoreTable: {algo: ndarray(num_runs x num_tasks)}, rliable's contract,
+                                     normalised by FIXED reference scores (never by the loaded runs)
+      -> aggregates / probability_of_improvement / performance_profile    rliable, stratified bootstrap
+
+Curves over training (``sample_efficiency``, ``learning_curves``) start again from the metric rows.
+
+Reproducible bootstrap: rliable's ``StratifiedBootstrap`` draws its resampling indices from numpy's *global*
+generator and ignores ``random_state``. Every bootstrap here runs inside a context that saves the global
+state, seeds it, and restores it afterwards. The seed of each bootstrap is derived from ``seed`` and the name
+of what is resampled (an algorithm, or a pair of algorithms), so an algorithm's interval depends only on its
+own runs and ``seed``, not on which other algorithms happen to be loaded. ``bootstrap_seed(seed, key)`` gives
+that derived seed; ``np.random.seed(bootstrap_seed(seed, algo))`` followed by a direct rliable call on
+``{algo: table.scores[algo]}`` reproduces the intervals here bit for bit.
+
+rliable and scipy are imported inside the functions that use them, so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from rlbench_cli.errors import UsageError
+
+__all__ = [
+    "REFERENCES",
+    "RULES",
+    "METRICS",
+    "ScoreTable",
+    "StatsError",
+    "StatsWarning",
+    "parse_rule",
+    "run_scores",
+    "score_table",
+    "aggregates",
+    "probability_of_improvement",
+    "performance_profile",
+    "sample_efficiency",
+    "learning_curves",
+    "bootstrap_seed",
+    "score_label",
+]
+
+COLUMNS = ("run_id", "algo", "env", "seed", "step", "value")
+RULES = ("final", "best", "mean_last:N", "auc")
+METRICS = ("median", "iqm", "mean", "optimality_gap")
+METRIC_LABELS = {"median": "Median", "iqm": "IQM", "mean": "Mean", "optimality_gap": "Optimality gap"}
+OPTIMALITY_GAP_GAMMA = 1.0
+
+# Fixed reference scores, (low, high) per task; normalised = (score - low) / (high - low), so 0 = random
+# policy and 1 = the reference (rliable / Atari convention: a fraction, not a percentage).
+#
+# low: mean episodic return of a uniform random policy, measured here with gymnasium 1.0.0: for each env,
+#   gym.make(env_id), env.action_space.seed(0), then 1,000 episodes with env.reset(seed=i) for i = 0..999,
+#   each action env.action_space.sample(), until terminated or truncated (the registered TimeLimit).
+#   Results (mean, std, standard error of the mean):
+#     CartPole-v1      22.197   std 11.316  se 0.358
+#     Acrobot-v1     -499.093   std  9.750  se 0.308   (nearly every episode hits the 500-step limit)
+#     MountainCar-v0 -200.000   std  0.000  se 0.000   (never reaches the flag in 200 steps)
+#     Pendulum-v1   -1230.653   std 286.735 se 9.067
+# high: CartPole-v1 = 500, the maximum return (TimeLimit 500, +1 per step). For the others, the best mean
+#   return of any pretrained agent in the RL Baselines3 Zoo benchmark table (DLR-RM/rl-baselines3-zoo,
+#   benchmark.md, "Performance of trained agents", deterministic policy, ~150k evaluation steps):
+#     Acrobot-v1      -69.135  (qrdqn)   gymnasium's "solved" reward_threshold is -100
+#     MountainCar-v0 -100.849  (dqn)     gymnasium's reward_threshold is -110
+#     Pendulum-v1    -151.855  (td3)     gymnasium registers no threshold
+# LunarLander-v3 is left out: Box2D is not installed here, so its random-policy return was not measured.
+REFERENCES: dict[str, dict[str, tuple[float, float]]] = {
+    "classic-control": {
+        "CartPole-v1": (22.197, 500.0),
+        "Acrobot-v1": (-499.093, -69.135),
+        "MountainCar-v0": (-200.0, -100.849),
+        "Pendulum-v1": (-1230.653, -151.855),
+    },
+}
+
+
+class StatsError(UsageError, ValueError):
+    """A score rule, reference set or metric table the statistics cannot use (also a ``ValueError``)."""
+
+
+class StatsWarning(UserWarning):
+    """Data was dropped or changed on the way to the statistics (non-finite values, incomplete seeds...)."""
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, StatsWarning, stacklevel=3)
+
+
+# --------------------------------------------------------------------------------------------- score rules
+def parse_rule(rule: str) -> tuple[str, int | None]:
+    """Parses a score rule.
+
+    Args:
+        rule: ``final`` (last evaluation), ``best`` (maximum over evaluations), ``mean_last:N`` (mean of the
+            last N evaluations, N >= 1) or ``auc`` (area under the (step, value) curve divided by the step
+            span, i.e. the mean value over training).
+
+    Returns:
+        ``(name, n)``: ``n`` is N for ``mean_last:N`` and ``None`` otherwise.
+
+    Raises:
+        StatsError: (a ``ValueError``) for anything else.
+    """
+    text = rule.strip() if isinstance(rule, str) else rule
+    if text in ("final", "best", "auc"):
+        return text, None
+    match = re.fullmatch(r"mean_last:(\d+)", text) if isinstance(text, str) else None
+    if match and int(match.group(1)) >= 1:
+        return "mean_last", int(match.group(1))
+    raise StatsError(f"Unknown score rule {rule!r}. Use one of: final, best, mean_last:N (N >= 1), auc.")
+
+
+def _clean(df: pd.DataFrame) -> pd.DataFrame:
+    """Checks the columns, drops non-finite values (with a warning) and sorts each run by step."""
+    if not isinstance(df, pd.DataFrame):
+        raise StatsError(f"Expected a pandas DataFrame of metric rows, got {type(df).__name__}.")
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise StatsError(
+            f"Metric table lacks column(s) {', '.join(missing)}; expected columns {', '.join(COLUMNS)}."
+        )
+    if df.empty:
+        raise StatsError("Metric table is empty: no evaluation rows to score. Did the runs log this metric?")
+    for col in ("name", "metric"):
+        if col in df.columns and df[col].nunique() > 1:
+            names = sorted(map(str, df[col].unique()))
+            raise StatsError(
+                f"Metric table mixes {len(names)} metrics ({_short(names)}); pass rows of one metric."
+            )
+    out = df.loc[:, list(COLUMNS)].copy()
+    out["value"] = pd.to_numeric(out["value"], errors="coerce").astype(float)
+    # k-th evaluation of each run, counted before non-finite values are dropped: drop_first and the
+    # alignment of curves refer to evaluations, whatever their value
+    out = out.sort_values(["run_id", "step"], kind="mergesort").reset_index(drop=True)
+    out["index"] = out.groupby("run_id", sort=False).cumcount()
+    finite = np.isfinite(out["value"].to_numpy())
+    if not finite.all():
+        bad = out.loc[~finite]
+        _warn(
+            f"Dropped {len(bad)} non-finite value(s) (NaN/inf) from {bad['run_id'].nunique()} run(s): "
+            f"{_short(sorted(map(str, bad['run_id'].unique())))}."
+        )
+        out = out.loc[finite]
+    if out.empty:
+        raise StatsError("Metric table has no finite values left after dropping NaN/inf.")
+    return out.reset_index(drop=True)
+
+
+def _short(items: Sequence[object], limit: int = 5) -> str:
+    items = list(items)
+    text = ", ".join(map(str, items[:limit]))
+    return text + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd.DataFrame:
+    """Reduces each run to one number by a score rule.
+
+    Args:
+        df: Tidy rows of ONE metric, columns ``run_id, algo, env, seed, step, value``, one row per evaluation
+            point. Runs may have different lengths; non-finite values are dropped with a warning.
+        rule: Score rule, see ``parse_rule``.
+        drop_first: Drop each run's first ``drop_first`` evaluation points (ordered by step) before applying
+            the rule. A run left with no points is dropped with a warning.
+
+    Returns:
+        DataFrame with columns ``run_id, algo, env, seed, score``, one row per run, sorted by
+        ``algo, env, seed, run_id``.
+    """
+    name, n = parse_rule(rule)
+    if int(drop_first) != drop_first or drop_first < 0:
+        raise StatsError(f"drop_first must be a non-negative integer, got {drop_first!r}.")
+    data = _clean(df)
+    if drop_first:
+        before = set(data["run_id"].unique())
+        data = data.loc[data["index"] >= drop_first].copy()
+        emptied = sorted(map(str, before - set(data["run_id"].unique())))
+        if emptied:
+            _warn(
+                f"{len(emptied)} run(s) have no more than {drop_first} evaluation point(s) and were dropped "
+                f"by drop_first={drop_first}: {_short(emptied)}."
+            )
+        if data.empty:
+            raise StatsError(f"No evaluation points left after drop_first={drop_first}; lower --drop-first.")
+    grouped = data.groupby("run_id", sort=False)
+    keys = grouped[["algo", "env", "seed"]].first()
+    values = grouped["value"]
+    if name == "final":
+        score = values.last()
+    elif name == "best":
+        score = values.max()
+    elif name == "mean_last":
+        short = grouped.size()
+        short = short[short < n]
+        if len(short):
+            _warn(
+                f"{len(short)} run(s) have fewer than {n} evaluation points; mean_last:{n} averages all the "
+                f"points they have: {_short(sorted(map(str, short.index)))}."
+            )
+        score = grouped.tail(n).groupby("run_id", sort=False)["value"].mean()
+    else:  # auc: trapezoids over consecutive points of a run, divided by the run's step span
+        step = data["step"].astype(float)
+        prev_step = grouped["step"].shift().astype(float)
+        prev_value = values.shift()
+        area = ((data["value"] + prev_value) / 2.0 * (step - prev_step)).fillna(0.0)
+        total = area.groupby(data["run_id"], sort=False).sum()
+        span = step.groupby(data["run_id"], sort=False).max() - step.groupby(data["run_id"], sort=False).min()
+        score = (total / span.where(span > 0)).fillna(values.mean())  # one point (or one step): its mean
+    out = keys.assign(score=score.astype(float)).reset_index()
+    out = out.sort_values(["algo", "env", "seed", "run_id"], kind="mergesort").reset_index(drop=True)
+    return out.loc[:, ["run_id", "algo", "env", "seed", "score"]]
+
+
+# ------------------------------------------------------------------------------------------ normalisation
+def _resolve_references(
+    tasks: Sequence[str], normalize: str | None
+) -> tuple[str | None, dict[str, tuple[float, float]]]:
+    """Picks the reference set for ``tasks``: ``(name, {task: (low, high)})`` or ``(None, {})`` for raw."""
+    if normalize is None or normalize in ("none", "raw"):
+        return None, {}
+    if normalize == "auto":
+        for name, refs in REFERENCES.items():
+            if all(t in refs for t in tasks):
+                return name, {t: refs[t] for t in tasks}
+        known = sorted({t for refs in REFERENCES.values() for t in refs})
+        unknown = [t for t in tasks if t not in known]
+        _warn(
+            f"No reference scores for task(s) {_short(unknown)}; reporting RAW scores (not normalised). "
+            f"Tasks with references: {', '.join(known)}."
+        )
+        return None, {}
+    if normalize not in REFERENCES:
+        raise StatsError(
+            f"Unknown reference set {normalize!r}. Use one of: {', '.join(REFERENCES)}, auto, or none for raw."
+        )
+    refs = REFERENCES[normalize]
+    missing = [t for t in tasks if t not in refs]
+    if missing:
+        raise StatsError(
+            f"Reference set {normalize!r} has no scores for task(s) {', '.join(missing)}. "
+            f"It covers {', '.join(refs)}; use normalize='auto' or none for raw scores."
+        )
+    return normalize, {t: refs[t] for t in tasks}
+
+
+def _normalise(values: pd.Series, tasks: pd.Series, refs: Mapping[str, tuple[float, float]]) -> pd.Series:
+    if not refs:
+        return values.astype(float)
+    low = tasks.map(lambda t: refs[t][0]).astype(float)
+    high = tasks.map(lambda t: refs[t][1]).astype(float)
+    return (values - low) / (high - low)
+
+
+def _complete_seeds(
+    cells: pd.DataFrame, algos: Sequence[str], tasks: Sequence[str]
+) -> dict[str, list[object]]:
+    """Seeds each algorithm has on EVERY task (warns about dropped seeds and algorithms)."""
+    kept: dict[str, list[object]] = {}
+    for algo in algos:
+        have = cells.loc[cells["algo"] == algo]
+        by_task = {t: set(have.loc[have["env"] == t, "seed"]) for t in tasks}
+        absent = [t for t in tasks if not by_task[t]]
+        if absent:
+            _warn(
+                f"Algorithm {algo!r} has no runs on task(s) {', '.join(absent)}; it is left out of the table."
+            )
+            continue
+        all_seeds = sorted(set().union(*by_task.values()), key=_seed_key)
+        seeds = [s for s in all_seeds if all(s in by_task[t] for t in tasks)]
+        dropped = {s: [t for t in tasks if s not in by_task[t]] for s in all_seeds if s not in seeds}
+        if not seeds:
+            _warn(
+                f"Algorithm {algo!r} has no seed present on every task; it is left out of the table "
+                f"(runs are matched by seed across tasks)."
+            )
+            continue
+        if dropped:
+            detail = "; ".join(f"seed {s} (missing on {', '.join(ts)})" for s, ts in dropped.items())
+            _warn(
+                f"Algorithm {algo!r}: runs are matched by seed across tasks, so {len(dropped)} seed(s) were "
+                f"dropped: {detail}. Kept {len(seeds)} seed(s): {_short(seeds, 10)}."
+            )
+        kept[algo] = seeds
+    if not kept:
+        raise StatsError("No algorithm has a seed present on every task; nothing to compare.")
+    return kept
+
+
+def _seed_key(seed: object) -> tuple[int, object]:
+    return (0, seed) if isinstance(seed, (int, np.integer)) else (1, str(seed))
+
+
+def _check_unique_cells(frame: pd.DataFrame) -> None:
+    dup = frame.duplicated(["algo", "env", "seed"], keep=False)
+    if dup.any():
+        first = frame.loc[dup].iloc[0]
+        same = (frame[["algo", "env", "seed"]] == first[["algo", "env", "seed"]]).all(axis=1)
+        ids = frame.loc[same, "run_id"]
+        raise StatsError(
+            f"{len(ids)} runs share algo={first['algo']} env={first['env']} seed={first['seed']} "
+            f"(run ids {_short(sorted(map(str, ids)))}); give sweep variants distinct algorithm labels."
+        )
+
+
+# -------------------------------------------------------------------------------------------- score table
+@dataclass
+class ScoreTable:
+    """Scores of one metric, one number per run, arranged for rliable.
+
+    Attributes:
+        rule: Score rule that made one number per run (``final``, ``best``, ``mean_last:N``, ``auc``).
+        drop_first: Evaluation points dropped from the start of each run before the rule.
+        normalized: Name of the reference set used (a key of ``REFERENCES``), or ``None`` for raw scores.
+        tasks: Task (environment) names, the columns of every score matrix.
+        algos: Algorithm names, the keys of ``scores`` (sorted).
+        scores: ``{algo: ndarray of shape (num_runs, num_tasks)}``, rliable's contract. Row ``i`` holds the
+            runs of the i-th seed in ``seeds[algo]`` on every task; column ``j`` is ``tasks[j]``. Normalised
+            if ``normalized`` is set.
+        per_run: ``run_scores`` output plus ``norm_score`` (equal to ``score`` when raw) and ``in_table``
+            (False for runs whose seed is missing on some task, or whose algorithm was left out).
+        seeds: ``{algo: seeds}``, the seed of each row of ``scores[algo]``.
+        references: ``{task: (low, high)}`` used for normalisation (empty when raw).
+        metric: Name of the metric that was scored (e.g. ``eval/return``), for labels.
+    """
+
+    rule: str
+    drop_first: int
+    normalized: str | None
+    tasks: list[str]
+    algos: list[str]
+    scores: dict[str, np.ndarray]
+    per_run: pd.DataFrame
+    seeds: dict[str, list[object]] = field(default_factory=dict)
+    references: dict[str, tuple[float, float]] = field(default_factory=dict)
+    metric: str = "score"
+
+    @property
+    def num_runs(self) -> dict[str, int]:
+        """Runs per task of each algorithm (rows of its score matrix)."""
+        return {a: int(s.shape[0]) for a, s in self.scores.items()}
+
+
+def score_table(
+    df: pd.DataFrame,
+    rule: str = "final",
+    drop_first: int = 0,
+    normalize: str | None = "auto",
+    metric: str | None = None,
+) -> ScoreTable:
+    """Builds rliable's ``{algo: (num_runs x num_tasks)}`` score matrices from metric rows.
+
+    Args:
+        df: Tidy rows of ONE metric, columns ``run_id, algo, env, seed, step, value`` (see ``run_scores``).
+            An optional ``name`` or ``metric`` column with one unique value names the metric for labels.
+        rule: Score rule, see ``parse_rule``.
+        drop_first: Evaluation points to drop from the start of each run.
+        normalize: ``"auto"``: normalise by the first reference set in ``REFERENCES`` that covers every
+            task, else raw scores with a warning. ``None`` (or ``"none"``): raw scores. A reference set name: that set;
+            ``StatsError`` if it lacks a task. Normalisation uses FIXED references, ``(score - low) /
+            (high - low)``, never the min/max of the loaded runs.
+        metric: Metric name for labels; inferred from a ``name``/``metric`` column when omitted.
+
+    Returns:
+        A ``ScoreTable``. Runs are matched by seed across tasks: the rows of ``scores[algo]`` are the seeds
+        that algorithm has on every task; other seeds are dropped with a warning naming seeds and tasks.
+    """
+    if metric is None:
+        metric = _infer_metric(df)
+    per_run = run_scores(df, rule, drop_first)
+    _check_unique_cells(per_run)
+    tasks = sorted(per_run["env"].astype(str).unique())
+    per_run["env"] = per_run["env"].astype(str)
+    per_run["algo"] = per_run["algo"].astype(str)
+    name, refs = _resolve_references(tasks, normalize)
+    per_run["norm_score"] = _normalise(per_run["score"], per_run["env"], refs)
+    seeds = _complete_seeds(per_run, sorted(per_run["algo"].unique()), tasks)
+    scores: dict[str, np.ndarray] = {}
+    per_run["in_table"] = False
+    for algo, algo_seeds in seeds.items():
+        rows = per_run.loc[(per_run["algo"] == algo) & per_run["seed"].isin(algo_seeds)]
+        grid = rows.pivot(index="seed", columns="env", values="norm_score")
+        scores[algo] = grid.loc[algo_seeds, tasks].to_numpy(dtype=float)
+        per_run.loc[rows.index, "in_table"] = True
+    return ScoreTable(
+        rule=rule.strip(),
+        drop_first=int(drop_first),
+        normalized=name,
+        tasks=tasks,
+        algos=list(scores),
+        scores=scores,
+        per_run=per_run,
+        seeds=seeds,
+        references=refs,
+        metric=metric,
+    )
+
+
+def _infer_metric(df: pd.DataFrame) -> str:
+    for col in ("name", "metric"):
+        if isinstance(df, pd.DataFrame) and col in df.columns and df[col].nunique() == 1:
+            return str(df[col].iloc[0])
+    return "score"
+
+
+def score_label(table: ScoreTable, metric: str | None = None) -> str:
+    """Human label of what a table holds, e.g. ``IQM of final eval/return (normalised: classic-control)``.
+
+    Args:
+        table: The score table.
+        metric: Aggregate name to put in front (``iqm``, ``median``...; a key of ``METRIC_LABELS``) or None.
+    """
+    rule = table.rule + (f", first {table.drop_first} evals dropped" if table.drop_first else "")
+    norm = f"normalised: {table.normalized} refs" if table.normalized else "raw, not normalised"
+    head = f"{METRIC_LABELS.get(metric, metric)} of " if metric else ""
+    return f"{head}{rule} {table.metric} ({norm})"
+
+
+# ---------------------------------------------------------------------------------------------- bootstrap
+def bootstrap_seed(seed: int, key: str) -> list[int]:
+    """The seed for numpy's global generator before bootstrapping ``key`` (an algorithm or ``"x|y"``).
+
+    Derived from ``seed`` and a CRC32 of ``key``, so each algorithm (or pair) gets its own stream that does
+    not depend on the other algorithms loaded. Pass it to ``np.random.seed``.
+    """
+    if int(seed) != seed or seed < 0 or seed >= 2**32:
+        raise StatsError(f"Bootstrap seed must be an integer in [0, 2**32), got {seed!r}.")
+    return [int(seed), zlib.crc32(key.encode("utf-8"))]
+
+
+@contextmanager
+def _global_seed(seed: int | list[int]) -> Iterator[None]:
+    """Seeds numpy's global generator (which rliable uses) and restores the previous state afterwards."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
+
+
+def _check_reps(reps: int, confidence: float = 0.95) -> None:
+    if int(reps) != reps or reps < 1:
+        raise StatsError(f"reps must be a positive integer, got {reps!r}.")
+    if not 0 < confidence < 1:
+        raise StatsError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence!r}.")
+
+
+def _aggregate_func(normalized: bool) -> Callable[[np.ndarray], np.ndarray]:
+    from rliable import metrics
+
+    def func(scores: np.ndarray) -> np.ndarray:
+        gap = metrics.aggregate_optimality_gap(scores, OPTIMALITY_GAP_GAMMA) if normalized else np.nan
+        return np.array(
+            [
+                metrics.aggregate_median(scores),
+                metrics.aggregate_iqm(scores),
+                metrics.aggregate_mean(scores),
+                gap,
+            ]
+        )
+
+    return func
+
+
+def aggregates(table: ScoreTable, reps: int = 50000, seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
+    """rliable aggregates with stratified bootstrap confidence intervals.
+
+    Args:
+        table: Scores, ``table.scores[algo]`` of shape (num_runs, num_tasks).
+        reps: Bootstrap replications.
+        seed: Bootstrap seed; the same seed gives identical intervals (see ``bootstrap_seed``).
+        confidence: Coverage of the percentile intervals.
+
+    Returns:
+        DataFrame with columns ``algo, metric, estimate, lower, upper``: four rows per algorithm, metric in
+        ``median, iqm, mean, optimality_gap``. Median and mean are of per-task means (rliable), IQM is the
+        25% trimmed mean over all runs and tasks, optimality gap uses gamma = 1.0 and is NaN for raw scores
+        (a threshold of 1 means nothing on an unnormalised scale).
+    """
+    from rliable import library as rly
+
+    _check_reps(reps, confidence)
+    func = _aggregate_func(table.normalized is not None)
+    rows = []
+    for algo in table.algos:
+        with _global_seed(bootstrap_seed(seed, algo)):
+            point, interval = rly.get_interval_estimates(
+                {algo: table.scores[algo]}, func, reps=int(reps), confidence_interval_size=confidence
+            )
+        for i, metric in enumerate(METRICS):
+            rows.append((algo, metric, float(point[algo][i]), *map(float, interval[algo][:, i])))
+    return pd.DataFrame(rows, columns=["algo", "metric", "estimate", "lower", "upper"])
+
+
+def probability_of_improvement(
+    table: ScoreTable, reps: int = 2000, seed: int = 0, confidence: float = 0.95
+) -> pd.DataFrame:
+    """Probability that a run of ``algo_x`` beats a run of ``algo_y`` on a task, averaged over tasks.
+
+    Point estimates and intervals come from rliable (``metrics.probability_of_improvement`` under
+    ``library.get_interval_estimates`` on ``{"x|y": [scores_x, scores_y]}``, runs resampled independently
+    per algorithm and task). Each unordered pair is bootstrapped once, with x before y in ``table.algos``
+    order and seed ``bootstrap_seed(seed, "x|y")``; the reverse pair reuses those replicates, since
+    P(y > x) = 1 - P(x > y) on every replicate: its interval is ``[1 - upper, 1 - lower]`` and its point
+    estimate is rliable's on (y, x). This halves the (slow, Mann-Whitney per replicate) work and keeps the
+    two directions consistent.
+
+    Args:
+        table: Scores, ``table.scores[algo]`` of shape (num_runs_algo, num_tasks).
+        reps: Bootstrap replications.
+        seed: Bootstrap seed.
+        confidence: Coverage of the percentile intervals.
+
+    Returns:
+        DataFrame with columns ``algo_x, algo_y, estimate, lower, upper``, one row per ordered pair x != y.
+        Empty when the table has fewer than two algorithms.
+    """
+    from rliable import library as rly
+    from rliable import metrics
+
+    _check_reps(reps, confidence)
+    rows = []
+    algos = table.algos
+    for i, x in enumerate(algos):
+        for y in algos[i + 1 :]:
+            key = f"{x}|{y}"
+            sx, sy = table.scores[x], table.scores[y]
+            with _global_seed(bootstrap_seed(seed, key)):
+                point, interval = rly.get_interval_estimates(
+                    {key: [sx, sy]},
+                    metrics.probability_of_improvement,
+                    reps=int(reps),
+                    confidence_interval_size=confidence,
+                )
+            lo, hi = (float(v) for v in np.ravel(interval[key]))
+            rows.append((x, y, float(point[key]), lo, hi))
+            rows.append((y, x, float(metrics.probability_of_improvement(sy, sx)), 1.0 - hi, 1.0 - lo))
+    out = pd.DataFrame(rows, columns=["algo_x", "algo_y", "estimate", "lower", "upper"])
+    order = {a: k for k, a in enumerate(algos)}
+    out = out.sort_values(["algo_x", "algo_y"], key=lambda c: c.map(order), kind="mergesort")
+    return out.reset_index(drop=True)
+
+
+def default_taus(table: ScoreTable, num: int = 81) -> np.ndarray:
+    """Thresholds for a performance profile: 0..max(1, best score) when normalised, else the score range."""
+    values = np.concatenate([s.ravel() for s in table.scores.values()])
+    if table.normalized:
+        low, high = min(0.0, float(values.min())), max(1.0, float(values.max()))
+    else:
+        low, high = float(values.min()), float(values.max())
+        if high == low:
+            low, high = low - 1.0, high + 1.0
+    return np.linspace(low, high, num)
+
+
+def performance_profile(
+    table: ScoreTable,
+    taus: Sequence[float] | np.ndarray | None = None,
+    reps: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Score distributions (fraction of runs scoring above tau) with bootstrap bands, by rliable.
+
+    Uses ``library.create_performance_profile`` (run-score distributions, stratified bootstrap over runs)
+    per algorithm, seeded with ``bootstrap_seed(seed, algo)``.
+
+    Args:
+        table: Scores, ``table.scores[algo]`` of shape (num_runs, num_tasks).
+        taus: 1-D thresholds, shape (num_taus,); defaults to ``default_taus(table)``.
+        reps: Bootstrap replications.
+        seed: Bootstrap seed.
+        confidence: Coverage of the percentile bands.
+
+    Returns:
+        DataFrame with columns ``algo, tau, estimate, lower, upper``, num_taus rows per algorithm.
+    """
+    from rliable import library as rly
+
+    _check_reps(reps, confidence)
+    tau_arr = default_taus(table) if taus is None else np.asarray(taus, dtype=float).ravel()
+    if tau_arr.size == 0:
+        raise StatsError("performance_profile needs at least one threshold tau.")
+    frames = []
+    for algo in table.algos:
+        with _global_seed(bootstrap_seed(seed, algo)):
+            profile, cis = rly.create_performance_profile(
+                {algo: table.scores[algo]}, tau_arr, reps=int(reps), confidence_interval_size=confidence
+            )
+        frames.append(
+            pd.DataFrame(
+                {
+                    "algo": algo,
+                    "tau": tau_arr,
+                    "estimate": np.asarray(profile[algo], dtype=float),
+                    "lower": np.asarray(cis[algo][0], dtype=float),
+                    "upper": np.asarray(cis[algo][1], dtype=float),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+# ------------------------------------------------------------------------------------------------ curves
+def sample_efficiency(
+    df: pd.DataFrame,
+    normalize: str | None = "auto",
+    reps: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """IQM over runs and tasks at each evaluation point, with stratified bootstrap intervals (rliable).
+
+    Runs are aligned by evaluation index (the k-th evaluation of every run, ordered by step); the x value of
+    point k is the median step of that point over the runs used. Runs are matched by seed across tasks as in
+    ``score_table``, and every algorithm's curve keeps the evaluation indices all its runs have, i.e. stops
+    at its shortest run (with a warning).
+    Per algorithm, rliable bootstraps an array of shape (num_runs, num_tasks, num_points), resampling runs
+    independently per task and point (as rliable's own sample-efficiency curves do), seeded with
+    ``bootstrap_seed(seed, algo)``; the IQM of all points is one vectorised ``trim_mean`` per replicate.
+
+    Args:
+        df: Tidy metric rows, columns ``run_id, algo, env, seed, step, value``.
+        normalize: As in ``score_table`` (``"auto"``, ``None`` or a reference set name; a ``ScoreTable``'s
+            ``normalized`` attribute can be passed to match it).
+        reps: Bootstrap replications.
+        seed: Bootstrap seed.
+        confidence: Coverage of the percentile intervals.
+
+    Returns:
+        DataFrame with columns ``algo, step, estimate, lower, upper``, one row per algorithm and point.
+    """
+    from rliable import library as rly
+
+    _check_reps(reps, confidence)
+    data = _clean(df)
+    data["env"] = data["env"].astype(str)
+    data["algo"] = data["algo"].astype(str)
+    runs = data.groupby("run_id", sort=False)[["algo", "env", "seed"]].first().reset_index()
+    _check_unique_cells(runs)
+    tasks = sorted(runs["env"].unique())
+    _, refs = _resolve_references(tasks, normalize)
+    data["norm"] = _normalise(data["value"], data["env"], refs)
+    seeds = _complete_seeds(runs, sorted(runs["algo"].unique()), tasks)
+    frames = []
+    for algo, algo_seeds in seeds.items():
+        rows = data.loc[(data["algo"] == algo) & data["seed"].isin(algo_seeds)]
+        n_runs = rows["run_id"].nunique()
+        have = rows.groupby("index")["run_id"].nunique()
+        common = have.index[have == n_runs]
+        if len(common) < len(have):
+            lengths = rows.groupby("run_id")["index"].max() + 1
+            _warn(
+                f"Algorithm {algo!r}: runs have {int(lengths.min())} to {int(lengths.max())} evaluation points "
+                f"(or non-finite ones); its sample-efficiency curve keeps the {len(common)} evaluation "
+                f"indices every run has."
+            )
+        if not len(common):
+            continue
+        rows = rows.loc[rows["index"].isin(common)]
+        k = len(common)
+        cube = (
+            rows.set_index(["seed", "env", "index"])["norm"]
+            .unstack("index")
+            .reindex(pd.MultiIndex.from_product([algo_seeds, tasks], names=["seed", "env"]))
+            .loc[:, common]
+            .to_numpy(dtype=float)
+            .reshape(len(algo_seeds), len(tasks), k)
+        )
+        steps = rows.groupby("index")["step"].median().loc[common].to_numpy(dtype=float)
+
+        with _global_seed(bootstrap_seed(seed, algo)):
+            point, interval = rly.get_interval_estimates(
+                {algo: cube}, _iqm_per_point, reps=int(reps), confidence_interval_size=confidence
+            )
+        frames.append(
+            pd.DataFrame(
+                {
+                    "algo": algo,
+                    "step": steps,
+                    "estimate": point[algo],
+                    "lower": interval[algo][0],
+                    "upper": interval[algo][1],
+                }
+            )
+        )
+    if not frames:
+        raise StatsError(
+            "No evaluation index is shared by all runs of any algorithm; no sample-efficiency curve."
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def _iqm_per_point(scores: np.ndarray) -> np.ndarray:
+    """IQM over runs and tasks at every point: (num_runs, num_tasks, num_points) -> (num_points,).
+
+    One ``scipy.stats.trim_mean(..., 0.25, axis=0)`` call on the (num_runs * num_tasks, num_points) view,
+    equal (up to floating-point summation order) to rliable's ``aggregate_iqm(scores[..., j])`` for each j,
+    and about num_points times faster inside the bootstrap loop.
+    """
+    from scipy import stats as sps
+
+    return np.asarray(sps.trim_mean(scores.reshape(-1, scores.shape[-1]), 0.25, axis=0), dtype=float)
+
+
+def learning_curves(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Mean raw value over seeds at each evaluation point, per environment and algorithm.
+
+    Runs are aligned by evaluation index (k-th evaluation, ordered by step); the step of point k is the
+    median step over the runs that have it. The interval is Student's t: mean +/- t(confidence, n - 1) *
+    sd / sqrt(n) over the n runs that have point k (NaN bounds when n = 1). Values are raw, not normalised.
+
+    Args:
+        df: Tidy metric rows, columns ``run_id, algo, env, seed, step, value``.
+        confidence: Coverage of the t interval.
+
+    Returns:
+        DataFrame with columns ``algo, env, step, mean, lower, upper, n``, sorted by env, algo, step.
+    """
+    from scipy import stats as sps
+
+    if not 0 < confidence < 1:
+        raise StatsError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence!r}.")
+    data = _clean(df)
+    data["env"] = data["env"].astype(str)
+    data["algo"] = data["algo"].astype(str)
+    g = data.groupby(["env", "algo", "index"], sort=True)
+    out = g.agg(step=("step", "median"), mean=("value", "mean"), sd=("value", "std"), n=("value", "size"))
+    out = out.reset_index()
+    n = out["n"].to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = sps.t.ppf(0.5 + confidence / 2.0, np.maximum(n - 1, 1))
+        half = np.where(n > 1, t * out["sd"].to_numpy() / np.sqrt(n), np.nan)
+    out["lower"] = out["mean"] - half
+    out["upper"] = out["mean"] + half
+    return out.loc[:, ["algo", "env", "step", "mean", "lower", "upper", "n"]]
