@@ -6,7 +6,7 @@ and logs whatever else it likes through ``ctx.sink``. Evaluation is shared: ever
 the same seeded evaluation episodes, in the same way, under the same metric names.
 
 Metric names: ``eval/return`` (mean over episodes), ``eval/return_std``, ``eval/length``,
-``train/episode_return``, ``train/episode_length``, ``train/loss/<name>``, ``sys/sps``, ``sys/rss_mb``.
+``train/episode_return``, ``train/episode_length``, ``train/loss/<name>``, ``sys/sps`` (every few seconds), ``sys/sps_overall`` (whole run), ``sys/rss_mb``.
 """
 
 from __future__ import annotations
@@ -98,7 +98,11 @@ class RunContext:
         return self.evaluate(step, policy)
 
     def finish(self, step: int, policy: Policy) -> float | None:
-        """Call once after training: makes sure the final policy is evaluated at the last step."""
+        """Call once after training: evaluates the final policy at the last step (unless that is done) and
+        logs the run's overall steps per second and peak memory."""
+        elapsed = time.perf_counter() - self._t0
+        self.sink.log(step, **{"sys/sps_overall": step / elapsed if elapsed > 0 else 0.0,
+                               "sys/rss_mb": _peak_rss_mb()})  # fmt: skip
         if step <= self._last_eval_step:
             return None
         return self.evaluate(step, policy)
@@ -153,9 +157,13 @@ class RunContext:
         if now - t_last < min_interval:
             return
         if t_last > 0:
-            rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            self.sink.log(step, **{"sys/sps": (step - s_last) / (now - t_last), "sys/rss_mb": rss_mb})
+            self.sink.log(step, **{"sys/sps": (step - s_last) / (now - t_last), "sys/rss_mb": _peak_rss_mb()})
         self._last_sys = (now, step)
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process in MiB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _unbatch(a: np.ndarray) -> Any:
