@@ -1,0 +1,417 @@
+"""``dqn`` and ``sac``: d3rlpy 2.8 algorithms trained online through ``fit_online``.
+
+One base class, ``D3rlpyOnline``, does the work; an algorithm is a row of ``_Spec`` (its d3rlpy config
+class, discrete or continuous, which config fields take the encoder, how it explores). Adding another
+d3rlpy algorithm is a few lines::
+
+    class TD3(D3rlpyOnline):
+        name: ClassVar[str] = "td3"
+        spec = _Spec(d3rlpy.algos.TD3Config, discrete=False, encoder_fields=_ACTOR_CRITIC, explore="normal")
+
+Parameters (``ctx.params``): a key that is a plain (number/bool/string) field of the d3rlpy config goes
+to the config (``learning_rate``, ``batch_size``, ``gamma``, ``target_update_interval``, ``n_critics``, ...);
+the rest are rlbench-level, see ``RUN_PARAMS``. Defaults are d3rlpy's, except that continuous algorithms
+get a min-max action scaler fitted to the action space (so a tanh policy covers the whole action range).
+
+rlbench does the bookkeeping, d3rlpy the training: d3rlpy writes no files (its logger adapter is ours and
+forwards the per-update losses to ``train/loss/<name>``), evaluation goes through ``ctx.maybe_evaluate``
+from the ``fit_online`` callback (d3rlpy's own ``eval_env`` is never used), and training episodes are
+counted by a thin gymnasium wrapper around the training env. The replay buffer is a numpy ring buffer
+with d3rlpy's transition semantics (``_ArrayReplayBuffer``): d3rlpy's own samples a batch in a Python loop,
+which cost as much as the update itself on small networks (``replay_buffer: d3rlpy`` switches back).
+
+Note ``target_update_interval`` counts gradient steps in d3rlpy (environment steps in Stable-Baselines3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import sys
+from collections.abc import Iterator
+from typing import Any, ClassVar, Literal
+
+import gymnasium
+import numpy as np
+
+from .base import RunContext
+
+
+def _import_d3rlpy() -> Any:
+    """``import d3rlpy``, without the legacy-gym deprecation notice its import prints to stderr."""
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf):
+            import d3rlpy
+    finally:
+        text = buf.getvalue()
+        if "Gym has been unmaintained" in text:
+            # the notice is one paragraph, ended by a blank line; keep anything else that was printed
+            text = "\n".join(p for p in text.split("\n\n") if "Gym has been unmaintained" not in p)
+        if text.strip():
+            sys.stderr.write(text)
+    return d3rlpy
+
+
+d3rlpy = _import_d3rlpy()
+
+import structlog  # noqa: E402  (a d3rlpy dependency; configured by d3rlpy's import)
+from d3rlpy.algos.qlearning.explorers import Explorer, LinearDecayEpsilonGreedy, NormalNoise  # noqa: E402
+from d3rlpy.algos.utility import build_scalers_with_env  # noqa: E402
+from d3rlpy.constants import LoggingStrategy  # noqa: E402
+from d3rlpy.dataset import TransitionMiniBatch, create_fifo_replay_buffer  # noqa: E402
+from d3rlpy.models.encoders import VectorEncoderFactory  # noqa: E402
+from d3rlpy.preprocessing import MinMaxActionScaler  # noqa: E402
+
+__all__ = ["D3rlpyOnline", "DQN", "SAC", "RUN_PARAMS"]
+
+# rlbench-level parameters and their defaults (None: d3rlpy's default or one derived from the budget).
+RUN_PARAMS: dict[str, Any] = {
+    "buffer_size": 1_000_000,  # FIFO replay buffer limit (d3rlpy's default)
+    "replay_buffer": "array",  # "array": numpy ring buffer (fast sampling); "d3rlpy": d3rlpy's FIFO buffer
+    "update_interval": 1,  # env steps between updates
+    "n_updates": 1,  # gradient steps per update
+    "update_start_step": 0,  # no updates before this step
+    "random_steps": 0,  # uniform random actions before this step
+    "hidden_units": None,  # list[int]: MLP encoder (d3rlpy's default is [256, 256])
+    "logging_steps": 1000,  # losses are averaged and logged about this often (rounded to update_interval)
+}
+EPSILON_PARAMS: dict[str, Any] = {
+    "explore_start": 1.0,  # epsilon at step 0
+    "explore_end": 0.1,  # final epsilon
+    "explore_fraction": 0.1,  # fraction of the run's steps over which epsilon decays linearly
+}
+NOISE_PARAMS: dict[str, Any] = {
+    "explore_noise": 0.1,  # std of the Gaussian noise added to the greedy action (env action units)
+}
+_EXPLORE_PARAMS = {"epsilon": EPSILON_PARAMS, "normal": NOISE_PARAMS, "policy": {}}
+
+_Q_ONLY = ("encoder_factory",)
+_ACTOR_CRITIC = ("actor_encoder_factory", "critic_encoder_factory")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """How rlbench drives one d3rlpy algorithm."""
+
+    config_cls: type
+    discrete: bool
+    encoder_fields: tuple[str, ...]
+    # epsilon: LinearDecayEpsilonGreedy; normal: Gaussian noise on the greedy action; policy: sample_action
+    explore: Literal["epsilon", "normal", "policy"]
+
+
+class _StopTraining(Exception):
+    """Raised from the fit_online callback to end training early (ctx.should_stop())."""
+
+
+# -- plumbing: d3rlpy's logger, training-episode stats --------------------------------------------
+
+
+class _SinkAdapter:
+    """A d3rlpy ``LoggerAdapter`` that sends per-update losses to the rlbench sink and writes no files."""
+
+    _SKIP_PREFIXES = ("time_",)
+    _SKIP = frozenset({"rollout_return", "evaluation"})  # episodes are logged by _EpisodeStats instead
+
+    def __init__(self, ctx: RunContext):
+        self._ctx = ctx
+
+    def write_params(self, params: dict[str, Any]) -> None:
+        pass
+
+    def before_write_metric(self, epoch: int, step: int) -> None:
+        pass
+
+    def write_metric(self, epoch: int, step: int, name: str, value: float) -> None:
+        if name in self._SKIP or name.startswith(self._SKIP_PREFIXES):
+            return
+        self._ctx.sink.log(step, **{f"train/loss/{name}": float(value)})
+
+    def after_write_metric(self, epoch: int, step: int) -> None:
+        pass
+
+    def save_model(self, epoch: int, algo: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def watch_model(self, epoch: int, step: int) -> None:
+        pass
+
+
+class _SinkAdapterFactory:
+    """A d3rlpy ``LoggerAdapterFactory`` for ``_SinkAdapter``."""
+
+    def __init__(self, ctx: RunContext):
+        self._ctx = ctx
+
+    def create(self, algo: Any, experiment_name: str, n_steps_per_epoch: int) -> _SinkAdapter:
+        return _SinkAdapter(self._ctx)
+
+
+class _EpisodeStats(gymnasium.Wrapper):
+    """Counts env steps and logs each finished training episode (fit_online steps the env once a step)."""
+
+    def __init__(self, env: gymnasium.Env, ctx: RunContext):
+        super().__init__(env)
+        self._ctx = ctx
+        self.total_steps = 0
+        self._ret = 0.0
+        self._len = 0
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self._ret, self._len = 0.0, 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, term, trunc, info = self.env.step(action)
+        self.total_steps += 1
+        self._ret += float(reward)
+        self._len += 1
+        if term or trunc:
+            self._ctx.log_episode(self.total_steps, self._ret, self._len)
+        return obs, reward, term, trunc, info
+
+
+class _ArrayReplayBuffer:
+    """A FIFO replay buffer on preallocated numpy arrays, for ``fit_online``.
+
+    Same transitions as d3rlpy's FIFO buffer with its ``BasicTransitionPicker`` (next observation from the
+    same episode; on termination a zero next observation and terminal 1; the last step of a truncated
+    episode is dropped, having no next observation), but a batch is sampled with one fancy-indexing call
+    instead of a Python loop over transitions: about 50x faster per batch, which is most of an update's
+    cost on small networks. Batches carry no ``transitions`` list, so algorithms that need returns-to-go
+    (Cal-QL) must use d3rlpy's buffer. One deliberate difference: d3rlpy 2.8.1's writer ignores
+    ``clip_episode`` for a 1-step episode (it runs into the next one); here it ends like any other.
+    """
+
+    def __init__(self, limit: int, observation_shape: tuple[int, ...], action_shape: tuple[int, ...]):
+        self._limit = limit
+        self._action_shape = action_shape
+        self._obs = np.zeros((limit, *observation_shape), np.float32)
+        self._next_obs = np.zeros_like(self._obs)
+        self._act = np.zeros((limit, *action_shape), np.float32)
+        self._next_act = np.zeros_like(self._act)
+        self._rew = np.zeros((limit, 1), np.float32)
+        self._term = np.zeros((limit, 1), np.float32)
+        self._pos = 0
+        self._count = 0
+        self._pending: tuple[np.ndarray, np.ndarray, float] | None = None
+
+    @classmethod
+    def for_env(cls, limit: int, env: Any) -> _ArrayReplayBuffer:
+        space = env.action_space
+        action_shape = (1,) if isinstance(space, gymnasium.spaces.Discrete) else tuple(space.shape)
+        return cls(limit, tuple(env.observation_space.shape), action_shape)
+
+    def _write(
+        self, obs: np.ndarray, act: np.ndarray, rew: float, next_obs: Any, next_act: Any, term: float
+    ) -> None:
+        i = self._pos
+        self._obs[i], self._act[i], self._rew[i, 0] = obs, act, rew
+        self._next_obs[i], self._next_act[i], self._term[i, 0] = next_obs, next_act, term
+        self._pos = (i + 1) % self._limit
+        self._count = min(self._count + 1, self._limit)
+
+    def append(self, observation: Any, action: Any, reward: float) -> None:
+        obs = np.asarray(observation, np.float32)
+        act = np.asarray(action, np.float32).reshape(self._action_shape)
+        if self._pending is not None:
+            self._write(*self._pending, next_obs=obs, next_act=act, term=0.0)
+        self._pending = (obs, act, float(reward))
+
+    def clip_episode(self, terminated: bool) -> None:
+        if self._pending is not None and terminated:
+            self._write(*self._pending, next_obs=0.0, next_act=0.0, term=1.0)
+        self._pending = None
+
+    @property
+    def transition_count(self) -> int:
+        return self._count
+
+    def sample_transition_batch(self, batch_size: int) -> TransitionMiniBatch:
+        idx = np.random.randint(self._count, size=batch_size)  # np.random: seeded by d3rlpy.seed
+        return TransitionMiniBatch(
+            observations=self._obs[idx],
+            actions=self._act[idx],
+            rewards=self._rew[idx],
+            next_observations=self._next_obs[idx],
+            next_actions=self._next_act[idx],
+            terminals=self._term[idx],
+            intervals=np.ones((batch_size, 1), np.float32),
+            transitions=[],
+        )
+
+
+@contextlib.contextmanager
+def _quiet_d3rlpy() -> Iterator[None]:
+    """Drop d3rlpy's info/debug console lines (a metrics line per commit) and its expected warning."""
+
+    def drop(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+        if method in ("debug", "info") or "already built" in str(event.get("event", "")):
+            raise structlog.DropEvent
+        return event
+
+    saved = structlog.get_config()
+    structlog.configure(processors=[drop, *saved["processors"]])
+    try:
+        yield
+    finally:
+        structlog.configure(processors=saved["processors"])
+
+
+# -- the adapter ---------------------------------------------------------------------------------------
+
+
+class D3rlpyOnline:
+    """Trains a d3rlpy Q-learning algorithm with ``fit_online``; subclasses set ``name`` and ``spec``."""
+
+    name: ClassVar[str]
+    spec: ClassVar[_Spec]
+
+    # -- parameters --------------------------------------------------------------------------------
+    @classmethod
+    def config_params(cls) -> dict[str, Any]:
+        """Plain fields of the d3rlpy config and their defaults (factories and scalers are not settable)."""
+        out = {}
+        for f in dataclasses.fields(cls.spec.config_cls):
+            if f.default is not dataclasses.MISSING and isinstance(f.default, (bool, int, float, str)):
+                out[f.name] = f.default
+        return out
+
+    @classmethod
+    def run_params(cls) -> dict[str, Any]:
+        return {**RUN_PARAMS, **_EXPLORE_PARAMS[cls.spec.explore]}
+
+    @classmethod
+    def split_params(cls, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(config kwargs, run settings with defaults filled in). Unknown keys raise ValueError."""
+        cfg_fields, run = cls.config_params(), cls.run_params()
+        unknown = sorted(set(params) - set(cfg_fields) - set(run))
+        if unknown:
+            valid = ", ".join(sorted({*cfg_fields, *run}))
+            raise ValueError(f"unknown parameter(s) for {cls.name}: {', '.join(unknown)}; valid: {valid}")
+        cfg = {}
+        for k, v in params.items():
+            if k in cfg_fields:
+                default = cfg_fields[k]
+                cfg[k] = float(v) if isinstance(default, float) and isinstance(v, int) else v
+        settings = {**run, **{k: v for k, v in params.items() if k in run}}
+        if settings["replay_buffer"] not in ("array", "d3rlpy"):
+            raise ValueError(f"replay_buffer must be 'array' or 'd3rlpy', got {settings['replay_buffer']!r}")
+        return cfg, settings
+
+    # -- building ----------------------------------------------------------------------------------
+    def check_env(self, env: Any) -> None:
+        space = env.action_space
+        discrete = isinstance(space, gymnasium.spaces.Discrete)
+        if not discrete and not isinstance(space, gymnasium.spaces.Box):
+            raise ValueError(f"{self.name} needs a Discrete or Box action space, got {type(space).__name__}")
+        if discrete != self.spec.discrete:
+            kinds = ("discrete", "continuous") if self.spec.discrete else ("continuous", "discrete")
+            raise ValueError(
+                f"{self.name} needs a {kinds[0]} action space, but {env.spec.id if env.spec else env} "
+                f"has a {kinds[1]} one ({space})"
+            )
+
+    def make_config(self, cfg: dict[str, Any], settings: dict[str, Any]) -> Any:
+        kwargs = dict(cfg)
+        if settings["hidden_units"] is not None:
+            units = [int(u) for u in settings["hidden_units"]]
+            for f in self.spec.encoder_fields:
+                kwargs[f] = VectorEncoderFactory(hidden_units=units)
+        if not self.spec.discrete:
+            kwargs["action_scaler"] = MinMaxActionScaler()
+        return self.spec.config_cls(**kwargs)
+
+    def make_buffer(self, algo: Any, settings: dict[str, Any], env: Any) -> Any:
+        limit = int(settings["buffer_size"])
+        if settings["replay_buffer"] == "array" and not algo.need_returns_to_go:
+            return _ArrayReplayBuffer.for_env(limit, env)
+        return create_fifo_replay_buffer(limit, env=env)
+
+    def make_explorer(self, settings: dict[str, Any], steps: int) -> Explorer | None:
+        if self.spec.explore == "epsilon":
+            return LinearDecayEpsilonGreedy(
+                start_epsilon=float(settings["explore_start"]),
+                end_epsilon=float(settings["explore_end"]),
+                duration=max(1, int(float(settings["explore_fraction"]) * steps)),
+            )
+        if self.spec.explore == "normal":
+            return NormalNoise(mean=0.0, std=float(settings["explore_noise"]))
+        return None
+
+    # -- training ----------------------------------------------------------------------------------
+    def train(self, ctx: RunContext) -> None:
+        with _quiet_d3rlpy():
+            self._train(ctx)
+
+    def _train(self, ctx: RunContext) -> None:
+        cfg, settings = self.split_params(ctx.params)
+        d3rlpy.seed(ctx.seed)
+        env = _EpisodeStats(ctx.make_env(), ctx)
+        self.check_env(env)
+
+        algo = self.make_config(cfg, settings).create(device=ctx.device)
+        build_scalers_with_env(algo, env)
+        algo.build_with_env(env)  # networks exist before training, so step 0 can be evaluated
+
+        def policy(obs: np.ndarray) -> np.ndarray:
+            return algo.predict(np.asarray(obs, dtype=np.float32))
+
+        ctx.maybe_evaluate(0, policy)
+        update_interval = int(settings["update_interval"])
+        # d3rlpy commits metrics only on update steps: make logging_steps a multiple of update_interval
+        logging_steps = max(1, round(int(settings["logging_steps"]) / update_interval)) * update_interval
+        last = 0
+
+        def callback(_algo: Any, _epoch: int, total_step: int) -> None:
+            nonlocal last
+            last = total_step
+            ctx.maybe_evaluate(total_step, policy)
+            if total_step % 1000 == 0:
+                ctx.log_system(total_step)
+                if ctx.should_stop():
+                    raise _StopTraining
+
+        steps = ctx.steps
+        if steps > 0:
+            with contextlib.suppress(_StopTraining):
+                algo.fit_online(
+                    env,
+                    buffer=self.make_buffer(algo, settings, env),
+                    explorer=self.make_explorer(settings, steps),
+                    n_steps=steps,
+                    n_steps_per_epoch=steps,
+                    update_interval=update_interval,
+                    n_updates=int(settings["n_updates"]),
+                    update_start_step=int(settings["update_start_step"]),
+                    random_steps=int(settings["random_steps"]),
+                    save_interval=10**9,
+                    experiment_name=self.name,
+                    with_timestamp=False,
+                    logging_steps=logging_steps,
+                    logging_strategy=LoggingStrategy.STEPS,
+                    logger_adapter=_SinkAdapterFactory(ctx),
+                    show_progress=False,
+                    callback=callback,
+                )
+        env.close()
+        ctx.finish(last, policy)
+
+
+class DQN(D3rlpyOnline):
+    name: ClassVar[str] = "dqn"
+    spec: ClassVar[_Spec] = _Spec(
+        d3rlpy.algos.DQNConfig, discrete=True, encoder_fields=_Q_ONLY, explore="epsilon"
+    )
+
+
+class SAC(D3rlpyOnline):
+    name: ClassVar[str] = "sac"
+    spec: ClassVar[_Spec] = _Spec(
+        d3rlpy.algos.SACConfig, discrete=False, encoder_fields=_ACTOR_CRITIC, explore="policy"
+    )
