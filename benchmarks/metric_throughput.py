@@ -94,7 +94,9 @@ def bench_mlflow(n: int, tmp: Path) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scalars", type=int, default=1_000_000, help="scalars through rlbench")
-    ap.add_argument("--peer-scalars", type=int, default=200_000, help="scalars through TensorBoard and MLflow")
+    ap.add_argument(
+        "--peer-scalars", type=int, default=200_000, help="scalars through TensorBoard and MLflow"
+    )
     ap.add_argument("--repeat", type=int, default=3, help="runs per tool; the median is reported")
     ap.add_argument("--skip", nargs="*", default=[], choices=["tensorboard", "mlflow"])
     args = ap.parse_args()
@@ -116,12 +118,16 @@ def main() -> None:
     for tool, (n, total, loop) in results.items():
         ratio = "" if tool == "rlbench" else f"{(n0 / t0) / (n / total):,.0f}x"
         lratio = "" if tool == "rlbench" else f"{(loop / n) / (l0 / n0):,.0f}x"
-        print(f"{tool:<12} {n:>10,} {total:>13.2f} {n / total:>12,.0f} {ratio:>8}   {1e6 * loop / n:>17.3f} {lratio:>8}")
+        print(
+            f"{tool:<12} {n:>10,} {total:>13.2f} {n / total:>12,.0f} {ratio:>8}   {1e6 * loop / n:>17.3f} {lratio:>8}"
+        )
     if "tensorboard" in results:
         n, total, _ = results["tensorboard"]
         ratio = (n0 / t0) / (n / total)
-        print(f"target: end-to-end throughput at least 100x TensorBoard's: {'met' if ratio >= 100 else 'NOT met'} "
-              f"({ratio:,.0f}x)")
+        print(
+            f"target: end-to-end throughput at least 100x TensorBoard's: {'met' if ratio >= 100 else 'NOT met'} "
+            f"({ratio:,.0f}x)"
+        )
 
 
 if __name__ == "__main__":

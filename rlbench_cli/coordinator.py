@@ -13,7 +13,6 @@ import os
 import platform
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -180,8 +179,13 @@ def run_suite(
         timeout = timeout or suite.budget.timeout
         base = manifest_base(Path(source).resolve().parent if source else Path.cwd())
         first_attempt = {s.run_id: attempts[s.run_id] + 1 for s in todo}
-        jobs = [Job(s, attempt_dir(root, s, attempt=first_attempt[s.run_id]), first_attempt[s.run_id]) for s in todo]
-        report("start", {"workers": len(devices), "devices": sorted({d for _, d in devices}), "threads": threads})
+        jobs = [
+            Job(s, attempt_dir(root, s, attempt=first_attempt[s.run_id]), first_attempt[s.run_id])
+            for s in todo
+        ]
+        report(
+            "start", {"workers": len(devices), "devices": sorted({d for _, d in devices}), "threads": threads}
+        )
 
         def on_start(job: Job, device: str) -> None:
             with store.writer() as con:
@@ -194,7 +198,9 @@ def run_suite(
                 return
             with store.writer() as con:
                 for job in running:
-                    store.ingest_shards(con, job.spec.run_id, job.attempt, list_shards(job.folder / "metrics"))
+                    store.ingest_shards(
+                        con, job.spec.run_id, job.attempt, list_shards(job.folder / "metrics")
+                    )
 
         def on_end(job: Job, outcome: Outcome) -> Job | None:
             with store.writer() as con:

@@ -361,7 +361,7 @@ def plot_learning_curves(
     metric: str = "eval/return",
     ncols: int = 3,
 ) -> Figure:
-    """Raw learning curves: one panel per environment, mean over seeds with a shaded 95% t interval.
+    """Raw learning curves: one panel per environment, mean over seeds with a shaded 95% bootstrap interval.
 
     Args:
         lc_df: ``stats.learning_curves`` output, columns ``algo, env, step, mean, lower, upper, n``.
@@ -416,7 +416,9 @@ def plot_learning_curves(
             fontsize=LEGEND_SIZE,
             frameon=False,
         )
-        fig.suptitle(f"Learning curves: mean {metric} over seeds, shaded 95% t interval", fontsize=TITLE_SIZE)
+        fig.suptitle(
+            f"Learning curves: mean {metric} over seeds, shaded 95% bootstrap CI", fontsize=TITLE_SIZE
+        )
     else:
         axes[0].legend(handles=handles, fontsize=LEGEND_SIZE, frameon=False, loc="best")
     return fig
@@ -499,9 +501,10 @@ def write_all(
     fig.suptitle(_suite_title(suite_name, table, reps), fontsize=TITLE_SIZE)
     save(fig, "sample_efficiency")
 
-    fig = plot_learning_curves(stats.learning_curves(df_metric), colors=colors, metric=table.metric)
+    fig = plot_learning_curves(stats.learning_curves(df_metric, reps=reps, seed=seed), colors=colors,
+                               metric=table.metric)  # fmt: skip
     fig.suptitle(
-        f"{suite_name}: mean {table.metric} over seeds, shaded 95% t interval (raw scores)",
+        f"{suite_name}: mean {table.metric} over seeds, shaded 95% bootstrap CI of the mean (raw scores)",
         fontsize=TITLE_SIZE,
     )
     save(fig, "learning_curves")

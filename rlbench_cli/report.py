@@ -54,7 +54,11 @@ def make_report(
         table = stats.score_table(df, rule=rule, drop_first=drop_first, normalize=normalize, metric=metric)
         agg = stats.aggregates(table, reps=reps, seed=seed)
         poi_reps = min(reps, CURVE_REPS)
-        poi = stats.probability_of_improvement(table, reps=poi_reps, seed=seed) if len(table.algos) > 1 else None
+        poi = (
+            stats.probability_of_improvement(table, reps=poi_reps, seed=seed)
+            if len(table.algos) > 1
+            else None
+        )
         paths = plots.write_all(suite, df, table, out_dir, fmt=fmt, reps=poi_reps, seed=seed,
                                 aggregates_df=agg, poi_df=poi, aggregate_reps=reps)  # fmt: skip
         board = leaderboard.leaderboard(table, agg, poi)

@@ -27,7 +27,9 @@ __all__ = ["attempt_dir", "run_one", "read_result", "write_json_atomic", "ERROR_
 ERROR_TAIL_LINES = 15
 
 
-def attempt_dir(runs_root: Path, spec_or_suite: RunSpec | str, run_id: str | None = None, attempt: int = 1) -> Path:
+def attempt_dir(
+    runs_root: Path, spec_or_suite: RunSpec | str, run_id: str | None = None, attempt: int = 1
+) -> Path:
     if isinstance(spec_or_suite, RunSpec):
         suite, run_id = spec_or_suite.suite, spec_or_suite.run_id
     else:

@@ -42,6 +42,7 @@ class ShardSink:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         import pyarrow.parquet  # noqa: F401  - imported here once, not on the first flush mid-training
+
         existing = list_shards(self.directory)
         self._seq = (int(existing[-1].stem) + 1) if existing else 0
         self._buf: list[tuple[int, float, dict[str, float]]] = []
@@ -126,7 +127,9 @@ def _to_table(buf: list[tuple[int, float, dict[str, float]]]) -> Any:
         values = np.fromiter(chain.from_iterable(c[2].values() for c in buf), np.float64, total)
     except (TypeError, ValueError):  # tensors and other number-likes: convert one by one
         values = np.array([float(v) for c in buf for v in c[2].values()], np.float64)
-    name_col = pa.DictionaryArray.from_arrays(pa.array(name_idx, pa.int32()), pa.array(list(names), pa.string()))
+    name_col = pa.DictionaryArray.from_arrays(
+        pa.array(name_idx, pa.int32()), pa.array(list(names), pa.string())
+    )
     return pa.table({"step": steps, "name": name_col, "value": values, "wall_time": times})
 
 

@@ -111,7 +111,9 @@ class Resources(_Model):
     """What one run needs. gpus_per_job: 0 = CPU only, 0.25 = four runs share a GPU."""
 
     gpus_per_job: float = Field(0.0, ge=0, le=8)
-    threads_per_job: int | None = Field(None, gt=0, description="torch threads per run; default cores / workers")
+    threads_per_job: int | None = Field(
+        None, gt=0, description="torch threads per run; default cores / workers"
+    )
 
 
 class Suite(_Model):
@@ -231,7 +233,11 @@ def format_validation_error(path: str, err: ValidationError, data: Any) -> str:
         msg = "unknown field"
     fix = _FIXES.get(e["type"])
     got = ""
-    if "input" in e and e["type"] not in ("missing", "extra_forbidden") and not isinstance(e["input"], dict | list):
+    if (
+        "input" in e
+        and e["type"] not in ("missing", "extra_forbidden")
+        and not isinstance(e["input"], dict | list)
+    ):
         got = f" (got {e['input']!r})"
     line = f"{path}: field '{field}': {msg}{got}"
     if fix:
@@ -247,7 +253,9 @@ def parse_suite(data: Any, path: str = "<suite>", default_name: str | None = Non
     if data is None:
         raise SuiteInvalid(f"{path}: the file is empty; a suite needs at least 'envs' and 'algorithms'")
     if not isinstance(data, dict):
-        raise SuiteInvalid(f"{path}: a suite must be a YAML mapping (key: value lines), not a {type(data).__name__}")
+        raise SuiteInvalid(
+            f"{path}: a suite must be a YAML mapping (key: value lines), not a {type(data).__name__}"
+        )
     if "name" not in data and default_name is not None:
         data = {"name": default_name, **data}
     try:
@@ -288,5 +296,3 @@ def load_suite(path: str | Path) -> Suite:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise SuiteInvalid(f"{p}: {where}invalid YAML ({problem}); fix the syntax there") from None
     return parse_suite(data, str(p), default_name=p.stem)
-
-

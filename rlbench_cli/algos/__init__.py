@@ -25,6 +25,8 @@ def get_algorithm(name: str) -> Any:
     try:
         target = ALGORITHMS[name]
     except KeyError:
-        raise KeyError(f"unknown algorithm {name!r}; choose one of: {', '.join(sorted(ALGORITHMS))}") from None
+        raise KeyError(
+            f"unknown algorithm {name!r}; choose one of: {', '.join(sorted(ALGORITHMS))}"
+        ) from None
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(f"{__name__}.{module}"), cls)

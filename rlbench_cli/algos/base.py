@@ -148,7 +148,9 @@ class RunContext:
 
     # -- training-side helpers ------------------------------------------------------------------------
     def log_episode(self, step: int, episode_return: float, episode_length: int) -> None:
-        self.sink.log(step, **{"train/episode_return": episode_return, "train/episode_length": episode_length})
+        self.sink.log(
+            step, **{"train/episode_return": episode_return, "train/episode_length": episode_length}
+        )
 
     def log_system(self, step: int, min_interval: float = 2.0) -> None:
         """Log steps per second and resident memory, at most every ``min_interval`` seconds."""

@@ -29,7 +29,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="show the version"),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="show the version"
+    ),
 ) -> None:
     pass
 

@@ -21,8 +21,12 @@ DbOpt = Annotated[
                  show_default=False),
 ]  # fmt: skip
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="seed of the bootstrap resampling (same seed, same intervals)")]
-RepsOpt = Annotated[int, typer.Option("--reps", min=100, help="bootstrap replicates for confidence intervals")]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", help="seed of the bootstrap resampling (same seed, same intervals)")
+]
+RepsOpt = Annotated[
+    int, typer.Option("--reps", min=100, help="bootstrap replicates for confidence intervals")
+]
 
 
 def debug() -> bool:
@@ -53,8 +57,11 @@ def handle_errors(fn: F) -> F:
         except Exception as e:  # a bug of ours: say so in one line; the traceback is one variable away
             if debug():
                 raise
-            raise fail(f"internal error: {type(e).__name__}: {e} (set RLBENCH_DEBUG=1 for the traceback, "
-                       "and please report it)", 1) from None
+            raise fail(
+                f"internal error: {type(e).__name__}: {e} (set RLBENCH_DEBUG=1 for the traceback, "
+                "and please report it)",
+                1,
+            ) from None
 
     return wrapper  # type: ignore[return-value]
 

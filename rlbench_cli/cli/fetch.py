@@ -30,13 +30,21 @@ def _json_value(v: Any) -> Any:
 def fetch(
     db: DbOpt = None,
     suite: Annotated[str | None, typer.Option("--suite", help="only this suite")] = None,
-    algo: Annotated[list[str] | None, typer.Option("--algo", help="only these algorithms (repeatable)")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", help="only these environments (repeatable)")] = None,
+    algo: Annotated[
+        list[str] | None, typer.Option("--algo", help="only these algorithms (repeatable)")
+    ] = None,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", help="only these environments (repeatable)")
+    ] = None,
     seed: Annotated[list[int] | None, typer.Option("--seed", help="only these seeds (repeatable)")] = None,
-    metric: Annotated[list[str] | None, typer.Option("--metric", help="only these metric names, e.g. eval/return "
-                                                      "(repeatable)")] = None,  # fmt: skip
+    metric: Annotated[
+        list[str] | None,
+        typer.Option("--metric", help="only these metric names, e.g. eval/return (repeatable)"),
+    ] = None,  # fmt: skip
     fmt: Annotated[Format, typer.Option("--format", "-f", help="output format")] = Format.table,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="write to this file instead of stdout")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="write to this file instead of stdout")
+    ] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="at most N rows")] = None,
 ) -> None:
     """Every metric of every run as tidy rows: run_id, suite, algo, env, seed, step, name, value, wall_time.

@@ -43,14 +43,26 @@ def plot(
     suite: Annotated[str, typer.Argument(help="suite name, as in rlbench status")],
     db: DbOpt = None,
     metric: Annotated[str, typer.Option("--metric", help="metric to score runs by")] = "eval/return",
-    score: Annotated[str | None, typer.Option("--score", help="final | best | mean_last:N | auc "
-                                              "[default: the suite's score rule]", show_default=False)] = None,
-    drop_first: Annotated[int | None, typer.Option("--drop-first", help="ignore each run's first N evaluations")] = None,
-    normalize: Annotated[str, typer.Option("--normalize", help="auto | none | NAME of a reference table")] = "auto",
+    score: Annotated[
+        str | None,
+        typer.Option(
+            "--score",
+            help="final | best | mean_last:N | auc [default: the suite's score rule]",
+            show_default=False,
+        ),
+    ] = None,
+    drop_first: Annotated[
+        int | None, typer.Option("--drop-first", help="ignore each run's first N evaluations")
+    ] = None,
+    normalize: Annotated[
+        str, typer.Option("--normalize", help="auto | none | NAME of a reference table")
+    ] = "auto",
     reps: RepsOpt = 50_000,
     seed: SeedOpt = 0,
-    out: Annotated[Path | None, typer.Option("--out", help="folder for figures [default: results/figures/SUITE]",
-                                             show_default=False)] = None,  # fmt: skip
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="folder for figures [default: results/figures/SUITE]", show_default=False),
+    ] = None,  # fmt: skip
     fmt: Annotated[FigFormat, typer.Option("--format", help="figure file format")] = FigFormat.png,
 ) -> None:
     """rliable figures and a leaderboard for a suite: aggregates with 95% bootstrap CIs, performance

@@ -93,12 +93,22 @@ def _sigterm_to_interrupt(*_: object) -> None:
 def run(
     suite_file: Annotated[Path, typer.Argument(help="suite YAML file, e.g. suites/quickstart.yaml")],
     db: DbOpt = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-w", help="parallel runs [default: usable cores]",
-                                                show_default=False)] = None,  # fmt: skip
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", "-w", help="parallel runs [default: usable cores]", show_default=False),
+    ] = None,  # fmt: skip
     retries: Annotated[int, typer.Option("--retries", help="times to retry a failed run")] = 0,
-    only_failed: Annotated[bool, typer.Option("--only-failed", help="re-run only failed or interrupted runs")] = False,
-    timeout: Annotated[float | None, typer.Option("--timeout", help="seconds before a run is killed "
-                                                  "[default: budget.timeout, else none]", show_default=False)] = None,
+    only_failed: Annotated[
+        bool, typer.Option("--only-failed", help="re-run only failed or interrupted runs")
+    ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="seconds before a run is killed [default: budget.timeout, else none]",
+            show_default=False,
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the grid, run nothing")] = False,
     json_out: JsonOpt = False,
 ) -> None:

@@ -69,9 +69,7 @@ def plan_devices(n_gpus: int, gpus_per_job: float, workers: int) -> list[tuple[s
         slots = [(str(g), "cuda:0") for _ in range(per_gpu) for g in range(n_gpus)]
     else:
         k = math.ceil(gpus_per_job)
-        slots = [
-            (",".join(str(g) for g in range(i * k, (i + 1) * k)), "cuda:0") for i in range(n_gpus // k)
-        ]
+        slots = [(",".join(str(g) for g in range(i * k, (i + 1) * k)), "cuda:0") for i in range(n_gpus // k)]
         if not slots:
             return [(None, "cpu")] * workers
     return slots[:workers]

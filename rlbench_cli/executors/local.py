@@ -259,7 +259,10 @@ class LocalExecutor:
                         r = msg[1]
                         status = "interrupted" if r["status"] != "finished" else "finished"
                         job, s.job = s.job, None
-                        on_end(job, Outcome(status, r.get("exit_code"), r.get("error"), r.get("duration_s", 0), r))
+                        on_end(
+                            job,
+                            Outcome(status, r.get("exit_code"), r.get("error"), r.get("duration_s", 0), r),
+                        )
                 elif s.job is not None and s.proc.sentinel in ready:
                     job, s.job = s.job, None
                     on_end(job, Outcome("interrupted", None, "interrupted", time.monotonic() - s.started))

@@ -66,7 +66,9 @@ class Store:
                         f"{self.path}: another process has held the database for {self.wait:.0f}s; "
                         "try again when it finishes, or copy the file and pass the copy with --db"
                     ) from None
-                raise StoreError(f"{self.path}: not a usable DuckDB results file ({_first_line(e)})") from None
+                raise StoreError(
+                    f"{self.path}: not a usable DuckDB results file ({_first_line(e)})"
+                ) from None
 
     @contextmanager
     def writer(self) -> Iterator[Any]:
@@ -116,7 +118,15 @@ class Store:
             """INSERT INTO runs (run_id, suite, algo, algo_name, env, seed, config, status, attempts)
                VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0) ON CONFLICT (run_id) DO NOTHING""",
             [
-                [r["run_id"], r["suite"], r["algo"], r["algo_name"], r["env"], r["seed"], json.dumps(r["config"])]
+                [
+                    r["run_id"],
+                    r["suite"],
+                    r["algo"],
+                    r["algo_name"],
+                    r["env"],
+                    r["seed"],
+                    json.dumps(r["config"]),
+                ]
                 for r in rows
             ],
         )

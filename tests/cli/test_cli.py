@@ -77,7 +77,9 @@ def test_bad_suite_errors(tmp_path):
     ],
 )
 def test_bad_run_flags(args, needle, tmp_path):
-    assert needle in _one_line_error(invoke("run", ROOT / "suites/smoke.yaml", "--db", tmp_path / "x.duckdb", *args))
+    assert needle in _one_line_error(
+        invoke("run", ROOT / "suites/smoke.yaml", "--db", tmp_path / "x.duckdb", *args)
+    )
 
 
 def test_reading_commands_without_a_database(tmp_path):

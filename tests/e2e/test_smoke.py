@@ -80,7 +80,9 @@ def test_database_contents(smoke):
 
 def test_fetch_csv_and_json(smoke):
     cols = ["run_id", "suite", "algo", "env", "seed", "step", "name", "value"]
-    csv = rl("fetch", "--db", smoke["db"], "--suite", "smoke", "--metric", "eval/return", "--format", "csv").stdout
+    csv = rl(
+        "fetch", "--db", smoke["db"], "--suite", "smoke", "--metric", "eval/return", "--format", "csv"
+    ).stdout
     header, *lines = csv.strip().splitlines()
     assert [c.strip('"') for c in header.split(",")][: len(cols)] == cols
     assert len(lines) == 18
@@ -133,4 +135,7 @@ def test_failing_runs_are_isolated_and_rerun_with_only_failed(tmp_path):
     out = json.loads(r.stdout)
     assert out["skipped"] == 1 and out["failed"] == 1
     status = json.loads(rl("status", "flaky", "--db", db, "--json").stdout)
-    assert {x["env"]: x["attempts"] for x in status["runs"]} == {"CartPole-v1": 1, "CartPole-v1[no_such_kwarg=1]": 3}
+    assert {x["env"]: x["attempts"] for x in status["runs"]} == {
+        "CartPole-v1": 1,
+        "CartPole-v1[no_such_kwarg=1]": 3,
+    }

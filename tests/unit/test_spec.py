@@ -38,9 +38,15 @@ def test_short_and_long_forms():
         ({"seeds": [1, 1]}, "seeds are listed twice"),
         ({"algorithms": ["ppoo"]}, "field 'algorithms[0].name': unknown algorithm 'ppoo'; choose one of:"),
         ({"algorithms": []}, "field 'algorithms': List should have at least 1 item"),
-        ({"envs": ["CartPol-v1"]}, "field 'envs[0]': unknown gymnasium environment 'CartPol-v1'; did you mean CartPole-v1"),
+        (
+            {"envs": ["CartPol-v1"]},
+            "field 'envs[0]': unknown gymnasium environment 'CartPol-v1'; did you mean CartPole-v1",
+        ),
         ({"score": {"rule": "median"}}, "field 'score.rule': rule must be final, best, auc or mean_last:N"),
-        ({"sweep": {"dqn.lr": [1]}}, "sweep key 'dqn.lr' names algorithm 'dqn', which the suite does not list"),
+        (
+            {"sweep": {"dqn.lr": [1]}},
+            "sweep key 'dqn.lr' names algorithm 'dqn', which the suite does not list",
+        ),
         ({"sweep": {"random": [1]}}, "must look like ALGO.PARAM"),
         ({"algorithms": ["random", "random"]}, "both called 'random': give one a different 'label'"),
         ({"name": "../evil"}, "field 'name': names use letters"),
@@ -73,7 +79,9 @@ def test_yaml_errors(tmp_path):
 
 def test_yaml_is_loaded_safely(tmp_path):
     p = tmp_path / "evil.yaml"
-    p.write_text("name: !!python/object/apply:os.system ['echo pwned']\nenvs: [CartPole-v1]\nalgorithms: [random]\n")
+    p.write_text(
+        "name: !!python/object/apply:os.system ['echo pwned']\nenvs: [CartPole-v1]\nalgorithms: [random]\n"
+    )
     with pytest.raises(SuiteInvalid, match="invalid YAML"):
         load_suite(p)
 

@@ -445,19 +445,29 @@ def test_sample_efficiency_skips_an_evaluation_missing_in_one_run() -> None:
     assert se["step"].tolist() == [0, 5000, 15000, 20000, 25000]
 
 
-def test_learning_curves_mean_and_t_interval() -> None:
+def test_learning_curves_mean_and_bootstrap_interval() -> None:
     df = hand_runs().assign(seed=lambda d: d["run_id"].map({"a": 0, "b": 1, "c": 2}))
     lc = stats.learning_curves(df)
     assert list(lc.columns) == ["algo", "env", "step", "mean", "lower", "upper", "n"]
     assert lc["n"].tolist() == [3, 2, 2, 1, 1]
     first = lc.iloc[0]  # index 0: a@0 = 1, b@5 = 7, c@0 = 0
     assert first["step"] == 0 and first["mean"] == pytest.approx(8 / 3)
-    from scipy import stats as sps
-
-    half = sps.t.ppf(0.975, 2) * np.std([1.0, 7.0, 0.0], ddof=1) / np.sqrt(3)
-    assert (first["lower"], first["upper"]) == pytest.approx((8 / 3 - half, 8 / 3 + half))
-    assert lc.iloc[-1][["lower", "upper"]].isna().all()  # one run: no interval
+    # a percentile bootstrap of the mean stays inside the observed values, unlike a t interval on 3 runs
+    assert 0.0 <= first["lower"] < 8 / 3 < first["upper"] <= 7.0
+    rng = np.random.default_rng(0)
+    vals = np.array([1.0, 7.0, 0.0])
+    means = vals[rng.integers(0, 3, size=(2000, 3))].mean(axis=1)
+    assert (first["lower"], first["upper"]) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])))
+    last = lc.iloc[-1]  # one run: the band collapses onto the mean
+    assert last["lower"] == last["upper"] == last["mean"]
     assert lc["step"].tolist() == [0.0, 10.0, 25.0, 40.0, 50.0]  # median step of the k-th evaluations
+    assert stats.learning_curves(df, seed=0).equals(lc)
+    many = pd.DataFrame(
+        [(f"r{i}", "x", "E", i, 0, v) for i, v in enumerate(np.random.default_rng(3).normal(size=10))],
+        columns=COLS,
+    )
+    a, b = stats.learning_curves(many, seed=0), stats.learning_curves(many, seed=1)
+    assert a["mean"].equals(b["mean"]) and a["lower"].iloc[0] != b["lower"].iloc[0]
 
 
 def test_learning_curves_step_is_median_over_runs() -> None:
