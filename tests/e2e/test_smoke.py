@@ -139,3 +139,54 @@ def test_failing_runs_are_isolated_and_rerun_with_only_failed(tmp_path):
         "CartPole-v1": 1,
         "CartPole-v1[no_such_kwarg=1]": 3,
     }
+
+
+def test_ctrl_c_stops_workers_and_marks_runs_interrupted(tmp_path):
+    import signal
+
+    suite = tmp_path / "long.yaml"
+    suite.write_text(
+        "name: long\nseeds: 3\nbudget: {steps: 2000000, eval_every: 100000, eval_episodes: 1}\n"
+        "envs: [CartPole-v1]\nalgorithms: [ppo]\n"
+    )
+    db = tmp_path / "db.duckdb"
+    proc = subprocess.Popen(
+        [RLBENCH, "run", str(suite), "--db", str(db), "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, like a terminal's foreground job
+    )
+    started = 0
+    deadline = time.monotonic() + 120
+    while started < 2 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        started += line.strip().startswith("start ")
+    assert started == 2, "runs did not start"
+    time.sleep(2)  # let them train and flush some metrics
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: SIGINT to the whole foreground group
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 15
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    gone = False
+    for _ in range(50):  # no orphan workers left in the group (an exited child may stay a zombie briefly)
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            gone = True
+            break
+        time.sleep(0.2)
+    assert gone, subprocess.run(
+        ["ps", "-o", "pid,stat,cmd", "-g", str(proc.pid)], capture_output=True, text=True
+    ).stdout
+    status = json.loads(rl("status", "long", "--db", db, "--json").stdout)
+    states = sorted(r["status"] for r in status["runs"])
+    assert states == ["interrupted", "interrupted", "pending"], states
+    con = duckdb.connect(str(db), read_only=True)
+    try:  # what the interrupted runs logged before the stop was kept
+        n = con.execute("SELECT count(*) FROM metrics WHERE name = 'eval/return'").fetchall()[0][0]
+        assert n >= 2
+    finally:
+        con.close()
