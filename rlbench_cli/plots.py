@@ -126,7 +126,7 @@ def _rule(table: stats.ScoreTable) -> str:
 
 def _norm_note(table: stats.ScoreTable) -> str:
     if table.normalized:
-        return f"normalised: {table.normalized} refs"
+        return f"normalised: {table.normalized} refs" + (f", x{table.scale:g}" if table.scale != 1 else "")
     return "raw, not normalised"
 
 
@@ -496,7 +496,7 @@ def write_all(
         fig.suptitle(_suite_title(suite_name, table, reps), fontsize=TITLE_SIZE)
         save(fig, "probability_of_improvement")
 
-    se = stats.sample_efficiency(df_metric, normalize=table.normalized, reps=reps, seed=seed)
+    se = stats.sample_efficiency(df_metric, normalize=table.resolved, reps=reps, seed=seed)
     fig = plot_sample_efficiency(se, table, colors=colors)
     fig.suptitle(_suite_title(suite_name, table, reps), fontsize=TITLE_SIZE)
     save(fig, "sample_efficiency")

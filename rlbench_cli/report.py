@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Report", "make_report", "suite_score_rule", "CURVE_REPS"]
+__all__ = ["Report", "make_report", "suite_score_rule", "suite_normalize", "CURVE_REPS"]
 
 # rliable's own default for performance profiles and probability of improvement; the aggregates use --reps.
 CURVE_REPS = 2000
@@ -21,14 +21,33 @@ class Report:
     warnings: list[str] = field(default_factory=list)
 
 
-def suite_score_rule(store: Any, suite: str) -> tuple[str, int]:
-    """The score rule a suite declared (stored with it), or ``final``."""
+def _suite_config(store: Any, suite: str) -> dict[str, Any]:
     with store.reader() as con:
         rows = con.execute("SELECT config FROM suites WHERE name = ?", [suite]).fetchall()
-    if not rows or not rows[0][0]:
-        return "final", 0
-    score = json.loads(rows[0][0]).get("score", {})
+    return json.loads(rows[0][0]) if rows and rows[0][0] else {}
+
+
+def suite_score_rule(store: Any, suite: str) -> tuple[str, int]:
+    """The score rule a suite declared (stored with it), or ``final``."""
+    score = _suite_config(store, suite).get("score") or {}
     return score.get("rule", "final"), int(score.get("drop_first", 0))
+
+
+def suite_normalize(store: Any, suite: str, flag: str) -> str | dict[str, Any] | None:
+    """What ``--normalize FLAG`` means for a suite: ``auto`` prefers the suite's own normalize block."""
+    if flag == "none":
+        return None
+    if flag == "suite" or flag == "auto":
+        block = _suite_config(store, suite).get("normalize")
+        if block:
+            return block
+        if flag == "suite":
+            from .errors import UsageError
+
+            raise UsageError(
+                f"suite {suite!r} has no normalize block; use --normalize auto, none or a table name"
+            )
+    return flag
 
 
 def make_report(

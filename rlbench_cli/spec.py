@@ -21,6 +21,7 @@ __all__ = [
     "EnvSpec",
     "AlgoSpec",
     "ScoreSpec",
+    "NormalizeSpec",
     "Resources",
     "Suite",
     "load_suite",
@@ -107,6 +108,41 @@ class ScoreSpec(_Model):
         return v
 
 
+class NormalizeSpec(_Model):
+    """How scores are normalised: fixed references only, never the min/max of the loaded runs."""
+
+    table: str | None = Field(None, description="built-in reference set: classic-control, d4rl or atari")
+    references: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="task -> [low, high]; overrides the table for that task"
+    )
+    low_from: str | None = Field(
+        None, description="algorithm label whose mean score per task is the low reference"
+    )
+    high_from: str | None = Field(
+        None, description="algorithm label whose mean score per task is the high one"
+    )
+    scale: float | None = Field(
+        None, gt=0, description="score of the high reference: 1 or 100 (default: the table's)"
+    )
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, v: str | None) -> str | None:
+        from .references import BUILTIN
+
+        if v is not None and v not in BUILTIN:
+            raise ValueError(f"unknown reference table {v!r}; choose one of: {', '.join(BUILTIN)}")
+        return v
+
+    @field_validator("references")
+    @classmethod
+    def _pairs(cls, v: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for task, (low, high) in v.items():
+            if low == high:
+                raise ValueError(f"references for {task!r}: low and high must differ")
+        return v
+
+
 class Resources(_Model):
     """What one run needs. gpus_per_job: 0 = CPU only, 0.25 = four runs share a GPU."""
 
@@ -125,6 +161,7 @@ class Suite(_Model):
     algorithms: list[AlgoSpec] = Field(min_length=1)
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     score: ScoreSpec = Field(default_factory=ScoreSpec)
+    normalize: NormalizeSpec | None = None
     resources: Resources = Field(default_factory=Resources)
 
     @field_validator("name")
@@ -183,6 +220,14 @@ class Suite(_Model):
                 raise ValueError(f"sweep key {key!r} names algorithm {algo!r}, which the suite does not list")
             if not values:
                 raise ValueError(f"sweep {key!r} has an empty list of values")
+        if self.normalize is not None:
+            for which in ("low_from", "high_from"):
+                label = getattr(self.normalize, which)
+                if label is not None and label not in labels:
+                    raise ValueError(
+                        f"normalize.{which} names algorithm {label!r}, which the suite does not list "
+                        f"(algorithms: {', '.join(labels)})"
+                    )
         return self
 
     @property

@@ -26,14 +26,16 @@ from __future__ import annotations
 import re
 import warnings
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rlbench_cli.errors import UsageError
+from rlbench_cli.references import BUILTIN, NormalizeError, Resolved, resolve
 
 __all__ = [
     "REFERENCES",
@@ -60,32 +62,9 @@ METRICS = ("median", "iqm", "mean", "optimality_gap")
 METRIC_LABELS = {"median": "Median", "iqm": "IQM", "mean": "Mean", "optimality_gap": "Optimality gap"}
 OPTIMALITY_GAP_GAMMA = 1.0
 
-# Fixed reference scores, (low, high) per task; normalised = (score - low) / (high - low), so 0 = random
-# policy and 1 = the reference (rliable / Atari convention: a fraction, not a percentage).
-#
-# low: mean episodic return of a uniform random policy, measured here with gymnasium 1.0.0: for each env,
-#   gym.make(env_id), env.action_space.seed(0), then 1,000 episodes with env.reset(seed=i) for i = 0..999,
-#   each action env.action_space.sample(), until terminated or truncated (the registered TimeLimit).
-#   Results (mean, std, standard error of the mean):
-#     CartPole-v1      22.197   std 11.316  se 0.358
-#     Acrobot-v1     -499.093   std  9.750  se 0.308   (nearly every episode hits the 500-step limit)
-#     MountainCar-v0 -200.000   std  0.000  se 0.000   (never reaches the flag in 200 steps)
-#     Pendulum-v1   -1230.653   std 286.735 se 9.067
-# high: CartPole-v1 = 500, the maximum return (TimeLimit 500, +1 per step). For the others, the best mean
-#   return of any pretrained agent in the RL Baselines3 Zoo benchmark table (DLR-RM/rl-baselines3-zoo,
-#   benchmark.md, "Performance of trained agents", deterministic policy, ~150k evaluation steps):
-#     Acrobot-v1      -69.135  (qrdqn)   gymnasium's "solved" reward_threshold is -100
-#     MountainCar-v0 -100.849  (dqn)     gymnasium's reward_threshold is -110
-#     Pendulum-v1    -151.855  (td3)     gymnasium registers no threshold
-# LunarLander-v3 is left out: Box2D is not installed here, so its random-policy return was not measured.
-REFERENCES: dict[str, dict[str, tuple[float, float]]] = {
-    "classic-control": {
-        "CartPole-v1": (22.197, 500.0),
-        "Acrobot-v1": (-499.093, -69.135),
-        "MountainCar-v0": (-200.0, -100.849),
-        "Pendulum-v1": (-1230.653, -151.855),
-    },
-}
+# Fixed reference scores live in ``references`` (classic-control, d4rl, atari, and a suite's own block);
+# this mapping exposes each built-in set's table for callers that want the raw numbers.
+REFERENCES: dict[str, dict[str, tuple[float, float]]] = {name: dict(rs.table) for name, rs in BUILTIN.items()}
 
 
 class StatsError(UsageError, ValueError):
@@ -226,42 +205,29 @@ def run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd
 
 # ------------------------------------------------------------------------------------------ normalisation
 def _resolve_references(
-    tasks: Sequence[str], normalize: str | None
-) -> tuple[str | None, dict[str, tuple[float, float]]]:
-    """Picks the reference set for ``tasks``: ``(name, {task: (low, high)})`` or ``(None, {})`` for raw."""
-    if normalize is None or normalize in ("none", "raw"):
-        return None, {}
-    if normalize == "auto":
-        for name, refs in REFERENCES.items():
-            if all(t in refs for t in tasks):
-                return name, {t: refs[t] for t in tasks}
-        known = sorted({t for refs in REFERENCES.values() for t in refs})
-        unknown = [t for t in tasks if t not in known]
+    tasks: Sequence[str], normalize: Any, per_run: pd.DataFrame | None = None
+) -> Resolved:
+    """References for ``tasks`` (see ``references.resolve``); warns when "auto" falls back to raw scores."""
+    if isinstance(normalize, Resolved):
+        return normalize
+    try:
+        res = resolve(list(tasks), normalize, per_run)
+    except NormalizeError as e:
+        raise StatsError(str(e)) from None
+    if normalize == "auto" and res.name is None:
         _warn(
-            f"No reference scores for task(s) {_short(unknown)}; reporting RAW scores (not normalised). "
-            f"Tasks with references: {', '.join(known)}."
+            f"No built-in reference scores cover every task ({_short(list(tasks))}); reporting RAW scores "
+            "(not normalised). Add a normalize block to the suite or pass --normalize NAME."
         )
-        return None, {}
-    if normalize not in REFERENCES:
-        raise StatsError(
-            f"Unknown reference set {normalize!r}. Use one of: {', '.join(REFERENCES)}, auto, or none for raw."
-        )
-    refs = REFERENCES[normalize]
-    missing = [t for t in tasks if t not in refs]
-    if missing:
-        raise StatsError(
-            f"Reference set {normalize!r} has no scores for task(s) {', '.join(missing)}. "
-            f"It covers {', '.join(refs)}; use normalize='auto' or none for raw scores."
-        )
-    return normalize, {t: refs[t] for t in tasks}
+    return res
 
 
-def _normalise(values: pd.Series, tasks: pd.Series, refs: Mapping[str, tuple[float, float]]) -> pd.Series:
-    if not refs:
+def _normalise(values: pd.Series, tasks: pd.Series, res: Resolved) -> pd.Series:
+    if not res.refs:
         return values.astype(float)
-    low = tasks.map(lambda t: refs[t][0]).astype(float)
-    high = tasks.map(lambda t: refs[t][1]).astype(float)
-    return (values - low) / (high - low)
+    low = tasks.map(lambda t: res.refs[t][0]).astype(float)
+    high = tasks.map(lambda t: res.refs[t][1]).astype(float)
+    return res.scale * (values - low) / (high - low)
 
 
 def _complete_seeds(
@@ -323,7 +289,8 @@ class ScoreTable:
     Attributes:
         rule: Score rule that made one number per run (``final``, ``best``, ``mean_last:N``, ``auc``).
         drop_first: Evaluation points dropped from the start of each run before the rule.
-        normalized: Name of the reference set used (a key of ``REFERENCES``), or ``None`` for raw scores.
+        normalized: Name of the reference set used (a built-in set, or ``"suite"`` for the suite's own
+            ``normalize`` block), or ``None`` for raw scores.
         tasks: Task (environment) names, the columns of every score matrix.
         algos: Algorithm names, the keys of ``scores`` (sorted).
         scores: ``{algo: ndarray of shape (num_runs, num_tasks)}``, rliable's contract. Row ``i`` holds the
@@ -334,6 +301,8 @@ class ScoreTable:
         seeds: ``{algo: seeds}``, the seed of each row of ``scores[algo]``.
         references: ``{task: (low, high)}`` used for normalisation (empty when raw).
         metric: Name of the metric that was scored (e.g. ``eval/return``), for labels.
+        scale: Normalised value of the high reference (1, or 100 for D4RL's convention).
+        norm_description: One line saying how scores were normalised, for headers and captions.
     """
 
     rule: str
@@ -346,6 +315,13 @@ class ScoreTable:
     seeds: dict[str, list[object]] = field(default_factory=dict)
     references: dict[str, tuple[float, float]] = field(default_factory=dict)
     metric: str = "score"
+    scale: float = 1.0
+    norm_description: str = "raw scores, not normalised"
+
+    @property
+    def resolved(self) -> Resolved:
+        """The normalisation this table used, to apply the same one elsewhere (e.g. sample efficiency)."""
+        return Resolved(self.normalized, dict(self.references), self.scale, self.norm_description)
 
     @property
     def num_runs(self) -> dict[str, int]:
@@ -367,7 +343,8 @@ def score_table(
             An optional ``name`` or ``metric`` column with one unique value names the metric for labels.
         rule: Score rule, see ``parse_rule``.
         drop_first: Evaluation points to drop from the start of each run.
-        normalize: ``"auto"``: normalise by the first reference set in ``REFERENCES`` that covers every
+        normalize: A suite's ``normalize`` mapping (see ``references.resolve``), or ``"auto"``: normalise by
+            the first built-in reference set (``references.BUILTIN``) that covers every
             task, else raw scores with a warning. ``None`` (or ``"none"``): raw scores. A reference set name: that set;
             ``StatsError`` if it lacks a task. Normalisation uses FIXED references, ``(score - low) /
             (high - low)``, never the min/max of the loaded runs.
@@ -384,8 +361,8 @@ def score_table(
     tasks = sorted(per_run["env"].astype(str).unique())
     per_run["env"] = per_run["env"].astype(str)
     per_run["algo"] = per_run["algo"].astype(str)
-    name, refs = _resolve_references(tasks, normalize)
-    per_run["norm_score"] = _normalise(per_run["score"], per_run["env"], refs)
+    res = _resolve_references(tasks, normalize, per_run)
+    per_run["norm_score"] = _normalise(per_run["score"], per_run["env"], res)
     seeds = _complete_seeds(per_run, sorted(per_run["algo"].unique()), tasks)
     scores: dict[str, np.ndarray] = {}
     per_run["in_table"] = False
@@ -397,14 +374,16 @@ def score_table(
     return ScoreTable(
         rule=rule.strip(),
         drop_first=int(drop_first),
-        normalized=name,
+        normalized=res.name,
         tasks=tasks,
         algos=list(scores),
         scores=scores,
         per_run=per_run,
         seeds=seeds,
-        references=refs,
+        references=res.refs,
         metric=metric,
+        scale=res.scale,
+        norm_description=res.description,
     )
 
 
@@ -423,7 +402,9 @@ def score_label(table: ScoreTable, metric: str | None = None) -> str:
         metric: Aggregate name to put in front (``iqm``, ``median``...; a key of ``METRIC_LABELS``) or None.
     """
     rule = table.rule + (f", first {table.drop_first} evals dropped" if table.drop_first else "")
-    norm = f"normalised: {table.normalized} refs" if table.normalized else "raw, not normalised"
+    norm = "raw, not normalised"
+    if table.normalized:
+        norm = f"normalised: {table.normalized} refs" + (f", x{table.scale:g}" if table.scale != 1 else "")
     head = f"{METRIC_LABELS.get(metric, metric)} of " if metric else ""
     return f"{head}{rule} {table.metric} ({norm})"
 
@@ -458,11 +439,13 @@ def _check_reps(reps: int, confidence: float = 0.95) -> None:
         raise StatsError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence!r}.")
 
 
-def _aggregate_func(normalized: bool) -> Callable[[np.ndarray], np.ndarray]:
+def _aggregate_func(
+    normalized: bool, gamma: float = OPTIMALITY_GAP_GAMMA
+) -> Callable[[np.ndarray], np.ndarray]:
     from rliable import metrics
 
     def func(scores: np.ndarray) -> np.ndarray:
-        gap = metrics.aggregate_optimality_gap(scores, OPTIMALITY_GAP_GAMMA) if normalized else np.nan
+        gap = metrics.aggregate_optimality_gap(scores, gamma) if normalized else np.nan
         return np.array(
             [
                 metrics.aggregate_median(scores),
@@ -487,13 +470,14 @@ def aggregates(table: ScoreTable, reps: int = 50000, seed: int = 0, confidence: 
     Returns:
         DataFrame with columns ``algo, metric, estimate, lower, upper``: four rows per algorithm, metric in
         ``median, iqm, mean, optimality_gap``. Median and mean are of per-task means (rliable), IQM is the
-        25% trimmed mean over all runs and tasks, optimality gap uses gamma = 1.0 and is NaN for raw scores
+        25% trimmed mean over all runs and tasks, optimality gap uses gamma = 1.0 x the table's scale (the high
+        reference) and is NaN for raw scores
         (a threshold of 1 means nothing on an unnormalised scale).
     """
     from rliable import library as rly
 
     _check_reps(reps, confidence)
-    func = _aggregate_func(table.normalized is not None)
+    func = _aggregate_func(table.normalized is not None, OPTIMALITY_GAP_GAMMA * table.scale)
     rows = []
     for algo in table.algos:
         with _global_seed(bootstrap_seed(seed, algo)):
@@ -558,7 +542,7 @@ def default_taus(table: ScoreTable, num: int = 81) -> np.ndarray:
     """Thresholds for a performance profile: 0..max(1, best score) when normalised, else the score range."""
     values = np.concatenate([s.ravel() for s in table.scores.values()])
     if table.normalized:
-        low, high = min(0.0, float(values.min())), max(1.0, float(values.max()))
+        low, high = min(0.0, float(values.min())), max(table.scale, float(values.max()))
     else:
         low, high = float(values.min()), float(values.max())
         if high == low:
@@ -635,7 +619,7 @@ def sample_efficiency(
     Args:
         df: Tidy metric rows, columns ``run_id, algo, env, seed, step, value``.
         normalize: As in ``score_table`` (``"auto"``, ``None`` or a reference set name; a ``ScoreTable``'s
-            ``normalized`` attribute can be passed to match it).
+            ``resolved`` attribute can be passed to apply exactly its normalisation).
         reps: Bootstrap replications.
         seed: Bootstrap seed.
         confidence: Coverage of the percentile intervals.
@@ -652,8 +636,8 @@ def sample_efficiency(
     runs = data.groupby("run_id", sort=False)[["algo", "env", "seed"]].first().reset_index()
     _check_unique_cells(runs)
     tasks = sorted(runs["env"].unique())
-    _, refs = _resolve_references(tasks, normalize)
-    data["norm"] = _normalise(data["value"], data["env"], refs)
+    res = _resolve_references(tasks, normalize)
+    data["norm"] = _normalise(data["value"], data["env"], res)
     seeds = _complete_seeds(runs, sorted(runs["algo"].unique()), tasks)
     frames = []
     for algo, algo_seeds in seeds.items():

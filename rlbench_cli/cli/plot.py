@@ -86,7 +86,7 @@ def plot(
         drop_first = suite_drop if drop_first is None else drop_first
     out_dir = out or store.path.parent / "figures" / suite
     result = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first,
-                                normalize=None if normalize == "none" else normalize, reps=reps, seed=seed,
+                                normalize=report.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
                                 out_dir=out_dir, fmt=fmt.value)  # fmt: skip
     if unfinished:
         typer.echo(f"warning: {unfinished} runs of {suite!r} are not finished and are left out", err=True)

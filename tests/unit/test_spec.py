@@ -91,3 +91,23 @@ def test_ready_suites_validate():
 
     for f in sorted(Path(__file__).parents[2].joinpath("suites").glob("*.yaml")):
         load_suite(f)
+
+
+def test_normalize_block(suite_dict):
+    s = parse_suite(
+        {
+            **suite_dict,
+            "algorithms": ["random", "ppo"],
+            "normalize": {"table": "classic-control", "references": {"X-v0": [0, 10]}, "low_from": "random"},
+        }
+    )
+    assert s.normalize.table == "classic-control" and s.normalize.references["X-v0"] == (0.0, 10.0)
+    for block, needle in [
+        ({"table": "d5rl"}, "field 'normalize.table': unknown reference table 'd5rl'"),
+        ({"high_from": "expert"}, "normalize.high_from names algorithm 'expert', which the suite does not list"),
+        ({"references": {"X-v0": [1, 1]}}, "low and high must differ"),
+        ({"scale": 0}, "field 'normalize.scale'"),
+        ({"tabel": "d4rl"}, "field 'normalize.tabel': unknown field"),
+    ]:
+        with pytest.raises(SuiteInvalid, match=block and needle.replace("(", r"\(").replace(")", r"\)")):
+            parse_suite({**suite_dict, "normalize": block}, "s.yaml")
