@@ -1,0 +1,123 @@
+"""Crash safety, as a user would meet it: kill -9 of `rlbench run`, readers during a run, a second writer."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+RLBENCH = shutil.which("rlbench")
+pytestmark = pytest.mark.slow
+
+
+def rl(*args, check=True, timeout=300):
+    r = subprocess.run([RLBENCH, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"rlbench {' '.join(map(str, args))} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def _suite(tmp_path: Path, steps: int = 60000, seeds: int = 4) -> Path:
+    p = tmp_path / "crash.yaml"
+    p.write_text(
+        f"name: crash\nseeds: {seeds}\nbudget: {{steps: {steps}, eval_every: 10000, eval_episodes: 2}}\n"
+        "envs: [CartPole-v1]\nalgorithms: [random]\n"
+    )
+    return p
+
+
+def _start(suite: Path, db: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [RLBENCH, "run", str(suite), "--db", str(db), "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for(proc: subprocess.Popen, prefix: str, count: int, timeout: float = 120) -> list[str]:
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while len(seen) < count and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.strip().startswith(prefix):
+            seen.append(line.strip())
+    assert len(seen) >= count, f"saw {seen} before the deadline"
+    return seen
+
+
+def _group_gone(pgid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_kill_9_of_the_coordinator_loses_nothing_finished(tmp_path):
+    suite, db = _suite(tmp_path), tmp_path / "db.duckdb"
+    proc = _start(suite, db)
+    done = _wait_for(proc, "done", 2)
+    time.sleep(1.5)  # the next runs are in flight and have flushed some metrics
+    os.kill(proc.pid, signal.SIGKILL)  # the coordinator only; its workers must not outlive it
+    proc.wait(timeout=10)
+    assert _group_gone(proc.pid), "workers survived the coordinator"
+
+    before = json.loads(rl("status", "crash", "--db", db, "--json").stdout)["runs"]
+    finished_before = {r["run_id"] for r in before if r["status"] == "finished"}
+    assert len(finished_before) >= len(done)
+
+    out = json.loads(rl("run", suite, "--db", db, "--json").stdout)
+    assert out["failed"] == 0 and out["skipped"] + out["finished"] + out["recovered"] >= 4
+    after = json.loads(rl("status", "crash", "--db", db, "--json").stdout)["runs"]
+    assert all(r["status"] == "finished" for r in after)
+    for r in after:  # no finished run was run again
+        if r["run_id"] in finished_before:
+            assert r["attempts"] == 1, r
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        total, distinct = con.execute(
+            "SELECT count(*), count(DISTINCT (run_id, step, name, wall_time)) FROM metrics"
+        ).fetchall()[0]
+        assert total == distinct, "a metric row was ingested twice"
+        evals = con.execute(
+            "SELECT run_id, count(*) FROM metrics WHERE name = 'eval/return' GROUP BY run_id"
+        ).fetchall()
+        assert len(evals) == 4 and all(n == 7 for _, n in evals), evals  # steps 0, 10k, ..., 60k
+        for table in ("suites", "runs", "metrics", "shards", "schema_version"):
+            con.execute(f"SELECT * FROM {table}").fetchall()  # every table reads back whole
+    finally:
+        con.close()
+
+
+def test_readers_work_while_a_run_writes_and_a_second_writer_is_refused(tmp_path):
+    suite, db = _suite(tmp_path, steps=2_000_000, seeds=2), tmp_path / "db.duckdb"
+    proc = _start(suite, db)
+    try:
+        _wait_for(proc, "start", 2)
+        r = rl("run", suite, "--db", db, check=False)
+        assert r.returncode == 2
+        assert "another 'rlbench run'" in r.stderr and "Traceback" not in r.stderr
+        reads = 0
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            json.loads(rl("status", "crash", "--db", db, "--json").stdout)
+            rl("fetch", "--db", db, "--suite", "crash", "--metric", "eval/return", "--format", "csv")
+            reads += 1
+        assert reads >= 3
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 130
