@@ -40,6 +40,7 @@ class RunSpec:
     budget: dict[str, Any]
     score: dict[str, Any] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
+    entrypoint: str | None = None  # "package.module:function" for user code; algo_name is then a label
 
     @property
     def env(self) -> str:
@@ -51,7 +52,7 @@ class RunSpec:
 
     def identity(self) -> dict[str, Any]:
         """What makes a run this run. Score rule and resources do not change what is trained."""
-        return {
+        ident = {
             "suite": self.suite,
             "algo": self.algo,
             "algo_name": self.algo_name,
@@ -61,6 +62,9 @@ class RunSpec:
             "seed": self.seed,
             "budget": self.budget,
         }
+        if self.entrypoint is not None:
+            ident["entrypoint"] = self.entrypoint
+        return ident
 
     @property
     def run_id(self) -> str:
@@ -81,12 +85,12 @@ def _fmt(v: Any) -> str:
 
 def expand(suite: Suite) -> list[RunSpec]:
     """All runs of a suite, ordered seed-major so a partial grid already covers every algorithm and env."""
-    algo_variants: list[tuple[str, str, dict[str, Any]]] = []
+    algo_variants: list[tuple[str, str, dict[str, Any], str | None]] = []
     for a in suite.algorithms:
         label = a.label or a.name
         keys = [k for k in suite.sweep if k.partition(".")[0] == label]
         if not keys:
-            algo_variants.append((label, a.name, dict(a.params)))
+            algo_variants.append((label, a.name, dict(a.params), a.entrypoint))
             continue
         for values in itertools.product(*(suite.sweep[k] for k in keys)):
             params = dict(a.params)
@@ -95,7 +99,7 @@ def expand(suite: Suite) -> list[RunSpec]:
                 p = k.partition(".")[2]
                 params[p] = v
                 tags.append(f"{p}={_fmt(v)}")
-            algo_variants.append((f"{label}[{','.join(tags)}]", a.name, params))
+            algo_variants.append((f"{label}[{','.join(tags)}]", a.name, params, a.entrypoint))
 
     budget = suite.budget.model_dump()
     score = suite.score.model_dump()
@@ -112,8 +116,9 @@ def expand(suite: Suite) -> list[RunSpec]:
             budget=budget,
             score=score,
             resources=resources,
+            entrypoint=entrypoint,
         )
         for seed in suite.seed_list
-        for label, name, params in algo_variants
+        for label, name, params, entrypoint in algo_variants
         for env in suite.envs
     ]

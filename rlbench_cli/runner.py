@@ -81,9 +81,13 @@ def run_one(
     result: dict[str, Any] = {"run_id": spec.run_id, "started_at": t0, "device": device}
     try:
         seed_everything(spec.seed)
-        algo_cls = get_algorithm(spec.algo_name)
         ctx = RunContext(spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event)
-        algo_cls().train(ctx)
+        if spec.entrypoint is not None:
+            from .algos.entrypoint import load_entrypoint
+
+            load_entrypoint(spec.entrypoint)(ctx)
+        else:
+            get_algorithm(spec.algo_name)().train(ctx)
         if stop_event is not None and stop_event.is_set():
             result.update(status="interrupted", exit_code=None, error="stopped before the end of its budget")
         else:

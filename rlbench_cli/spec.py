@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .errors import SuiteInvalid
 
@@ -70,19 +78,36 @@ class EnvSpec(_Model):
 
 
 class AlgoSpec(_Model):
-    """An algorithm from the registry, its parameters, and the label it is shown under."""
+    """An algorithm from the registry (or your own function), its parameters, and its label in results."""
 
+    entrypoint: str | None = Field(
+        None, description="your own training function, 'package.module:function', called with a RunContext"
+    )
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
     label: str | None = Field(None, description="name shown in results; default: the algorithm name")
 
+    @field_validator("entrypoint")
+    @classmethod
+    def _entrypoint(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", v):
+            raise ValueError("entrypoint must look like 'package.module:function'")
+        return v
+
     @field_validator("name")
     @classmethod
-    def _known(cls, v: str) -> str:
+    def _known(cls, v: str, info: ValidationInfo) -> str:
         from .algos import ALGORITHMS
 
+        if info.data.get("entrypoint"):
+            if not NAME_RE.match(v):
+                raise ValueError("names use letters, digits, '_', '.', '-' and start with a letter or digit")
+            return v
         if v not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {v!r}; choose one of: {', '.join(sorted(ALGORITHMS))}")
+            raise ValueError(
+                f"unknown algorithm {v!r}; choose one of: {', '.join(sorted(ALGORITHMS))}, "
+                "or give your own with entrypoint: 'package.module:function'"
+            )
         return v
 
     @field_validator("label")
