@@ -459,33 +459,41 @@ def _aggregate_func(
 
 
 def aggregates(table: ScoreTable, reps: int = 50000, seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
-    """rliable aggregates with stratified bootstrap confidence intervals.
+    """rliable's aggregates with stratified bootstrap confidence intervals, vectorised (``bootstrap``).
+
+    Point estimates equal rliable's; intervals agree with rliable's within Monte Carlo error (tests compare
+    them, and ``benchmarks/stats_speed.py`` times both). Each algorithm's replicates come from its own
+    generator, ``bootstrap.derive_rng(seed, algo)``: the same seed gives identical intervals, and adding an
+    algorithm leaves the others' intervals as they were.
 
     Args:
         table: Scores, ``table.scores[algo]`` of shape (num_runs, num_tasks).
-        reps: Bootstrap replications.
-        seed: Bootstrap seed; the same seed gives identical intervals (see ``bootstrap_seed``).
+        reps: Bootstrap replications (rliable's default: 50,000).
+        seed: Bootstrap seed.
         confidence: Coverage of the percentile intervals.
 
     Returns:
         DataFrame with columns ``algo, metric, estimate, lower, upper``: four rows per algorithm, metric in
         ``median, iqm, mean, optimality_gap``. Median and mean are of per-task means (rliable), IQM is the
-        25% trimmed mean over all runs and tasks, optimality gap uses gamma = 1.0 x the table's scale (the high
-        reference) and is NaN for raw scores
-        (a threshold of 1 means nothing on an unnormalised scale).
+        25% trimmed mean over all runs and tasks, optimality gap uses gamma = 1.0 x the table's scale (the
+        high reference) and is NaN for raw scores (a fixed threshold means nothing on an unnormalised scale).
     """
-    from rliable import library as rly
+    from . import bootstrap
 
     _check_reps(reps, confidence)
-    func = _aggregate_func(table.normalized is not None, OPTIMALITY_GAP_GAMMA * table.scale)
+    gamma = OPTIMALITY_GAP_GAMMA * table.scale
+    est = bootstrap.interval_estimates(
+        {a: table.scores[a] for a in table.algos}, METRICS, reps=int(reps), confidence=confidence, seed=seed,
+        gamma=gamma,
+    )  # fmt: skip
     rows = []
     for algo in table.algos:
-        with _global_seed(bootstrap_seed(seed, algo)):
-            point, interval = rly.get_interval_estimates(
-                {algo: table.scores[algo]}, func, reps=int(reps), confidence_interval_size=confidence
-            )
+        point, lower, upper = est[algo]
         for i, metric in enumerate(METRICS):
-            rows.append((algo, metric, float(point[algo][i]), *map(float, interval[algo][:, i])))
+            if metric == "optimality_gap" and table.normalized is None:
+                rows.append((algo, metric, np.nan, np.nan, np.nan))
+            else:
+                rows.append((algo, metric, float(point[i]), float(lower[i]), float(upper[i])))
     return pd.DataFrame(rows, columns=["algo", "metric", "estimate", "lower", "upper"])
 
 
@@ -494,13 +502,13 @@ def probability_of_improvement(
 ) -> pd.DataFrame:
     """Probability that a run of ``algo_x`` beats a run of ``algo_y`` on a task, averaged over tasks.
 
-    Point estimates and intervals come from rliable (``metrics.probability_of_improvement`` under
-    ``library.get_interval_estimates`` on ``{"x|y": [scores_x, scores_y]}``, runs resampled independently
-    per algorithm and task). Each unordered pair is bootstrapped once, with x before y in ``table.algos``
-    order and seed ``bootstrap_seed(seed, "x|y")``; the reverse pair reuses those replicates, since
+    rliable's estimator (Mann-Whitney U / (n_x n_y) per task, averaged over tasks), bootstrapped by the
+    vectorised ``bootstrap.poi_interval`` (runs of x and y resampled independently per task, as rliable's
+    StratifiedIndependentBootstrap does). Each unordered pair is bootstrapped once, with x before y in
+    ``table.algos`` order and the generator ``derive_rng(seed, "x|y")``; the reverse pair reuses those
+    replicates, since
     P(y > x) = 1 - P(x > y) on every replicate: its interval is ``[1 - upper, 1 - lower]`` and its point
-    estimate is rliable's on (y, x). This halves the (slow, Mann-Whitney per replicate) work and keeps the
-    two directions consistent.
+    estimate is computed on (y, x). The two directions stay consistent.
 
     Args:
         table: Scores, ``table.scores[algo]`` of shape (num_runs_algo, num_tasks).
@@ -512,26 +520,21 @@ def probability_of_improvement(
         DataFrame with columns ``algo_x, algo_y, estimate, lower, upper``, one row per ordered pair x != y.
         Empty when the table has fewer than two algorithms.
     """
-    from rliable import library as rly
-    from rliable import metrics
+    from . import bootstrap
 
     _check_reps(reps, confidence)
     rows = []
     algos = table.algos
     for i, x in enumerate(algos):
         for y in algos[i + 1 :]:
-            key = f"{x}|{y}"
             sx, sy = table.scores[x], table.scores[y]
-            with _global_seed(bootstrap_seed(seed, key)):
-                point, interval = rly.get_interval_estimates(
-                    {key: [sx, sy]},
-                    metrics.probability_of_improvement,
-                    reps=int(reps),
-                    confidence_interval_size=confidence,
-                )
-            lo, hi = (float(v) for v in np.ravel(interval[key]))
-            rows.append((x, y, float(point[key]), lo, hi))
-            rows.append((y, x, float(metrics.probability_of_improvement(sy, sx)), 1.0 - hi, 1.0 - lo))
+            point, lo, hi = bootstrap.poi_interval(
+                sx, sy, reps=int(reps), confidence=confidence, seed=seed, key=f"{x}|{y}"
+            )
+            rows.append((x, y, float(point), float(lo), float(hi)))
+            rows.append(
+                (y, x, float(bootstrap.probability_of_improvement(sy, sx)), 1.0 - float(hi), 1.0 - float(lo))
+            )
     out = pd.DataFrame(rows, columns=["algo_x", "algo_y", "estimate", "lower", "upper"])
     order = {a: k for k, a in enumerate(algos)}
     out = out.sort_values(["algo_x", "algo_y"], key=lambda c: c.map(order), kind="mergesort")
@@ -556,11 +559,13 @@ def performance_profile(
     reps: int = 2000,
     seed: int = 0,
     confidence: float = 0.95,
+    variant: str = "run",
 ) -> pd.DataFrame:
-    """Score distributions (fraction of runs scoring above tau) with bootstrap bands, by rliable.
+    """Performance profiles with stratified bootstrap bands (rliable's, vectorised in ``bootstrap``).
 
-    Uses ``library.create_performance_profile`` (run-score distributions, stratified bootstrap over runs)
-    per algorithm, seeded with ``bootstrap_seed(seed, algo)``.
+    ``variant="run"``: the run-score distribution, the fraction of all runs x tasks scoring above tau
+    (rliable's default). ``variant="mean"``: the average-score distribution, the fraction of tasks whose mean
+    over runs is above tau. Each algorithm is resampled with its own generator ``derive_rng(seed, algo)``.
 
     Args:
         table: Scores, ``table.scores[algo]`` of shape (num_runs, num_tasks).
@@ -568,33 +573,26 @@ def performance_profile(
         reps: Bootstrap replications.
         seed: Bootstrap seed.
         confidence: Coverage of the percentile bands.
+        variant: ``"run"`` or ``"mean"`` (see above).
 
     Returns:
         DataFrame with columns ``algo, tau, estimate, lower, upper``, num_taus rows per algorithm.
     """
-    from rliable import library as rly
+    from . import bootstrap
 
     _check_reps(reps, confidence)
     tau_arr = default_taus(table) if taus is None else np.asarray(taus, dtype=float).ravel()
     if tau_arr.size == 0:
         raise StatsError("performance_profile needs at least one threshold tau.")
+    prof = bootstrap.performance_profile(
+        {a: table.scores[a] for a in table.algos}, tau_arr, reps=int(reps), confidence=confidence, seed=seed,
+        variant=variant,
+    )  # fmt: skip
     frames = []
     for algo in table.algos:
-        with _global_seed(bootstrap_seed(seed, algo)):
-            profile, cis = rly.create_performance_profile(
-                {algo: table.scores[algo]}, tau_arr, reps=int(reps), confidence_interval_size=confidence
-            )
-        frames.append(
-            pd.DataFrame(
-                {
-                    "algo": algo,
-                    "tau": tau_arr,
-                    "estimate": np.asarray(profile[algo], dtype=float),
-                    "lower": np.asarray(cis[algo][0], dtype=float),
-                    "upper": np.asarray(cis[algo][1], dtype=float),
-                }
-            )
-        )
+        point, lower, upper = prof[algo]
+        frames.append(pd.DataFrame({"algo": algo, "tau": tau_arr, "estimate": np.asarray(point, float),
+                                    "lower": np.asarray(lower, float), "upper": np.asarray(upper, float)}))  # fmt: skip
     return pd.concat(frames, ignore_index=True)
 
 

@@ -1,0 +1,234 @@
+"""Bootstrap speed: rlbench's vectorised bootstrap (rlbench_cli.bootstrap) vs rliable, side by side.
+
+Two workloads, the defaults of ``rlbench_cli.stats``:
+
+1. The four aggregates (median, IQM, mean, optimality gap) with 95% percentile intervals for 5 algorithms x
+   10 runs x 20 tasks at 50,000 stratified bootstrap replicates. Target: rlbench < 1 s.
+2. Probability of improvement with 95% intervals for 4 pairs of algorithms at 2,000 replicates.
+   Target: rlbench < 1 s.
+
+rliable is called as ``rlbench_cli.stats`` calls it: one ``get_interval_estimates`` per algorithm (per pair),
+numpy's global generator seeded with ``[seed, crc32(key)]`` before each call (and restored afterwards).
+
+    python benchmarks/stats_speed.py                        # same reps on both sides (a few minutes)
+    python benchmarks/stats_speed.py --rliable-reps 5000 --rliable-poi-reps 200   # quicker, extrapolated
+
+With fewer rliable replicates its time is extrapolated linearly in reps (its cost is one Python-level call per
+replicate) and marked as such. Agreement is printed three ways: point estimates (same data, should agree to
+~1e-16); interval ends of rlbench's own seeded generator vs rliable (independent Monte Carlo samples of the
+same bootstrap distribution: they differ by Monte Carlo error, printed in units of its standard error); and
+interval ends of rlbench replaying rliable's generator (``numpy.random.RandomState`` with rliable's seed: the
+same replicates, so they agree to floating-point summation order; only when both sides use the same reps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from rlbench_cli import bootstrap as bs
+
+TARGET_S = 1.0
+ALPHA = 0.025  # 95% two-sided
+
+
+def make_scores(algos: int, runs: int, tasks: int, seed: int) -> dict[str, np.ndarray]:
+    """Normalised-looking scores: algorithm skill + task difficulty + run noise, some above 1."""
+    rng = np.random.default_rng(seed)
+    difficulty = rng.normal(0.0, 0.3, size=tasks)
+    return {
+        f"algo{i}": 0.4 + 0.1 * i + difficulty + rng.normal(0.0, 0.25, size=(runs, tasks))
+        for i in range(algos)
+    }
+
+
+def global_seed(seed: int, key: str) -> list[int]:
+    """The seed ``rlbench_cli.stats`` gives numpy's global generator before an rliable call on ``key``."""
+    return [seed, zlib.crc32(key.encode("utf-8"))]
+
+
+@contextmanager
+def seeded_global(seed: list[int]) -> Iterator[None]:
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
+
+
+def timed(fn: Callable[[], object], repeat: int = 1) -> tuple[object, float, float]:
+    """(result of the last call, fastest seconds, slowest seconds) over ``repeat`` calls."""
+    times = []
+    out: object = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return out, min(times), max(times)
+
+
+def quantile_se(dist: np.ndarray, p: float, reps_a: int, reps_b: int) -> float:
+    """Standard error of the difference of two independent p-quantile estimates from reps_a and reps_b
+    replicates: sqrt(p (1 - p) (1/reps_a + 1/reps_b)) * dQ/dp, dQ/dp by a central difference on ``dist``."""
+    h = 0.01
+    lo, hi = np.quantile(dist, [p - h, p + h])
+    return float(np.sqrt(p * (1 - p) * (1 / reps_a + 1 / reps_b)) * (hi - lo) / (2 * h))
+
+
+def report_time(label: str, ours: tuple[float, float], theirs: float, extrapolated_from: int | None) -> None:
+    best, worst = ours
+    note = f" (extrapolated from {extrapolated_from} reps)" if extrapolated_from else ""
+    print(f"  rlbench  {best:8.3f} s   (fastest of runs; slowest {worst:.3f} s)")
+    print(f"  rliable  {theirs:8.3f} s{note}")
+    print(f"  speed-up {theirs / best:8.0f} x")
+    verdict = "MET" if best < TARGET_S else "NOT MET"
+    print(f"  target: rlbench < {TARGET_S:.0f} s for {label}: {verdict}")
+
+
+def bench_aggregates(scores: dict[str, np.ndarray], args: argparse.Namespace) -> None:
+    from rliable import library as rly
+    from rliable import metrics
+
+    reps, rreps = args.reps, args.rliable_reps or args.reps
+    algos = list(scores)
+    runs, tasks = scores[algos[0]].shape
+    print(f"\n(1) aggregates {', '.join(bs.METRICS)}: {len(algos)} algorithms x {runs} runs x {tasks} tasks")
+    print(f"    rlbench reps {reps}, rliable reps {rreps}")
+
+    def func(s: np.ndarray) -> np.ndarray:
+        return np.array(
+            [
+                metrics.aggregate_median(s),
+                metrics.aggregate_iqm(s),
+                metrics.aggregate_mean(s),
+                metrics.aggregate_optimality_gap(s, 1.0),
+            ]
+        )
+
+    ours, best, worst = timed(
+        lambda: bs.interval_estimates(scores, bs.METRICS, reps, seed=args.seed), args.repeat
+    )
+    t0 = time.perf_counter()
+    theirs = {}
+    for algo in algos:
+        with seeded_global(global_seed(args.seed, algo)):
+            theirs[algo] = rly.get_interval_estimates({algo: scores[algo]}, func, reps=rreps)
+    t_rly = (time.perf_counter() - t0) * reps / rreps
+    report_time("the aggregates", (best, worst), t_rly, rreps if rreps != reps else None)
+
+    point_diff = max(np.max(np.abs(ours[a].point - theirs[a][0][a])) for a in algos)
+    end_diff, end_z, width = 0.0, 0.0, 0.0
+    for a in algos:
+        dist = bs.bootstrap_distribution(scores[a], bs.METRICS, reps, bs.derive_rng(args.seed, a))
+        ci = theirs[a][1][a]
+        for i in range(len(bs.METRICS)):
+            for row, p, mine in [(0, ALPHA, ours[a].lower[i]), (1, 1 - ALPHA, ours[a].upper[i])]:
+                diff = abs(ci[row, i] - mine)
+                end_diff = max(end_diff, diff)
+                end_z = max(end_z, diff / quantile_se(dist[:, i], p, reps, rreps))
+            width = max(width, ours[a].upper[i] - ours[a].lower[i])
+    print(f"  max |point estimate diff|           {point_diff:.3g}")
+    print(
+        f"  max |interval end diff|, seeded     {end_diff:.3g}  (Monte Carlo; max {end_z:.2f} standard errors; "
+        f"widest interval {width:.3f})"
+    )
+    if rreps == reps:
+        replay_diff = 0.0
+        for a in algos:
+            r = bs.interval_estimates(
+                {a: scores[a]}, bs.METRICS, reps, seed=np.random.RandomState(global_seed(args.seed, a))
+            )
+            ci = theirs[a][1][a]
+            replay_diff = max(replay_diff, np.max(np.abs(np.stack([r[a].lower, r[a].upper]) - ci)))
+        print(
+            f"  max |interval end diff|, replay     {replay_diff:.3g}  (rlbench on rliable's RandomState stream)"
+        )
+
+
+def bench_poi(scores: dict[str, np.ndarray], args: argparse.Namespace) -> None:
+    from rliable import library as rly
+    from rliable import metrics
+
+    reps, rreps = args.poi_reps, args.rliable_poi_reps or args.poi_reps
+    algos = list(scores)
+    pairs = [(algos[0], b) for b in algos[1 : args.pairs + 1]]
+    print(f"\n(2) probability of improvement: {len(pairs)} pairs, {scores[algos[0]].shape[1]} tasks")
+    print(f"    rlbench reps {reps}, rliable reps {rreps}")
+
+    def run_ours() -> dict[str, bs.Interval]:
+        return {
+            f"{x}|{y}": bs.poi_interval(scores[x], scores[y], reps, seed=args.seed, key=f"{x}|{y}")
+            for x, y in pairs
+        }
+
+    ours, best, worst = timed(run_ours, args.repeat)
+    t0 = time.perf_counter()
+    theirs = {}
+    for x, y in pairs:
+        key = f"{x}|{y}"
+        with seeded_global(global_seed(args.seed, key)):
+            theirs[key] = rly.get_interval_estimates(
+                {key: [scores[x], scores[y]]}, metrics.probability_of_improvement, reps=rreps
+            )
+    t_rly = (time.perf_counter() - t0) * reps / rreps
+    report_time("probability of improvement", (best, worst), t_rly, rreps if rreps != reps else None)
+
+    point_diff = max(abs(ours[k].point - float(theirs[k][0][k])) for k in ours)
+    end_diff, end_z = 0.0, 0.0
+    for (x, y), key in zip(pairs, ours):
+        dist = bs.poi_distribution(scores[x], scores[y], reps, bs.derive_rng(args.seed, key))
+        ci = np.ravel(theirs[key][1][key])
+        for value, p, mine in [(ci[0], ALPHA, ours[key].lower), (ci[1], 1 - ALPHA, ours[key].upper)]:
+            end_diff = max(end_diff, abs(value - mine))
+            end_z = max(end_z, abs(value - mine) / quantile_se(dist, p, reps, rreps))
+    print(f"  max |point estimate diff|           {point_diff:.3g}")
+    print(
+        f"  max |interval end diff|, seeded     {end_diff:.3g}  (Monte Carlo; max {end_z:.2f} standard errors)"
+    )
+    if rreps == reps:
+        replay_diff = 0.0
+        for (x, y), key in zip(pairs, ours):
+            r = bs.poi_interval(
+                scores[x], scores[y], reps, seed=np.random.RandomState(global_seed(args.seed, key))
+            )
+            ci = np.ravel(theirs[key][1][key])
+            replay_diff = max(replay_diff, abs(r.lower - ci[0]), abs(r.upper - ci[1]))
+        print(
+            f"  max |interval end diff|, replay     {replay_diff:.3g}  (rlbench on rliable's RandomState stream)"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=50000, help="aggregate bootstrap replicates (rlbench)")
+    parser.add_argument("--rliable-reps", type=int, default=None, help="for rliable; default --reps")
+    parser.add_argument("--poi-reps", type=int, default=2000, help="probability-of-improvement replicates")
+    parser.add_argument("--rliable-poi-reps", type=int, default=None, help="for rliable; default --poi-reps")
+    parser.add_argument("--algos", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--pairs", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=3, help="rlbench timings: fastest of this many runs")
+    parser.add_argument("--skip", choices=["aggregates", "poi"], default=None, help="leave one workload out")
+    args = parser.parse_args()
+    if args.pairs >= args.algos:
+        parser.error("--pairs must be smaller than --algos (pairs are algo0 vs each other algorithm)")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    scores = make_scores(args.algos, args.runs, args.tasks, args.seed)
+    print(f"numpy {np.__version__}; rlbench_cli.bootstrap vs rliable; seed {args.seed}")
+    if args.skip != "aggregates":
+        bench_aggregates(scores, args)
+    if args.skip != "poi":
+        bench_poi(scores, args)
+
+
+if __name__ == "__main__":
+    main()

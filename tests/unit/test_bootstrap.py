@@ -1,0 +1,286 @@
+"""rlbench_cli.bootstrap against rliable (the reference implementation) and its own seeding contract."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from rlbench_cli import bootstrap as bs
+
+rly = pytest.importorskip("rliable.library")
+metrics = pytest.importorskip("rliable.metrics")
+
+GAMMA = 1.0
+RTOL = 1e-12
+ATOL = 1e-14
+
+
+@pytest.fixture(autouse=True)
+def _keep_global_rng() -> Iterator[None]:
+    """rliable draws from numpy's global generator: leave it as each test found it."""
+    state = np.random.get_state()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # arch / absl noise
+        yield
+    np.random.set_state(state)
+
+
+def rliable_aggregates(scores: np.ndarray, gamma: float = GAMMA) -> np.ndarray:
+    return np.array(
+        [
+            metrics.aggregate_median(scores),
+            metrics.aggregate_iqm(scores),
+            metrics.aggregate_mean(scores),
+            metrics.aggregate_optimality_gap(scores, gamma),
+        ]
+    )
+
+
+def rliable_intervals(scores: dict[str, np.ndarray], func, reps: int, seed: int, **kw):
+    np.random.seed(seed)
+    return rly.get_interval_estimates(scores, func, reps=reps, **kw)
+
+
+def table(shape: tuple[int, int], seed: int = 0, ties: bool = False) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if ties:  # few distinct values: ties within and across tasks, some exactly at gamma = 1
+        return rng.integers(0, 5, size=shape) / 4.0
+    return rng.normal(0.6, 0.5, size=shape)
+
+
+SHAPES = [(10, 20), (1, 1), (1, 7), (7, 1), (2, 3), (3, 3), (4, 5), (5, 5), (6, 7), (3, 9)]
+
+
+# ---------------------------------------------------------------------------------------- indices
+def test_stratified_indices_shape_range_and_replay_of_rliable() -> None:
+    idx = bs.stratified_indices(bs.derive_rng(0, "a"), 4, 3, 1000)
+    assert idx.shape == (1000, 4, 3) and idx.dtype == np.uint32
+    assert idx.min() == 0 and idx.max() == 3
+    # each (position, task) cell is uniform over runs and the tasks are drawn independently
+    counts = np.stack([(idx == k).mean(axis=0) for k in range(4)])
+    np.testing.assert_allclose(counts, 0.25, atol=0.07)
+    assert not np.array_equal(idx[:, :, 0], idx[:, :, 1])
+
+    # RandomState mode = what rliable's StratifiedBootstrap draws from the global generator, rep by rep,
+    # and resample() = its resampled data, scores[idx[k, j], j]: runs resampled within each task
+    scores = table((5, 3))
+    np.random.seed(11)
+    theirs = np.stack([pos[0] for pos, _ in rly.StratifiedBootstrap(scores).bootstrap(20)])
+    ours = bs.stratified_indices(np.random.RandomState(11), 5, 3, 20)
+    np.testing.assert_array_equal(bs.resample(scores, ours), theirs)
+
+
+# ------------------------------------------------------------------------------------ point estimates
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_point_estimates_equal_rliable(shape: tuple[int, int], ties: bool) -> None:
+    scores = table(shape, seed=sum(shape), ties=ties)
+    expected = rliable_aggregates(scores)
+    got = bs.interval_estimates({"a": scores}, reps=10, seed=0)["a"].point
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
+    # the public batch functions, on a batch of several matrices at once
+    batch = np.stack([table(shape, seed=s, ties=ties) for s in range(4)])
+    for func, ref in [
+        (bs.batch_median, metrics.aggregate_median),
+        (bs.batch_iqm, metrics.aggregate_iqm),
+        (bs.batch_mean, metrics.aggregate_mean),
+    ]:
+        np.testing.assert_allclose(func(batch), [ref(b) for b in batch], rtol=RTOL, atol=ATOL)
+    for gamma in (1.0, 0.5):
+        np.testing.assert_allclose(
+            bs.batch_optimality_gap(batch, gamma),
+            [metrics.aggregate_optimality_gap(b, gamma) for b in batch],
+            rtol=RTOL,
+            atol=ATOL,
+        )
+
+
+@pytest.mark.parametrize("n", range(1, 14))
+def test_iqm_trimming_matches_scipy_for_odd_and_even_sizes(n: int) -> None:
+    values = np.random.default_rng(n).permutation(np.arange(n, dtype=float) ** 2)[None, :]  # 1 run, n tasks
+    np.testing.assert_allclose(bs.batch_iqm(values), metrics.aggregate_iqm(values), rtol=RTOL)
+    np.testing.assert_allclose(bs.batch_iqm(values.T), metrics.aggregate_iqm(values.T), rtol=RTOL)
+
+
+def test_custom_callable_and_gamma() -> None:
+    scores = table((6, 4))
+    funcs = ["optimality_gap", bs.batch_iqm]
+    out = bs.interval_estimates({"a": scores}, funcs, reps=200, seed=1, gamma=0.5)["a"]
+    np.testing.assert_allclose(
+        out.point,
+        [metrics.aggregate_optimality_gap(scores, 0.5), metrics.aggregate_iqm(scores)],
+        rtol=RTOL,
+    )
+    # a callable gives the same replicates as the built-in name
+    named = bs.interval_estimates({"a": scores}, ["iqm"], reps=200, seed=1)["a"]
+    np.testing.assert_allclose(named.lower, out.lower[1:], rtol=RTOL)
+    np.testing.assert_allclose(named.upper, out.upper[1:], rtol=RTOL)
+
+
+# ------------------------------------------------------------------------------------------ intervals
+@pytest.mark.parametrize("method", ["percentile", "basic"])
+def test_randomstate_replays_rliable_exactly(method: str) -> None:
+    """Same global seed, same replicates: rliable's intervals up to floating-point summation order."""
+    scores = {"b": table((5, 6), 1), "a": table((3, 6), 2), "c": table((1, 2), 3)}
+    point, interval = rliable_intervals(scores, rliable_aggregates, reps=400, seed=5, method=method)
+    ours = bs.interval_estimates(scores, reps=400, seed=np.random.RandomState(5), method=method)
+    for algo in scores:
+        np.testing.assert_allclose(ours[algo].point, point[algo], rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(ours[algo].lower, interval[algo][0], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(ours[algo].upper, interval[algo][1], rtol=1e-12, atol=1e-14)
+
+
+def quantile_checks(q: float, p: float, ref: np.ndarray, reps: int) -> None:
+    """``q``, the ``p``-quantile of ``reps`` bootstrap replicates, is within Monte Carlo error of ``ref``.
+
+    ``ref`` is a much larger sample of the same bootstrap distribution. Distribution-free: the number of the
+    ``reps`` replicates below the true p-quantile is Binomial(reps, p), so F(q) - p has standard error
+    sqrt(p (1 - p) / reps); F estimated by ``ref`` adds variance p (1 - p) / len(ref). ``F_ref(q)`` (with
+    atoms: anywhere between F_ref(q-) and F_ref(q)) must lie within 5 standard errors of p, a false-alarm
+    rate of 6e-7 per check.
+    """
+    se = np.sqrt(p * (1 - p) * (1 / reps + 1 / ref.size))
+    below, at_or_below = np.mean(ref < q), np.mean(ref <= q)
+    assert below - 5 * se <= p <= at_or_below + 5 * se, (q, p, below, at_or_below, se)
+
+
+def test_intervals_agree_with_rliable_within_monte_carlo_error() -> None:
+    reps, ref_reps, z = 5000, 200_000, 5.0
+    scores = table((10, 8), 7)
+    _, interval = rliable_intervals({"a": scores}, rliable_aggregates, reps=reps, seed=3)
+    ours = bs.interval_estimates({"a": scores}, reps=reps, seed=3)["a"]
+    ref = bs.bootstrap_distribution(scores, bs.METRICS, ref_reps, bs.derive_rng(99, "reference"))
+    alpha = 0.025
+    for i in range(len(bs.METRICS)):
+        for p, theirs, mine in [
+            (alpha, interval["a"][0, i], ours.lower[i]),
+            (1 - alpha, interval["a"][1, i], ours.upper[i]),
+        ]:
+            quantile_checks(theirs, p, ref[:, i], reps)
+            quantile_checks(mine, p, ref[:, i], reps)
+            # in value units: sd of a sample p-quantile = sqrt(p (1 - p) / reps) * dQ/dp (asymptotic), dQ/dp by
+            # a central difference of the reference quantile function; the two estimates are independent
+            h = 0.01
+            slope = np.diff(np.quantile(ref[:, i], [p - h, p + h]))[0] / (2 * h)
+            se_diff = np.sqrt(p * (1 - p) * 2 / reps) * slope
+            assert abs(theirs - mine) <= z * se_diff, (bs.METRICS[i], p, theirs, mine, se_diff)
+
+
+# -------------------------------------------------------------------------------------------- seeding
+def test_seeding_contract() -> None:
+    scores = {"ppo": table((5, 4), 1), "dqn": table((5, 4), 2)}
+    state = np.random.get_state()
+    first = bs.interval_estimates(scores, reps=300, seed=0)
+    again = bs.interval_estimates(scores, reps=300, seed=0)
+    other = bs.interval_estimates(scores, reps=300, seed=1)
+    more = bs.interval_estimates({"sac": table((5, 4), 3), **scores}, reps=300, seed=0)
+    chunked = bs.interval_estimates(scores, reps=300, seed=0, chunk_reps=7)
+    for algo in scores:
+        for same in (again[algo], more[algo], chunked[algo]):
+            np.testing.assert_array_equal(same.lower, first[algo].lower)
+            np.testing.assert_array_equal(same.upper, first[algo].upper)
+        assert not np.array_equal(other[algo].lower, first[algo].lower)
+    # each algorithm has its own stream: same scores under two names, different replicates
+    twins = bs.interval_estimates({"x": scores["ppo"], "y": scores["ppo"]}, reps=300, seed=0)
+    assert not np.array_equal(twins["x"].lower, twins["y"].lower)
+    bs.poi_interval(scores["ppo"], scores["dqn"], reps=100, seed=0, key="ppo|dqn")
+    bs.performance_profile(scores, [0.0, 0.5], reps=100, seed=0)
+    after = np.random.get_state()
+    assert after[0] == state[0] and np.array_equal(after[1], state[1]) and after[2:] == state[2:]
+
+
+def test_derive_rng_is_stable() -> None:
+    a = bs.derive_rng(3, "ppo").integers(0, 2**31, size=4)
+    np.testing.assert_array_equal(a, bs.derive_rng(3, "ppo").integers(0, 2**31, size=4))
+    assert not np.array_equal(a, bs.derive_rng(3, "dqn").integers(0, 2**31, size=4))
+    assert not np.array_equal(a, bs.derive_rng(4, "ppo").integers(0, 2**31, size=4))
+    # pinned: the stream must not change between versions, or published intervals change
+    pinned = [8, 2, 6, 0, 8, 9, 9, 4]
+    assert bs.derive_rng(0, "ppo").integers(0, 10, size=8, dtype=np.uint32).tolist() == pinned
+
+
+# ------------------------------------------------------------------------------ probability of improvement
+@pytest.mark.parametrize(
+    ("shape_x", "shape_y", "ties"),
+    [
+        ((10, 20), (10, 20), False),
+        ((5, 3), (7, 3), False),
+        ((1, 4), (3, 4), True),
+        ((6, 5), (6, 5), True),
+        ((1, 1), (1, 1), False),
+    ],
+)
+def test_poi_point_equals_rliable(shape_x, shape_y, ties) -> None:
+    x, y = table(shape_x, 1, ties), table(shape_y, 2, ties)
+    for a, b in [(x, y), (y, x)]:
+        assert bs.probability_of_improvement(a, b) == pytest.approx(
+            metrics.probability_of_improvement(a, b), rel=RTOL
+        )
+    # identical columns: rliable's array_equal shortcut (0.5) is what U / (n * n) gives anyway
+    assert bs.probability_of_improvement(x, x) == metrics.probability_of_improvement(x, x) == 0.5
+
+
+@pytest.mark.parametrize(("nx", "ny"), [(4, 4), (3, 5)])
+def test_poi_randomstate_replays_rliable_exactly(nx: int, ny: int) -> None:
+    x, y = table((nx, 3), 1, ties=True), table((ny, 3), 2)
+    point, interval = rliable_intervals({"k": [x, y]}, metrics.probability_of_improvement, reps=150, seed=9)
+    ours = bs.poi_interval(x, y, reps=150, seed=np.random.RandomState(9))
+    assert ours.point == pytest.approx(float(point["k"]), rel=RTOL)
+    np.testing.assert_allclose([ours.lower, ours.upper], np.ravel(interval["k"]), rtol=1e-12)
+
+
+def test_poi_interval_within_monte_carlo_error() -> None:
+    reps = 1000
+    x, y = table((6, 4), 4), table((5, 4), 5) + 0.2
+    _, interval = rliable_intervals({"k": [x, y]}, metrics.probability_of_improvement, reps=reps, seed=2)
+    ours = bs.poi_interval(x, y, reps=reps, seed=2, key="x|y")
+    ref = bs.poi_distribution(x, y, 200_000, bs.derive_rng(99, "reference"))
+    for p, theirs, mine in [
+        (0.025, interval["k"][0, 0], ours.lower),
+        (0.975, interval["k"][1, 0], ours.upper),
+    ]:
+        quantile_checks(theirs, p, ref, reps)
+        quantile_checks(mine, p, ref, reps)
+
+
+# ---------------------------------------------------------------------------------- performance profiles
+@pytest.mark.parametrize("variant", ["run", "mean"])
+@pytest.mark.parametrize("ties", [False, True])
+def test_performance_profile_equals_rliable(variant: str, ties: bool) -> None:
+    scores = {"a": table((5, 7), 1, ties), "b": table((2, 7), 2, ties)}
+    taus = np.array([1.0, -0.5, 0.25, 0.5, 0.25, 0.0, 2.0, 0.75])  # unsorted, repeated, at tie values
+    np.random.seed(4)
+    profile, cis = rly.create_performance_profile(
+        scores, taus, use_score_distribution=variant == "run", reps=300
+    )
+    ours = bs.performance_profile(scores, taus, reps=300, seed=np.random.RandomState(4), variant=variant)
+    for algo in scores:
+        np.testing.assert_array_equal(ours[algo].point, profile[algo])
+        np.testing.assert_allclose(ours[algo].lower, cis[algo][0], rtol=1e-12)
+        np.testing.assert_allclose(ours[algo].upper, cis[algo][1], rtol=1e-12)
+    seeded = bs.performance_profile(scores, taus, reps=300, seed=0, variant=variant)
+    assert all(np.all(seeded[a].lower <= seeded[a].upper) for a in scores)
+
+
+# ----------------------------------------------------------------------------------------- validation
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: bs.interval_estimates({"a": np.ones(3)}),
+        lambda: bs.interval_estimates({"a": np.array([[np.nan]])}),
+        lambda: bs.interval_estimates({"a": np.ones((2, 2))}, reps=0),
+        lambda: bs.interval_estimates({"a": np.ones((2, 2))}, confidence=1.0),
+        lambda: bs.interval_estimates({"a": np.ones((2, 2))}, method="bca"),
+        lambda: bs.interval_estimates({"a": np.ones((2, 2))}, funcs=["iqr"]),
+        lambda: bs.interval_estimates({"a": np.ones((2, 2))}, seed=-1),
+        lambda: bs.poi_interval(np.ones((2, 2)), np.ones((2, 3))),
+        lambda: bs.performance_profile({"a": np.ones((2, 2))}, []),
+        lambda: bs.performance_profile({"a": np.ones((2, 2))}, [0.5], variant="task"),
+    ],
+)
+def test_bad_input_raises(call) -> None:
+    with pytest.raises(ValueError):
+        call()
