@@ -10,6 +10,7 @@ __all__ = [
     "StoreBusy",
     "RunFailed",
     "UnknownName",
+    "ImportInvalid",
 ]
 
 
@@ -29,6 +30,10 @@ class UsageError(RlbenchError):
 
 class UnknownName(RlbenchError):
     """An algorithm, environment, metric or suite name that does not exist."""
+
+
+class ImportInvalid(RlbenchError):
+    """Runs written by another tool (d3rlpy logs, ...) that cannot be imported: the file and what is wrong."""
 
 
 class StoreError(RlbenchError):

@@ -6,6 +6,7 @@ import typer
 
 from .. import __version__
 from .fetch import fetch
+from .leaderboard import leaderboard
 from .plot import plot
 from .run import run
 from .status import status
@@ -40,6 +41,7 @@ app.command()(run)
 app.command()(status)
 app.command()(fetch)
 app.command()(plot)
+app.command()(leaderboard)
 app.command()(validate)
 
 

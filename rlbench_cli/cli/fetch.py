@@ -46,11 +46,32 @@ def fetch(
         Path | None, typer.Option("--output", "-o", help="write to this file instead of stdout")
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="at most N rows")] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="import runs another tool wrote, as FORMAT:PATH; formats: d3rlpy "
+            "(a d3rlpy_logs folder, or one run folder in it)",
+            show_default=False,
+        ),
+    ] = None,
+    into: Annotated[
+        str | None,
+        typer.Option("--into", help="suite the runs imported with --from go in", show_default=False),
+    ] = None,
 ) -> None:
     """Every metric of every run as tidy rows: run_id, suite, algo, env, seed, step, name, value, wall_time.
+    With --from, import runs another tool wrote instead (idempotent: runs already there are skipped).
 
     Example: rlbench fetch --suite quickstart --metric eval/return --format csv -o returns.csv
+
+    Import: rlbench fetch --from d3rlpy:d3rlpy_logs --into atari
     """
+    if source is not None or into is not None:
+        _import(db, source, into, {"--suite": suite, "--algo": algo, "--env": env, "--seed": seed,
+                                   "--metric": metric, "--format": fmt is not Format.table, "--output": output,
+                                   "--limit": limit is not None})  # fmt: skip
+        return
     if fmt is Format.parquet and output is None:
         raise UsageError("--format parquet writes a binary file: add --output FILE.parquet")
     if limit is not None and limit < 0:
@@ -94,6 +115,30 @@ def fetch(
         output.write_text(text + "\n")
     else:
         typer.echo(text)
+
+
+def _import(db: Path | None, source: str | None, into: str | None, export_flags: dict[str, Any]) -> None:
+    from ..spec import NAME_RE
+
+    if source is None:
+        raise UsageError("--into names the suite imported runs go in: add --from FORMAT:PATH, "
+                         "e.g. --from d3rlpy:d3rlpy_logs")  # fmt: skip
+    given = [flag for flag, value in export_flags.items() if value]
+    if given:
+        raise UsageError(f"--from imports runs and {', '.join(given)} select what to export: "
+                         "import first, then run rlbench fetch again to export")  # fmt: skip
+    if into is None:
+        raise UsageError(f"--from {source}: add --into SUITE to name the suite the imported runs go in, "
+                         "e.g. --into atari")  # fmt: skip
+    if not NAME_RE.match(into):
+        raise UsageError(f"--into {into!r}: a suite name is letters, digits, '_', '.' or '-', "
+                         "starting with a letter or digit")  # fmt: skip
+    from ..importers import import_source
+
+    result = import_source(store_for(db), source, into)
+    for w in result.warnings:
+        typer.echo(f"warning: {w}", err=True)
+    typer.echo(result.summary())
 
 
 def _cell(v: Any) -> str:

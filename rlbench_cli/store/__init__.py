@@ -198,6 +198,93 @@ class Store:
             ],
         )  # fmt: skip
 
+    def import_runs(
+        self,
+        con: Any,
+        suite: str,
+        description: str,
+        runs: Sequence[dict[str, Any]],
+        metrics: Any,
+        source: str | None = None,
+    ) -> tuple[int, int]:
+        """Add finished runs read from another tool, with their metrics, in ONE transaction.
+
+        Runs whose run_id is already in the database are skipped with their metrics, so importing the same
+        runs twice adds nothing. The suite is registered if new (config ``{}``); an existing suite row is
+        left as it is.
+
+        Args:
+            con: A writer connection.
+            suite: Suite name.
+            description: The suite's description if it is new, e.g. where the runs were imported from.
+            runs: Dicts with run_id, suite, algo, algo_name, env, seed, config (a dict) and optionally source
+                (a path, recorded in ``artifacts`` with kind ``source``).
+            metrics: pyarrow Table with columns run_id, step, name, value, wall_time; loaded in one bulk
+                insert (rows of runs already present are dropped first).
+            source: Recorded as the suite's source_path when the suite is new.
+
+        Returns:
+            ``(new runs, new metric rows)``.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        views: list[str] = []
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(
+                "INSERT INTO suites VALUES (?, ?, ?, ?, now(), now()) ON CONFLICT (name) DO NOTHING",
+                [suite, description, "{}", source],
+            )
+            candidates = [r["run_id"] for r in runs]
+            present = {
+                r[0]
+                for r in con.execute(
+                    "SELECT run_id FROM runs WHERE list_contains(?::VARCHAR[], run_id)", [candidates]
+                ).fetchall()
+            }
+            new = [r for r in runs if r["run_id"] not in present]
+            added_rows = 0
+            if new:
+                new_runs = pa.table(
+                    {
+                        "run_id": pa.array([r["run_id"] for r in new], pa.string()),
+                        "suite": pa.array([r["suite"] for r in new], pa.string()),
+                        "algo": pa.array([r["algo"] for r in new], pa.string()),
+                        "algo_name": pa.array([r.get("algo_name") for r in new], pa.string()),
+                        "env": pa.array([r.get("env") for r in new], pa.string()),
+                        "seed": pa.array([r.get("seed") for r in new], pa.int32()),
+                        "config": pa.array([json.dumps(r.get("config", {})) for r in new], pa.string()),
+                        "source": pa.array([r.get("source") or None for r in new], pa.string()),
+                    }
+                )
+                keep = metrics.filter(pc.is_in(metrics["run_id"], value_set=new_runs["run_id"]))
+                con.register("_rlbench_import_runs", new_runs)
+                con.register("_rlbench_import_metrics", keep)
+                views += ["_rlbench_import_runs", "_rlbench_import_metrics"]
+                con.execute(
+                    """INSERT INTO runs (run_id, suite, algo, algo_name, env, seed, config, status, attempts)
+                       SELECT run_id, suite, algo, algo_name, env, seed, config::JSON, 'finished', 1
+                       FROM _rlbench_import_runs"""
+                )
+                con.execute(
+                    """INSERT INTO artifacts (run_id, kind, path) SELECT run_id, 'source', source
+                       FROM _rlbench_import_runs WHERE source IS NOT NULL"""
+                )
+                con.execute(
+                    """INSERT INTO metrics SELECT run_id, step, name, value, wall_time
+                       FROM _rlbench_import_metrics"""
+                )
+                added_rows = keep.num_rows
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            for view in views:
+                con.unregister(view)
+        return len(new), added_rows
+
     # -- reading ----------------------------------------------------------------------------------
     def runs(self, con: Any, suite: str | None = None) -> list[dict[str, Any]]:
         sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs"

@@ -10,7 +10,7 @@ from rlbench_cli.cli.app import app
 
 runner = CliRunner()
 ROOT = Path(__file__).parents[2]
-COMMANDS = ["run", "status", "fetch", "plot", "validate"]
+COMMANDS = ["run", "status", "fetch", "plot", "leaderboard", "validate"]
 
 
 def invoke(*args, **kw):
@@ -111,3 +111,114 @@ def test_env_var_selects_the_database(tmp_path, monkeypatch):
     monkeypatch.setenv("RLBENCH_DB", str(tmp_path / "env.duckdb"))
     line = _one_line_error(invoke("status"))
     assert str(tmp_path / "env.duckdb") in line
+
+
+# -- fetch --from (import) and leaderboard ---------------------------------------------------------------
+def _d3rlpy_run(root, name, env_rows=("1,1000,10.0", "2,2000,30.0"), params='{"lr": 0.001}'):
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "environment.csv").write_text("\n".join(env_rows) + "\n")
+    (folder / "loss.csv").write_text("1,1000,0.5\n2,2000,0.25\n")
+    (folder / "params.json").write_text(params)
+    return folder
+
+
+def test_fetch_from_needs_a_known_format_and_into(tmp_path):
+    db = tmp_path / "db.duckdb"
+    line = _one_line_error(invoke("fetch", "--from", "tensorboard:runs", "--into", "s", "--db", db))
+    assert "unknown format 'tensorboard'" in line and "known: d3rlpy:PATH" in line
+    line = _one_line_error(invoke("fetch", "--from", "runs", "--into", "s", "--db", db))
+    assert "FORMAT:PATH" in line and "d3rlpy:PATH" in line
+    line = _one_line_error(invoke("fetch", "--from", f"d3rlpy:{tmp_path}", "--db", db))
+    assert "add --into SUITE" in line
+    assert "add --from FORMAT:PATH" in _one_line_error(invoke("fetch", "--into", "s", "--db", db))
+    line = _one_line_error(invoke("fetch", "--from", f"d3rlpy:{tmp_path}", "--into", "a b", "--db", db))
+    assert "--into 'a b'" in line
+    line = _one_line_error(
+        invoke("fetch", "--from", f"d3rlpy:{tmp_path}", "--into", "s", "--suite", "x", "--db", db)
+    )
+    assert "--suite" in line
+    assert "no d3rlpy run folders" in _one_line_error(invoke("fetch", "--from", f"d3rlpy:{tmp_path}", "--into", "s",
+                                                            "--db", db))  # fmt: skip
+    assert "no such folder" in _one_line_error(
+        invoke("fetch", "--from", "d3rlpy:/no/such", "--into", "s", "--db", db)
+    )
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    "name, rows, needle",
+    [
+        ("DQN_pong_0_2024", ("1,1000,1.0",), "DQN_pong_0_2024: cannot read a d3rlpy run from this folder name"),
+        ("DQN_pong_x_20240101120000", ("1,1000,1.0",), "'x' before the timestamp is not an integer seed"),
+        ("DQN_pong_0_20240101120000", ("1,1000,1.0", "2,2000,abc"), "environment.csv: line 2: value 'abc' is not a number"),
+        ("DQN_pong_0_20240101120000", ("1,1000",), "environment.csv: line 1: 2 column(s), expected 3"),
+        ("DQN_pong_0_20240101120000", ("epoch,step,value",), "line 1: epoch 'epoch' is not an integer"),
+        ("DQN_pong_0_20240101120000", ("1,1.5e3,2.0",), "line 1: step '1.5e3' is not an integer"),
+    ],
+    ids=["no-timestamp", "seed-not-int", "value-garbage", "two-columns", "header-row", "float-step"],
+)  # fmt: skip
+def test_malformed_d3rlpy_logs_import_nothing(tmp_path, name, rows, needle):
+    db = tmp_path / "db.duckdb"
+    _d3rlpy_run(tmp_path / "good", "CQL_pong_0_20240101120000")
+    r = invoke("fetch", "--from", f"d3rlpy:{tmp_path / 'good'}", "--into", "ok", "--db", db)
+    assert r.exit_code == 0 and "imported 1 runs (4 metric rows) into suite 'ok'" in r.output, r.output
+    logs = tmp_path / "logs"
+    _d3rlpy_run(logs, "CQL_pong_1_20240101120000")  # a good run first: it must not be half-imported
+    _d3rlpy_run(logs, name, env_rows=rows)
+    line = _one_line_error(invoke("fetch", "--from", f"d3rlpy:{logs}", "--into", "bad", "--db", db))
+    assert needle in line and str(logs) in line
+    r = invoke("status", "--db", db)
+    assert "ok: 1 runs" in r.output and "bad" not in r.output
+
+
+def test_bad_params_json_names_the_file(tmp_path):
+    _d3rlpy_run(tmp_path / "logs", "CQL_pong_0_20240101120000", params="{not json")
+    line = _one_line_error(invoke("fetch", "--from", f"d3rlpy:{tmp_path / 'logs'}", "--into", "s", "--db",
+                                  tmp_path / "db.duckdb"))  # fmt: skip
+    assert "params.json: not valid JSON" in line
+
+
+def test_import_then_leaderboard_per_task(tmp_path):
+    db = tmp_path / "db.duckdb"
+    logs = tmp_path / "d3rlpy_logs"
+    for seed, (a, b) in enumerate([(10.0, 30.0), (20.0, 50.0)]):
+        _d3rlpy_run(logs, f"CQL_my_game_{seed}_2024010112000{seed}", env_rows=(f"1,1000,{a}", f"2,2000,{b}"))
+        _d3rlpy_run(
+            logs / "more", f"BC_my_game_{seed}_2024010112000{seed}", env_rows=(f"1,1000,{b}", f"2,2000,{a}")
+        )
+    r = invoke("fetch", "--from", f"d3rlpy:{logs}", "--into", "mine", "--db", db)
+    assert r.exit_code == 0, r.output
+    assert (
+        "imported 4 runs (16 metric rows) into suite 'mine'" in r.output and "0 already present" in r.output
+    )
+    r = invoke("fetch", "--from", f"d3rlpy:{logs}", "--into", "mine", "--db", db)
+    assert "imported 0 runs (0 metric rows)" in r.output and "4 already present" in r.output
+    r = invoke("leaderboard", "mine", "--db", db, "--per-task", "--normalize", "none")
+    assert r.exit_code == 0, r.output
+    assert "score rule: final" in r.output and "ddof=0" in r.output
+    assert "| CQL | my_game | 2 | 40.000 | 10.000 | 40.000 | 30.000 | 50.000 |" in r.output
+    assert "| BC | my_game | 2 | 15.000 | 5.000 |" in r.output
+    r = invoke("leaderboard", "mine", "--db", db, "--per-task", "--score", "best", "--format", "json")
+    js = json.loads(r.output)
+    assert js["meta"]["score_rule"] == "best" and js["meta"]["kind"] == "per_task"
+    assert {(row["algo"], row["mean"]) for row in js["rows"]} == {("BC", 40.0), ("CQL", 40.0)}
+    out = tmp_path / "table.tex"
+    r = invoke("leaderboard", "mine", "--db", db, "--per-task", "--format", "latex", "-o", out)
+    assert r.exit_code == 0, r.output
+    tex = out.read_text()
+    assert "\\toprule" in tex and "my\\_game" in tex and "\\caption{Suite: mine." in tex
+
+
+def test_leaderboard_errors(tmp_path):
+    from rlbench_cli.store import Store
+
+    db = tmp_path / "db.duckdb"
+    assert "no results database here" in _one_line_error(invoke("leaderboard", "x", "--per-task", "--db", db))
+    with Store(db).writer():
+        pass
+    line = _one_line_error(invoke("leaderboard", "nosuch", "--per-task", "--db", db))
+    assert "no suite 'nosuch'" in line
+    assert "--score 'top'" in _one_line_error(invoke("leaderboard", "x", "--db", db, "--score", "top"))
+    assert "--drop-first must be 0 or more" in _one_line_error(invoke("leaderboard", "x", "--db", db,
+                                                                      "--drop-first", "-1"))  # fmt: skip

@@ -120,4 +120,4 @@ def test_readers_work_while_a_run_writes_and_a_second_writer_is_refused(tmp_path
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.communicate(timeout=30)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, (proc.returncode, proc.stderr.read() if proc.stderr else "")

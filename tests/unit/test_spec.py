@@ -104,7 +104,10 @@ def test_normalize_block(suite_dict):
     assert s.normalize.table == "classic-control" and s.normalize.references["X-v0"] == (0.0, 10.0)
     for block, needle in [
         ({"table": "d5rl"}, "field 'normalize.table': unknown reference table 'd5rl'"),
-        ({"high_from": "expert"}, "normalize.high_from names algorithm 'expert', which the suite does not list"),
+        (
+            {"high_from": "expert"},
+            "normalize.high_from names algorithm 'expert', which the suite does not list",
+        ),
         ({"references": {"X-v0": [1, 1]}}, "low and high must differ"),
         ({"scale": 0}, "field 'normalize.scale'"),
         ({"tabel": "d4rl"}, "field 'normalize.tabel': unknown field"),

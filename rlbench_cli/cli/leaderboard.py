@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import UsageError
+from .common import DbOpt, RepsOpt, SeedOpt, handle_errors, store_for
+
+
+class TableFormat(str, Enum):
+    md = "md"
+    csv = "csv"
+    json = "json"
+    latex = "latex"
+
+
+@handle_errors
+def leaderboard(
+    suite: Annotated[str, typer.Argument(help="suite name, as in rlbench status")],
+    db: DbOpt = None,
+    metric: Annotated[str, typer.Option("--metric", help="metric to score runs by")] = "eval/return",
+    score: Annotated[
+        str | None,
+        typer.Option(
+            "--score",
+            help="final | best | mean_last:N | auc \\[default: the suite's score rule, else final]",
+            show_default=False,
+        ),
+    ] = None,
+    drop_first: Annotated[
+        int | None,
+        typer.Option(
+            "--drop-first",
+            help="ignore each run's first N evaluations \\[default: the suite's, else 0]",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
+    normalize: Annotated[
+        str, typer.Option("--normalize", help="auto | none | suite | NAME of a reference table")
+    ] = "auto",
+    reps: RepsOpt = 50_000,
+    seed: SeedOpt = 0,
+    per_task: Annotated[
+        bool,
+        typer.Option(
+            "--per-task",
+            help="one row per algorithm and task: runs, mean, std (ddof=0), median, "
+            "min, max of the per-run scores",
+        ),
+    ] = False,  # fmt: skip
+    fmt: Annotated[TableFormat, typer.Option("--format", "-f", help="output format")] = TableFormat.md,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="write to this file instead of stdout")
+    ] = None,
+) -> None:
+    """A suite's leaderboard: algorithms ranked by IQM with 95% bootstrap CIs, median, mean, optimality gap
+    and the probability of improving on the next one (as rlbench plot prints it), or with --per-task one
+    row per algorithm and task. The score rule and normalisation are stated with every table.
+
+    Example: rlbench leaderboard quickstart --per-task --score best --drop-first 1 --format latex
+    """
+    from .. import leaderboard as lb
+    from .. import report
+    from ..spec import SCORE_RULE_RE
+    from .plot import load_metric
+
+    if score is not None and not SCORE_RULE_RE.match(score):
+        raise UsageError(f"--score {score!r}: use final, best, auc or mean_last:N (N a positive integer)")
+    if drop_first is not None and drop_first < 0:
+        raise UsageError(f"--drop-first must be 0 or more (got {drop_first})")
+    store = store_for(db)
+    df, unfinished = load_metric(store, suite, metric)
+    rule = score
+    if rule is None or drop_first is None:
+        suite_rule, suite_drop = report.suite_score_rule(store, suite)
+        rule = rule or suite_rule
+        drop_first = suite_drop if drop_first is None else drop_first
+    board = lb.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
+                     normalize=report.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
+                     per_task=per_task)  # fmt: skip
+    if unfinished:
+        typer.echo(f"warning: {unfinished} runs of {suite!r} are not finished and are left out", err=True)
+    for w in board.warnings:
+        typer.echo(f"warning: {w}", err=True)
+    text = lb.render(board, fmt.value)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {output} ({len(board.frame)} rows)", err=True)
+    else:
+        typer.echo(text, nl=False)

@@ -1,0 +1,173 @@
+"""Runs written by other tools, read into the results database (``rlbench fetch --from FORMAT:PATH``).
+
+A source is ``FORMAT:PATH``. Each format is one module with ``read(path) -> list[ImportedRun]`` that only
+reads files (no database, nothing executed from the data) and raises ``ImportInvalid`` naming the file and
+what is wrong. ``import_source`` reads everything first and then writes it in ONE transaction, so a bad file
+leaves the database as it was. A run's id is a hash of (suite, format, the run's key within its source,
+e.g. the d3rlpy folder name): importing the same runs again adds nothing.
+
+To add a format: a module here with ``read``, and a line in ``FORMATS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ImportInvalid, UsageError
+
+__all__ = ["FORMATS", "ImportedRun", "ImportResult", "parse_source", "read_source", "import_source"]
+
+# format -> (module that reads it, what it reads)
+FORMATS: dict[str, tuple[str, str]] = {
+    "d3rlpy": (
+        "rlbench_cli.importers.d3rlpy_logs",
+        "d3rlpy log folders, d3rlpy_logs/<ALGO>_<task>_<seed>_<time>/",
+    ),
+}
+
+
+@dataclass
+class ImportedRun:
+    """One run read from another tool's files.
+
+    Attributes:
+        key: The run's name within its source (a d3rlpy folder name); with the suite, it makes the run id.
+        algo: Algorithm label.
+        env: Task (environment or dataset) name.
+        seed: Seed.
+        config: Hyperparameters, stored as the run's config JSON.
+        metrics: ``{metric name: (steps, values)}``, e.g. ``{"eval/return": ([1000, 2000], [12.0, 30.5])}``.
+        source: Where it was read from (a folder), recorded as the run's ``source`` artifact.
+    """
+
+    key: str
+    algo: str
+    env: str
+    seed: int
+    config: dict[str, Any]
+    metrics: Mapping[str, tuple[Sequence[int], Sequence[float]]]
+    source: str = ""
+
+    @property
+    def num_rows(self) -> int:
+        return sum(len(steps) for steps, _ in self.metrics.values())
+
+
+@dataclass
+class ImportResult:
+    """What ``import_source`` did: runs found, newly added, and already in the database."""
+
+    suite: str
+    source: str
+    found: int
+    new_runs: int
+    new_rows: int
+    present: int
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"imported {self.new_runs} runs ({self.new_rows} metric rows) into suite {self.suite!r} "
+            f"from {self.source}, {self.present} already present"
+        )
+
+
+def _known() -> str:
+    return ", ".join(f"{name}:PATH ({what})" for name, (_, what) in FORMATS.items())
+
+
+def parse_source(text: str) -> tuple[str, Path]:
+    """``"d3rlpy:runs/d3rlpy_logs"`` -> ``("d3rlpy", Path("runs/d3rlpy_logs"))``.
+
+    Raises:
+        UsageError: no ``FORMAT:`` prefix, an unknown format (the message lists the known ones), no path.
+    """
+    scheme, sep, rest = text.partition(":")
+    if not sep:
+        raise UsageError(
+            f"--from {text!r}: say which format the runs are in, as FORMAT:PATH; known: {_known()}"
+        )
+    if scheme not in FORMATS:
+        raise UsageError(f"--from {text!r}: unknown format {scheme!r}; known: {_known()}")
+    if not rest.strip():
+        raise UsageError(f"--from {text!r}: no path after {scheme + ':'!r}; e.g. --from {scheme}:d3rlpy_logs")
+    return scheme, Path(rest)
+
+
+def read_source(text: str) -> tuple[str, Path, list[ImportedRun]]:
+    """Reads every run of a ``FORMAT:PATH`` source, touching no database."""
+    scheme, path = parse_source(text)
+    module = importlib.import_module(FORMATS[scheme][0])
+    return scheme, path, module.read(path)
+
+
+def _check_keys(runs: Sequence[ImportedRun]) -> list[str]:
+    """Errors on two runs with one key; warnings on two runs in one (algo, env, seed) cell."""
+    seen: dict[str, ImportedRun] = {}
+    cells: dict[tuple[str, str, int], list[ImportedRun]] = {}
+    for run in runs:
+        if run.key in seen:
+            raise ImportInvalid(
+                f"{run.source}: a second run named {run.key!r} (the first is {seen[run.key].source}); "
+                "import them into different suites"
+            )
+        seen[run.key] = run
+        cells.setdefault((run.algo, run.env, run.seed), []).append(run)
+    return [
+        f"{len(same)} runs of {algo} on {env} with seed {seed} ({', '.join(r.key for r in same)}); "
+        "statistics need one run per algorithm, task and seed: import one of them, or give each its own suite"
+        for (algo, env, seed), same in cells.items()
+        if len(same) > 1
+    ]
+
+
+def import_source(store: Any, source: str, suite: str) -> ImportResult:
+    """Imports every run of ``source`` (``FORMAT:PATH``) into ``suite``, as finished runs, in one transaction.
+
+    Runs already in the database (same suite and key) are left as they are and their files are not loaded
+    again. The suite is registered if new (description: where it was imported from, config ``{}``).
+
+    Args:
+        store: A ``rlbench_cli.store.Store``.
+        source: ``FORMAT:PATH``, see ``FORMATS``.
+        suite: Suite name the runs go in.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    from ..grid import run_id_of
+
+    scheme, path, runs = read_source(source)
+    warnings = _check_keys(runs)
+    rows: list[dict[str, Any]] = []
+    ids, names, steps, values, counts = [], [], [], [], []
+    for run in runs:
+        run_id = run_id_of({"suite": suite, "format": scheme, "run": run.key})
+        rows.append({"run_id": run_id, "suite": suite, "algo": run.algo, "algo_name": run.algo, "env": run.env,
+                     "seed": run.seed, "config": run.config, "source": run.source})  # fmt: skip
+        for name, (s, v) in run.metrics.items():
+            ids.append(run_id)
+            names.append(name)
+            counts.append(len(s))
+            steps.append(np.asarray(s, dtype=np.int64))
+            values.append(np.asarray(v, dtype=np.float64))
+    total = int(sum(counts))
+    metrics = pa.table(
+        {
+            "run_id": pa.array(np.repeat(np.asarray(ids, dtype=object), counts), pa.string()),
+            "step": pa.array(np.concatenate(steps) if steps else np.zeros(0, np.int64)),
+            "name": pa.array(np.repeat(np.asarray(names, dtype=object), counts), pa.string()),
+            "value": pa.array(np.concatenate(values) if values else np.zeros(0)),
+            "wall_time": pa.nulls(total, pa.float64()),
+        }
+    )
+    where = path.resolve()
+    with store.writer() as con:
+        new_runs, new_rows = store.import_runs(con, suite, f"imported from {scheme} logs at {where}", rows,
+                                               metrics, source=f"{scheme}:{where}")  # fmt: skip
+    return ImportResult(suite=suite, source=f"{scheme}:{path}", found=len(rows), new_runs=new_runs,
+                        new_rows=new_rows, present=len(rows) - new_runs, warnings=warnings)  # fmt: skip

@@ -1,0 +1,132 @@
+"""Faults inside jobs: an exception, a segfault, a SIGKILL (what the OOM killer sends), a hang past the
+timeout. Each is recorded with its cause and retried as asked; the rest of the grid completes."""
+
+import json
+import shutil
+import subprocess
+import textwrap
+import time
+
+import duckdb
+import pytest
+
+RLBENCH = shutil.which("rlbench")
+pytestmark = pytest.mark.slow
+
+FAULTY = textwrap.dedent(
+    """
+    import ctypes, os, signal, time
+
+    import numpy as np
+
+
+    def _policy(obs):
+        return np.zeros(len(obs), dtype=int)
+
+
+    def good(ctx):
+        for step in range(0, ctx.steps + 1, 100):
+            ctx.maybe_evaluate(step, _policy)
+            ctx.sink.log(step, **{"train/progress": step / ctx.steps})
+        ctx.finish(ctx.steps, _policy)
+
+
+    def _start(ctx):
+        ctx.maybe_evaluate(0, _policy)
+        ctx.sink.log(0, **{"train/progress": 0.0})
+        time.sleep(2.5)  # longer than the 1 s flush interval: what was logged is on disk
+
+
+    def raises(ctx):
+        _start(ctx)
+        raise ValueError("diverged: loss is nan")
+
+
+    def segfault(ctx):
+        _start(ctx)
+        ctx_ = ctypes.string_at(0)  # reads address 0: SIGSEGV in native code
+
+
+    def oom_killed(ctx):
+        _start(ctx)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+    def hangs(ctx):
+        _start(ctx)
+        time.sleep(3600)
+    """
+)
+
+
+def test_every_kind_of_job_fault_is_recorded_and_the_grid_completes(tmp_path):
+    (tmp_path / "faulty.py").write_text(FAULTY)
+    algos = "\n".join(
+        f"  - {{name: {n}, entrypoint: 'faulty:{n}'}}"
+        for n in ("good", "raises", "segfault", "oom_killed", "hangs")
+    )
+    (tmp_path / "faults.yaml").write_text(
+        "name: faults\nseeds: 1\nbudget: {steps: 300, eval_every: 100, eval_episodes: 1}\n"
+        f"envs: [CartPole-v1]\nalgorithms:\n{algos}\n"
+    )
+    db = tmp_path / "db.duckdb"
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [
+            RLBENCH,
+            "run",
+            "faults.yaml",
+            "--db",
+            str(db),
+            "--retries",
+            "1",
+            "--timeout",
+            "6",
+            "--workers",
+            "2",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr  # runs failed: exit 1, not a crash of rlbench
+    assert time.monotonic() - t0 < 120
+    assert "Traceback" not in r.stderr
+    status = json.loads(
+        subprocess.run(
+            [RLBENCH, "status", "faults", "--db", str(db), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    runs = {x["algo"]: x for x in status["runs"]}
+    assert runs["good"]["status"] == "finished" and runs["good"]["attempts"] == 1
+    expected = {
+        "raises": "ValueError: diverged: loss is nan",
+        "segfault": "worker killed by SIGSEGV",
+        "oom_killed": "worker killed by SIGKILL (out of memory",
+        "hangs": "timeout: killed after 6s",
+    }
+    for algo, cause in expected.items():
+        run = runs[algo]
+        assert run["status"] == "failed", run
+        assert run["attempts"] == 2, run  # retried once, as asked
+        assert cause in run["error"], run["error"]
+    assert runs["raises"]["exit_code"] == 1 and runs["segfault"]["exit_code"] == -11
+    # what a failed run logged before it died is kept (its last attempt)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = dict(
+            con.execute(
+                "SELECT r.algo, count(*) FROM metrics m JOIN runs r USING (run_id) "
+                "WHERE m.name = 'train/progress' GROUP BY r.algo"
+            ).fetchall()
+        )
+    finally:
+        con.close()
+    assert rows["good"] == 4
+    for algo in expected:
+        assert rows.get(algo, 0) >= 1, (algo, rows)
+    assert "FAILED" in r.stdout and "retrying" in r.stdout

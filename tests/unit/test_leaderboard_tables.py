@@ -1,0 +1,137 @@
+"""Per-task tables, common tasks, the suite leaderboard builder and its JSON / LaTeX / CSV renderings."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rlbench_cli import leaderboard as lb
+from rlbench_cli import stats
+
+
+def per_run(scores: dict[tuple[str, str], list[float]], norm: float | None = None) -> pd.DataFrame:
+    rows = [(f"{a}/{t}/{i}", a, t, i, s) for (a, t), ss in scores.items() for i, s in enumerate(ss)]
+    df = pd.DataFrame(rows, columns=["run_id", "algo", "env", "seed", "score"])
+    if norm is not None:
+        df["norm_score"] = df["score"] * norm
+    return df
+
+
+def test_per_task_table_uses_population_std() -> None:
+    table = lb.per_task_table(
+        per_run({("b", "pong"): [1.0, 2.0, 4.0], ("a", "pong"): [3.0], ("a", "qbert"): [0, 10]})
+    )
+    assert list(table.columns) == ["algo", "task", "runs", "mean", "std", "median", "min", "max"]
+    assert table[["algo", "task"]].values.tolist() == [["a", "pong"], ["a", "qbert"], ["b", "pong"]]
+    b = table.iloc[2]
+    assert b["runs"] == 3 and b["mean"] == pytest.approx(7 / 3)
+    assert b["std"] == pytest.approx(np.std([1.0, 2.0, 4.0])) and b["std"] != pytest.approx(
+        np.std([1, 2, 4], ddof=1)
+    )
+    assert (b["median"], b["min"], b["max"]) == (2.0, 1.0, 4.0)
+    assert table.iloc[0]["std"] == 0.0  # one run: 0, not NaN (ddof=0)
+    assert table.iloc[1]["std"] == 5.0
+
+
+def test_per_task_table_adds_normalised_columns_only_when_they_differ() -> None:
+    raw = lb.per_task_table(per_run({("a", "t"): [1.0, 3.0]}, norm=1.0))
+    assert "norm_mean" not in raw.columns
+    normed = lb.per_task_table(per_run({("a", "t"): [1.0, 3.0]}, norm=0.5))
+    assert normed.iloc[0][["norm_mean", "norm_std", "norm_median", "norm_min", "norm_max"]].tolist() == [
+        1.0, 0.5, 1.0, 0.5, 1.5,
+    ]  # fmt: skip
+    with pytest.raises(stats.StatsError, match="norm_score"):
+        lb.per_task_table(per_run({("a", "t"): [1.0]}), normalized=True)
+    with pytest.raises(stats.StatsError, match="lack column"):
+        lb.per_task_table(pd.DataFrame({"algo": ["a"]}))
+
+
+def metric_rows() -> pd.DataFrame:
+    """Three algorithms, 3 seeds; 'c' never ran task 't2'. Two evaluations per run."""
+    rows = []
+    for algo, base in (("a", 10.0), ("b", 20.0), ("c", 30.0)):
+        for task in ("t1", "t2") if algo != "c" else ("t1",):
+            for seed in range(3):
+                for step, bump in ((100, 0.0), (200, 1.0)):
+                    rows.append((f"{algo}/{task}/{seed}", algo, task, seed, step, base + seed + bump))
+    return pd.DataFrame(rows, columns=["run_id", "algo", "env", "seed", "step", "value"])
+
+
+def test_common_tasks_keeps_the_tasks_every_algorithm_has() -> None:
+    data, tasks, left_out = lb.common_tasks(metric_rows())
+    assert tasks == ["t1"] and left_out == {"t2": ["c"]}
+    assert set(data["env"]) == {"t1"} and set(data["algo"]) == {"a", "b", "c"}
+    split = metric_rows().query("(algo == 'a' and env == 't1') or (algo == 'b' and env == 't2')")
+    with pytest.raises(stats.StatsError, match="no task has runs of every algorithm"):
+        lb.common_tasks(split)
+
+
+def test_build_aggregate_ranks_every_algorithm_on_common_tasks() -> None:
+    board = lb.build("s", metric_rows(), metric="eval/return", normalize=None, reps=200, seed=0)
+    assert board.kind == "aggregate"
+    assert board.frame["algo"].tolist() == ["c", "b", "a"]
+    assert board.frame["tasks"].tolist() == [1, 1, 1]
+    text = "\n".join(board.header)
+    assert "Tasks left out, as not every algorithm has runs there: t2 (no runs of c)" in text
+    assert board.meta["tasks"] == ["t1"] and board.meta["left_out_tasks"] == {"t2": ["c"]}
+    md = lb.render(board, "md")
+    assert md.startswith("- Suite: s\n") and "| 1 | c |" in md
+
+
+def test_build_per_task_states_rule_and_ddof() -> None:
+    board = lb.build("s", metric_rows(), metric="eval/return", rule="best", drop_first=1, normalize=None,
+                     per_task=True)  # fmt: skip
+    assert board.kind == "per_task" and len(board.frame) == 5  # c/t2 absent, nothing else dropped
+    text = "\n".join(board.header)
+    assert "score rule: best, first 1 evaluations dropped" in text and "ddof=0" in text
+    assert "optimality gap" not in text
+    assert not board.warnings  # seed matching across tasks concerns rliable's matrices, not this table
+    a_t1 = board.frame.query("algo == 'a' and task == 't1'").iloc[0]
+    assert a_t1["mean"] == 12.0 and a_t1["std"] == pytest.approx(np.std([11, 12, 13]))
+
+
+def test_build_per_task_passes_on_dropped_runs() -> None:
+    df = metric_rows()
+    df.loc[df["run_id"] == "a/t1/0", "value"] = np.nan
+    board = lb.build("s", df, metric="eval/return", normalize=None, per_task=True)
+    assert any("non-finite" in w for w in board.warnings)
+
+
+def test_csv_header_lines_are_comments_and_round_trip() -> None:
+    board = lb.build("s", metric_rows(), metric="eval/return", normalize=None, per_task=True)
+    text = lb.render(board, "csv")
+    assert text.splitlines()[0] == "# Suite: s"
+    back = pd.read_csv(io.StringIO(text), comment="#")
+    pd.testing.assert_frame_equal(back, board.frame, check_dtype=False)
+
+
+def test_json_keeps_full_precision_and_nulls_nan() -> None:
+    df = pd.DataFrame({"algo": ["a"], "x": [1 / 3], "y": [np.nan], "n": [np.int64(3)]})
+    out = json.loads(lb.to_json(df, {"suite": "s", "left": {"t": ["a"]}}))
+    assert out == {
+        "meta": {"suite": "s", "left": {"t": ["a"]}},
+        "rows": [{"algo": "a", "x": 1 / 3, "y": None, "n": 3}],
+    }
+
+
+def test_latex_is_booktabs_and_escaped() -> None:
+    df = pd.DataFrame({"algo": ["my_algo&co"], "task": ["50%"], "mean": [-6.02], "std": [np.nan]})
+    tex = lb.to_latex(df, ["Metric: eval/return; score rule: final", "Runs: 3 #1"])
+    assert r"\begin{tabular}{llrr}" in tex and r"\toprule" in tex and r"\bottomrule" in tex
+    assert r"\caption{Metric: eval/return; score rule: final. Runs: 3 \#1.}" in tex
+    assert r"my\_algo\&co & 50\% & $-$6.020 & -- \\" in tex
+    assert lb.latex_escape(r"a_b%c$d#e{f}g~h^i\j") == (
+        r"a\_b\%c\$d\#e\{f\}g\textasciitilde{}h\textasciicircum{}i\textbackslash{}j"
+    )
+
+
+def test_latex_aggregate_titles() -> None:
+    board = lb.build("s", metric_rows(), metric="eval/return", normalize=None, reps=200, seed=0)
+    tex = lb.render(board, "latex")
+    assert r"iqm [95\% CI] & median" in tex and r"p\_improve\_over\_next" in tex
+    with pytest.raises(stats.StatsError, match="unknown table format"):
+        lb.render(board, "html")
