@@ -121,3 +121,19 @@ def test_readers_work_while_a_run_writes_and_a_second_writer_is_refused(tmp_path
         os.killpg(proc.pid, signal.SIGINT)
         proc.communicate(timeout=30)
     assert proc.returncode == 130, (proc.returncode, proc.stderr.read() if proc.stderr else "")
+
+
+def test_sigterm_to_the_coordinator_stops_its_workers_and_marks_runs_interrupted(tmp_path):
+    suite, db = _suite(tmp_path, steps=2_000_000, seeds=3), tmp_path / "db.duckdb"
+    proc = _start(suite, db)
+    _wait_for(proc, "start", 2)
+    time.sleep(1.5)
+    t0 = time.monotonic()
+    os.kill(proc.pid, signal.SIGTERM)  # as a batch scheduler or `kill` would: the coordinator alone
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 15
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert _group_gone(proc.pid), "workers outlived a terminated coordinator"
+    runs = json.loads(rl("status", "crash", "--db", db, "--json").stdout)["runs"]
+    assert sorted(r["status"] for r in runs) == ["interrupted", "interrupted", "pending"]

@@ -1,0 +1,55 @@
+"""Schema migrations: an older results file is upgraded in one transaction, or not at all."""
+
+import time
+
+import pytest
+
+from rlbench_cli.store import Store, schema
+
+RUN = {"run_id": "r1", "suite": "s", "algo": "a", "algo_name": "random", "env": "E", "seed": 0, "config": {}}
+
+
+def _v1_file(tmp_path):
+    store = Store(tmp_path / "old.duckdb")
+    with store.writer() as con:
+        store.add_runs(con, [RUN])
+        store.start_attempt(con, "r1", 1, {"started_at": time.time()})
+        con.execute("INSERT INTO metrics VALUES ('r1', 0, 'eval/return', 1.5, 0.0)")
+    return store
+
+
+def test_an_older_file_is_migrated_and_keeps_its_data(tmp_path, monkeypatch):
+    store = _v1_file(tmp_path)
+
+    def v2(con):
+        con.execute("ALTER TABLE runs ADD COLUMN tags JSON")
+
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(schema.MIGRATIONS, 2, v2)
+    with store.writer() as con:
+        versions = [r[0] for r in con.execute("SELECT version FROM schema_version ORDER BY 1").fetchall()]
+        assert versions == [1, 2]
+        assert con.execute("SELECT tags FROM runs").fetchall() == [(None,)]
+        assert con.execute("SELECT value FROM metrics").fetchall() == [(1.5,)]
+    with store.writer() as con:  # a second open migrates nothing more
+        assert con.execute("SELECT count(*) FROM schema_version").fetchall()[0][0] == 2
+
+
+def test_a_failing_migration_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    store = _v1_file(tmp_path)
+
+    def broken(con):
+        con.execute("ALTER TABLE runs ADD COLUMN tags JSON")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(schema.MIGRATIONS, 2, broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        with store.writer():
+            pass
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 1)
+    with store.reader() as con:
+        assert [r[0] for r in con.execute("SELECT version FROM schema_version").fetchall()] == [1]
+        cols = [r[0] for r in con.execute("DESCRIBE runs").fetchall()]
+        assert "tags" not in cols
+        assert con.execute("SELECT value FROM metrics").fetchall() == [(1.5,)]
