@@ -103,10 +103,21 @@ def test_kill_9_of_the_coordinator_loses_nothing_finished(tmp_path):
 
 
 def test_readers_work_while_a_run_writes_and_a_second_writer_is_refused(tmp_path):
-    suite, db = _suite(tmp_path, steps=2_000_000, seeds=2), tmp_path / "db.duckdb"
+    db = tmp_path / "db.duckdb"
+    done = tmp_path / "done.yaml"  # a finished suite in the same file, to plot while another one runs
+    done.write_text(
+        "name: done\nseeds: 2\nbudget: {steps: 500, eval_every: 250, eval_episodes: 1}\n"
+        "envs: [CartPole-v1]\nalgorithms: [random]\n"
+    )
+    rl("run", done, "--db", db)
+    suite = _suite(tmp_path, steps=2_000_000, seeds=2)
     proc = _start(suite, db)
     try:
         _wait_for(proc, "start", 2)
+        figs = tmp_path / "figs"
+        rl("plot", "done", "--db", db, "--reps", "1000", "--out", figs)
+        assert (figs / "aggregates.png").stat().st_size > 0
+        assert "random" in rl("leaderboard", "done", "--db", db, "--reps", "1000").stdout
         r = rl("run", suite, "--db", db, check=False)
         assert r.returncode == 2
         assert "another 'rlbench run'" in r.stderr and "Traceback" not in r.stderr
