@@ -1,6 +1,7 @@
 """Grid expansion: a Suite becomes a list of RunSpecs. Pure: no I/O, no randomness.
 
-The product is seeds x (algorithm entries x their sweep values) x environments. Each RunSpec has a
+The product is seeds x (algorithm entries x their sweep values) x environments, less the environments an
+entry leaves out with ``envs:`` (say, continuous tasks for a discrete-action algorithm). Each RunSpec has a
 run_id: a hash of its canonical JSON, so the same cell always gets the same id and re-running a suite
 can tell which cells are already done.
 """
@@ -13,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .spec import Suite
+from .spec import AlgoSpec, Suite
 
 __all__ = ["RunSpec", "expand", "canonical_json", "run_id_of"]
 
@@ -41,6 +42,7 @@ class RunSpec:
     score: dict[str, Any] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
     entrypoint: str | None = None  # "package.module:function" for user code; algo_name is then a label
+    command: str | None = None  # a command-line template for user scripts; algo_name is then a label
 
     @property
     def env(self) -> str:
@@ -64,6 +66,8 @@ class RunSpec:
         }
         if self.entrypoint is not None:
             ident["entrypoint"] = self.entrypoint
+        if self.command is not None:
+            ident["command"] = self.command
         return ident
 
     @property
@@ -85,12 +89,14 @@ def _fmt(v: Any) -> str:
 
 def expand(suite: Suite) -> list[RunSpec]:
     """All runs of a suite, ordered seed-major so a partial grid already covers every algorithm and env."""
-    algo_variants: list[tuple[str, str, dict[str, Any], str | None]] = []
+    algo_variants: list[tuple[str, str, dict[str, Any], str | None, str | None]] = []
+    entry_of: dict[str, AlgoSpec] = {}  # variant label -> its algorithm entry, whose `envs:` it runs on
     for a in suite.algorithms:
         label = a.label or a.name
         keys = [k for k in suite.sweep if k.partition(".")[0] == label]
         if not keys:
-            algo_variants.append((label, a.name, dict(a.params), a.entrypoint))
+            algo_variants.append((label, a.name, dict(a.params), a.entrypoint, a.command))
+            entry_of[label] = a
             continue
         for values in itertools.product(*(suite.sweep[k] for k in keys)):
             params = dict(a.params)
@@ -99,7 +105,8 @@ def expand(suite: Suite) -> list[RunSpec]:
                 p = k.partition(".")[2]
                 params[p] = v
                 tags.append(f"{p}={_fmt(v)}")
-            algo_variants.append((f"{label}[{','.join(tags)}]", a.name, params, a.entrypoint))
+            algo_variants.append((f"{label}[{','.join(tags)}]", a.name, params, a.entrypoint, a.command))
+            entry_of[algo_variants[-1][0]] = a
 
     budget = suite.budget.model_dump()
     score = suite.score.model_dump()
@@ -117,8 +124,10 @@ def expand(suite: Suite) -> list[RunSpec]:
             score=score,
             resources=resources,
             entrypoint=entrypoint,
+            command=command,
         )
         for seed in suite.seed_list
-        for label, name, params, entrypoint in algo_variants
+        for label, name, params, entrypoint, command in algo_variants
         for env in suite.envs
+        if entry_of[label].runs_on(env)
     ]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Report", "make_report", "suite_score_rule", "suite_normalize", "CURVE_REPS"]
+__all__ = ["Report", "make_report", "suite_scoring", "suite_normalize", "CURVE_REPS"]
 
 # rliable's own default for performance profiles and probability of improvement; the aggregates use --reps.
 CURVE_REPS = 2000
@@ -27,10 +27,17 @@ def _suite_config(store: Any, suite: str) -> dict[str, Any]:
     return json.loads(rows[0][0]) if rows and rows[0][0] else {}
 
 
-def suite_score_rule(store: Any, suite: str) -> tuple[str, int]:
-    """The score rule a suite declared (stored with it), or ``final``."""
+def suite_scoring(
+    store: Any, suite: str, metric: str | None, rule: str | None, drop_first: int | None
+) -> tuple[str, str, int]:
+    """(metric, rule, drop_first): the flags given, else what the suite declared (stored with it), else
+    ``eval/return``, ``final``, 0."""
     score = _suite_config(store, suite).get("score") or {}
-    return score.get("rule", "final"), int(score.get("drop_first", 0))
+    return (
+        metric or score.get("metric") or "eval/return",
+        rule or score.get("rule") or "final",
+        int(score.get("drop_first", 0)) if drop_first is None else drop_first,
+    )
 
 
 def suite_normalize(store: Any, suite: str, flag: str) -> str | dict[str, Any] | None:

@@ -82,7 +82,11 @@ def run_one(
     try:
         seed_everything(spec.seed)
         ctx = RunContext(spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event)
-        if spec.entrypoint is not None:
+        if spec.command is not None:
+            from .algos.command import run_command
+
+            run_command(ctx, spec.command)
+        elif spec.entrypoint is not None:
             from .algos.entrypoint import load_entrypoint
 
             load_entrypoint(spec.entrypoint)(ctx)

@@ -83,9 +83,23 @@ class AlgoSpec(_Model):
     entrypoint: str | None = Field(
         None, description="your own training function, 'package.module:function', called with a RunContext"
     )
+    command: str | None = Field(
+        None,
+        description="any training script as a command line: 'python train.py --env {env} --seed {seed}'",
+    )
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
     label: str | None = Field(None, description="name shown in results; default: the algorithm name")
+    envs: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="the suite's envs this algorithm runs on (ids, or labels for an env with kwargs); "
+        "default: all. E.g. a discrete-action algorithm in a suite that also has continuous tasks",
+    )
+
+    def runs_on(self, env: EnvSpec) -> bool:
+        """Whether this entry runs on ``env``: ``envs`` unset, or listing its id or its label."""
+        return self.envs is None or env.id in self.envs or env.label in self.envs
 
     @field_validator("entrypoint")
     @classmethod
@@ -99,14 +113,16 @@ class AlgoSpec(_Model):
     def _known(cls, v: str, info: ValidationInfo) -> str:
         from .algos import ALGORITHMS
 
-        if info.data.get("entrypoint"):
+        if info.data.get("entrypoint") and info.data.get("command"):
+            raise ValueError("give either entrypoint or command, not both")
+        if info.data.get("entrypoint") or info.data.get("command"):
             if not NAME_RE.match(v):
                 raise ValueError("names use letters, digits, '_', '.', '-' and start with a letter or digit")
             return v
         if v not in ALGORITHMS:
             raise ValueError(
                 f"unknown algorithm {v!r}; choose one of: {', '.join(sorted(ALGORITHMS))}, "
-                "or give your own with entrypoint: 'package.module:function'"
+                "or give your own with entrypoint: 'package.module:function' or command: 'python train.py ...'"
             )
         return v
 
@@ -237,6 +253,15 @@ class Suite(_Model):
         dup = sorted({x for x in env_labels if env_labels.count(x) > 1})
         if dup:
             raise ValueError(f"environment {dup[0]!r} is listed twice")
+        known = {e.id for e in self.envs} | set(env_labels)
+        for i, a in enumerate(self.algorithms):
+            bad = [x for x in a.envs or [] if x not in known]
+            if bad:
+                ids = ", ".join(dict.fromkeys(e.id if e.label == e.id else e.label for e in self.envs))
+                raise ValueError(
+                    f"algorithms[{i}].envs names {bad[0]!r}, which is not one of the suite's envs ({ids}); "
+                    "list only those"
+                )
         for key, values in self.sweep.items():
             algo, _, param = key.partition(".")
             if not param:

@@ -66,6 +66,30 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+ScoreOpt = Annotated[
+    str | None,
+    typer.Option("--score", help="final | best | mean_last:N | auc (default: the suite's score rule)"),
+]
+DropFirstOpt = Annotated[
+    int | None,
+    typer.Option("--drop-first", help="ignore each run's first N evaluations (default: the suite's)"),
+]
+MetricOpt = Annotated[
+    str | None,
+    typer.Option("--metric", help="metric to score runs by (default: the suite's, else eval/return)"),
+]
+
+
+def check_score_flags(score: str | None, drop_first: int | None) -> None:
+    from ..errors import UsageError
+    from ..spec import SCORE_RULE_RE
+
+    if score is not None and not SCORE_RULE_RE.match(score):
+        raise UsageError(f"--score {score!r}: use final, best, auc or mean_last:N (N a positive integer)")
+    if drop_first is not None and drop_first < 0:
+        raise UsageError(f"--drop-first must be 0 or more (got {drop_first})")
+
+
 def store_for(db: Path | None) -> Any:
     from ..store import Store
 

@@ -7,7 +7,17 @@ from typing import Annotated
 import typer
 
 from ..errors import UnknownName, UsageError
-from .common import DbOpt, RepsOpt, SeedOpt, handle_errors, store_for
+from .common import (
+    DbOpt,
+    DropFirstOpt,
+    MetricOpt,
+    RepsOpt,
+    ScoreOpt,
+    SeedOpt,
+    check_score_flags,
+    handle_errors,
+    store_for,
+)
 
 
 class FigFormat(str, Enum):
@@ -42,18 +52,9 @@ def load_metric(store, suite: str, metric: str):  # noqa: ANN001, ANN201
 def plot(
     suite: Annotated[str, typer.Argument(help="suite name, as in rlbench status")],
     db: DbOpt = None,
-    metric: Annotated[str, typer.Option("--metric", help="metric to score runs by")] = "eval/return",
-    score: Annotated[
-        str | None,
-        typer.Option(
-            "--score",
-            help="final | best | mean_last:N | auc [default: the suite's score rule]",
-            show_default=False,
-        ),
-    ] = None,
-    drop_first: Annotated[
-        int | None, typer.Option("--drop-first", help="ignore each run's first N evaluations")
-    ] = None,
+    metric: MetricOpt = None,
+    score: ScoreOpt = None,
+    drop_first: DropFirstOpt = None,
     normalize: Annotated[
         str, typer.Option("--normalize", help="auto | none | NAME of a reference table")
     ] = "auto",
@@ -71,19 +72,11 @@ def plot(
     Example: rlbench plot quickstart --score final --reps 50000 --seed 0
     """
     from .. import report
-    from ..spec import SCORE_RULE_RE
 
     store = store_for(db)
-    rule = score
-    if rule is not None and not SCORE_RULE_RE.match(rule):
-        raise UsageError(f"--score {rule!r}: use final, best, auc or mean_last:N (N a positive integer)")
-    if drop_first is not None and drop_first < 0:
-        raise UsageError(f"--drop-first must be 0 or more (got {drop_first})")
+    check_score_flags(score, drop_first)
+    metric, rule, drop_first = report.suite_scoring(store, suite, metric, score, drop_first)
     df, unfinished = load_metric(store, suite, metric)
-    if rule is None or drop_first is None:
-        suite_rule, suite_drop = report.suite_score_rule(store, suite)
-        rule = rule or suite_rule
-        drop_first = suite_drop if drop_first is None else drop_first
     out_dir = out or store.path.parent / "figures" / suite
     result = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first,
                                 normalize=report.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
