@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .spec import AlgoSpec, Suite
+from .spec import AlgoSpec, Suite, env_label
 
 __all__ = ["RunSpec", "expand", "canonical_json", "run_id_of"]
 
@@ -47,10 +47,7 @@ class RunSpec:
     @property
     def env(self) -> str:
         """The task label: env id plus kwargs, if any."""
-        if not self.env_kwargs:
-            return self.env_id
-        args = ",".join(f"{k}={v}" for k, v in sorted(self.env_kwargs.items()))
-        return f"{self.env_id}[{args}]"
+        return env_label(self.env_id, self.env_kwargs)
 
     def identity(self) -> dict[str, Any]:
         """What makes a run this run. Score rule and resources do not change what is trained."""

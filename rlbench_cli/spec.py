@@ -7,6 +7,8 @@ error, not a silently ignored setting. Nothing here imports torch, gymnasium or 
 
 from __future__ import annotations
 
+import datetime
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -40,10 +42,19 @@ __all__ = [
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 SCORE_RULE_RE = re.compile(r"^(final|best|auc|mean_last:[1-9][0-9]*)$")
+MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
+MAX_SEEDS = 10_000
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def env_label(env_id: str, kwargs: dict[str, Any]) -> str:
+    """How a task is named in results: the env id, plus its kwargs when it has any."""
+    if not kwargs:
+        return env_id
+    return f"{env_id}[{','.join(f'{k}={v}' for k, v in sorted(kwargs.items()))}]"
 
 
 class Budget(_Model):
@@ -71,10 +82,7 @@ class EnvSpec(_Model):
 
     @property
     def label(self) -> str:
-        if not self.kwargs:
-            return self.id
-        args = ",".join(f"{k}={v}" for k, v in sorted(self.kwargs.items()))
-        return f"{self.id}[{args}]"
+        return env_label(self.id, self.kwargs)
 
 
 class AlgoSpec(_Model):
@@ -179,6 +187,8 @@ class NormalizeSpec(_Model):
     @classmethod
     def _pairs(cls, v: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
         for task, (low, high) in v.items():
+            if not (math.isfinite(low) and math.isfinite(high)):
+                raise ValueError(f"references for {task!r} must be finite numbers (got [{low}, {high}])")
             if low == high:
                 raise ValueError(f"references for {task!r}: low and high must differ")
         return v
@@ -212,19 +222,30 @@ class Suite(_Model):
             raise ValueError("names use letters, digits, '_', '.', '-' and start with a letter or digit")
         return v
 
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _no_bool_seeds(cls, v: Any) -> Any:
+        if isinstance(v, bool) or (isinstance(v, list) and any(isinstance(s, bool) for s in v)):
+            raise ValueError("seeds must be a count or a list of integers, not true/false")
+        return v
+
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, v: int | list[int]) -> int | list[int]:
         if isinstance(v, int):
             if v < 1:
                 raise ValueError("seeds must be a positive count or a list of non-negative integers")
+            if v > MAX_SEEDS:
+                raise ValueError(f"at most {MAX_SEEDS:,} seeds; use a smaller count")
         else:
             if not v:
                 raise ValueError("the list of seeds is empty")
             if any(s < 0 for s in v):
-                raise ValueError("seeds must be non-negative integers")
+                raise ValueError("seeds must be non-negative integers; use 0 or more")
+            if any(s > MAX_SEED for s in v):
+                raise ValueError(f"seeds must be at most {MAX_SEED} (2**31 - 1)")
             if len(set(v)) != len(v):
-                raise ValueError("seeds are listed twice")
+                raise ValueError("seeds are listed twice; list each seed once")
         return v
 
     @field_validator("envs", mode="before")
@@ -252,14 +273,14 @@ class Suite(_Model):
         env_labels = [e.label for e in self.envs]
         dup = sorted({x for x in env_labels if env_labels.count(x) > 1})
         if dup:
-            raise ValueError(f"environment {dup[0]!r} is listed twice")
+            raise ValueError(f"environment {dup[0]!r} is listed twice; list it once")
         known = {e.id for e in self.envs} | set(env_labels)
         for i, a in enumerate(self.algorithms):
             bad = [x for x in a.envs or [] if x not in known]
             if bad:
-                ids = ", ".join(dict.fromkeys(e.id if e.label == e.id else e.label for e in self.envs))
+                names = ", ".join(map(repr, env_labels))  # repr: one line whatever the kwargs hold
                 raise ValueError(
-                    f"algorithms[{i}].envs names {bad[0]!r}, which is not one of the suite's envs ({ids}); "
+                    f"algorithms[{i}].envs names {bad[0]!r}, which is not one of the suite's envs ({names}); "
                     "list only those"
                 )
         for key, values in self.sweep.items():
@@ -267,9 +288,20 @@ class Suite(_Model):
             if not param:
                 raise ValueError(f"sweep key {key!r} must look like ALGO.PARAM, e.g. dqn.learning_rate")
             if algo not in labels:
-                raise ValueError(f"sweep key {key!r} names algorithm {algo!r}, which the suite does not list")
+                raise ValueError(
+                    f"sweep key {key!r} names algorithm {algo!r}, which the suite does not list; "
+                    "add it to algorithms or fix the key"
+                )
             if not values:
-                raise ValueError(f"sweep {key!r} has an empty list of values")
+                raise ValueError(f"sweep {key!r} has an empty list of values; give at least one")
+            tags = [f"{x:g}" if isinstance(x, float) else str(x) for x in values]  # as grid labels them
+            same = next((i for i, t in enumerate(tags) if t in tags[:i]), None)
+            if same is not None:
+                first = values[tags.index(tags[same])]
+                raise ValueError(
+                    f"sweep {key!r} lists {first!r} and {values[same]!r}, which give runs the same label "
+                    f"{algo}[{param}={tags[same]}]; list each value once"
+                )
         if self.normalize is not None:
             for which in ("low_from", "high_from"):
                 label = getattr(self.normalize, which)
@@ -300,6 +332,7 @@ _FIXES = {
     "greater_than_equal": "use a larger value",
     "less_than_equal": "use a smaller value",
     "too_short": "list at least one",
+    "model_type": "use a mapping, e.g. {key: value}",
 }
 
 
@@ -320,7 +353,7 @@ def _field_path(loc: tuple[Any, ...], data: Any) -> str:
 
 def format_validation_error(path: str, err: ValidationError, data: Any) -> str:
     e = err.errors()[0]
-    field = _field_path(tuple(e["loc"]), data)
+    field = _printable(_field_path(tuple(e["loc"]), data))
     msg = e["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
@@ -351,6 +384,9 @@ def parse_suite(data: Any, path: str = "<suite>", default_name: str | None = Non
         raise SuiteInvalid(
             f"{path}: a suite must be a YAML mapping (key: value lines), not a {type(data).__name__}"
         )
+    not_plain = _not_plain(data, "", set())
+    if not_plain:
+        raise SuiteInvalid(f"{path}: field '{_printable(not_plain[0])}': {not_plain[1]}")
     if "name" not in data and default_name is not None:
         data = {"name": default_name, **data}
     try:
@@ -359,6 +395,40 @@ def parse_suite(data: Any, path: str = "<suite>", default_name: str | None = Non
         raise SuiteInvalid(format_validation_error(path, err, data)) from None
     _check_envs(suite, path)
     return suite
+
+
+def _printable(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped, so that a message stays one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _not_plain(value: Any, where: str, open_ids: set[int]) -> tuple[str, str] | None:
+    """(field, problem) of the first value that is not plain JSON-like data: YAML dates, !!binary, !!set, or
+    a container holding itself through an alias. Runs are identified by the JSON of their config."""
+    if value is None or isinstance(value, str | int | float):
+        return None
+    if isinstance(value, dict | list):
+        if id(value) in open_ids:
+            return where or "(top level)", "contains itself through a YAML alias (*name); write the value out"
+        open_ids.add(id(value))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(value, list):
+                at = f"{where}[{key}]"
+            else:
+                at = f"{where}.{key}" if where else str(key)
+            found = _not_plain(item, at, open_ids)
+            if found:
+                return found
+        open_ids.discard(id(value))
+        return None
+    if isinstance(value, datetime.date):
+        what = f"the date {value}"
+    else:
+        what = {bytes: "binary data (!!binary)", set: "a set (!!set)"}.get(type(value), type(value).__name__)
+    return where or "(top level)", (
+        f"{what} is not plain data (text, numbers, true/false, lists, mappings); quote it to keep it as text"
+    )
 
 
 def _check_envs(suite: Suite, path: str) -> None:
@@ -384,10 +454,50 @@ def load_suite(path: str | Path) -> Suite:
     except OSError as e:
         raise SuiteInvalid(f"{p}: cannot read it ({e.strerror}); check its permissions") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_SuiteLoader)  # safe_load's loader, refusing duplicate keys
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise SuiteInvalid(f"{p}: {where}invalid YAML ({problem}); fix the syntax there") from None
-    return parse_suite(data, str(p), default_name=p.stem)
+        if isinstance(e, _DuplicateKey):
+            raise SuiteInvalid(f"{p}: {where}{problem}") from None
+        tag = re.match(r"could not determine a constructor for the tag '([^']*)'", problem)
+        if tag:
+            name = tag.group(1).replace("tag:yaml.org,2002:", "!!")
+            raise SuiteInvalid(f"{p}: {where}invalid YAML: the tag {name!r} is not allowed (a suite is plain "
+                               "data, nothing in it is run); remove the tag") from None  # fmt: skip
+        fix = "indent with spaces, not tabs" if "'\\t'" in problem else "fix the syntax there"
+        raise SuiteInvalid(f"{p}: {where}invalid YAML ({problem}); {fix}") from None
+    except RecursionError:
+        raise SuiteInvalid(f"{p}: nested too deeply; check for unbalanced brackets") from None
+    except Exception as e:  # PyYAML's scalar constructors: int() of 4300+ digits, '!!int' with no value, ...
+        if "4300" in str(e):
+            raise SuiteInvalid(f"{p}: a number of more than 4300 digits; use a smaller number") from None
+        raise SuiteInvalid(f"{p}: invalid YAML (a value does not fit its type: {type(e).__name__}: {e}); "
+                           "check values with explicit tags such as !!int or !!float") from None  # fmt: skip
+    try:
+        return parse_suite(data, str(p), default_name=p.stem)
+    except RecursionError:
+        raise SuiteInvalid(f"{p}: nested too deeply; check for unbalanced brackets") from None
+
+
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    pass
+
+
+class _SuiteLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader (plain data only, no Python tags) that refuses a key given twice in one
+    mapping, which YAML itself would resolve silently by keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise _DuplicateKey(
+                        None, None, f"key {key!r} is given twice (first on line {seen[key]}); keep one",
+                        key_node.start_mark,
+                    )  # fmt: skip
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)

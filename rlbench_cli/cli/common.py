@@ -22,7 +22,10 @@ DbOpt = Annotated[
 ]  # fmt: skip
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
 SeedOpt = Annotated[
-    int, typer.Option("--seed", help="seed of the bootstrap resampling (same seed, same intervals)")
+    int,
+    typer.Option(
+        "--seed", min=0, max=2**32 - 1, help="seed of the bootstrap resampling (same seed, same intervals)"
+    ),
 ]
 RepsOpt = Annotated[
     int, typer.Option("--reps", min=100, help="bootstrap replicates for confidence intervals")
@@ -54,6 +57,11 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(130) from None
         except (typer.Exit, typer.Abort, SystemExit):
             raise
+        except OSError as e:  # a path the user gave (--out, --output, ...) that cannot be written or read
+            if debug():
+                raise
+            what = f"{e.filename}: {e.strerror or e}" if e.filename else " ".join(str(e).split())
+            raise fail(f"{what}; check the path and its permissions") from None
         except Exception as e:  # a bug of ours: say so in one line; the traceback is one variable away
             if debug():
                 raise
@@ -77,6 +85,17 @@ DropFirstOpt = Annotated[
 MetricOpt = Annotated[
     str | None,
     typer.Option("--metric", help="metric to score runs by (default: the suite's, else eval/return)"),
+]
+
+
+SuiteArg = Annotated[str, typer.Argument(help="suite name, as in rlbench status")]
+NormalizeOpt = Annotated[
+    str,
+    typer.Option(
+        "--normalize",
+        help="auto (the suite's normalize block, else a built-in table covering every task) | none | suite | "
+        "classic-control | d4rl | atari",
+    ),
 ]
 
 

@@ -10,9 +10,11 @@ from .common import (
     DbOpt,
     DropFirstOpt,
     MetricOpt,
+    NormalizeOpt,
     RepsOpt,
     ScoreOpt,
     SeedOpt,
+    SuiteArg,
     check_score_flags,
     handle_errors,
     store_for,
@@ -28,14 +30,12 @@ class TableFormat(str, Enum):
 
 @handle_errors
 def leaderboard(
-    suite: Annotated[str, typer.Argument(help="suite name, as in rlbench status")],
+    suite: SuiteArg,
     db: DbOpt = None,
     metric: MetricOpt = None,
     score: ScoreOpt = None,
     drop_first: DropFirstOpt = None,
-    normalize: Annotated[
-        str, typer.Option("--normalize", help="auto | none | suite | NAME of a reference table")
-    ] = "auto",
+    normalize: NormalizeOpt = "auto",
     reps: RepsOpt = 50_000,
     seed: SeedOpt = 0,
     per_task: Annotated[

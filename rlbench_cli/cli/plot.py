@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -11,9 +12,11 @@ from .common import (
     DbOpt,
     DropFirstOpt,
     MetricOpt,
+    NormalizeOpt,
     RepsOpt,
     ScoreOpt,
     SeedOpt,
+    SuiteArg,
     check_score_flags,
     handle_errors,
     store_for,
@@ -33,31 +36,33 @@ def load_metric(store, suite: str, metric: str):  # noqa: ANN001, ANN201
             known = ", ".join(store.suites(con)) or "none yet"
             raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
         table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
-        unfinished = con.execute(
-            "SELECT count(*) FROM runs WHERE suite = ? AND status <> 'finished'", [suite]
-        ).fetchall()[0][0]
+        unfinished, finished = con.execute(
+            "SELECT count(*) FILTER (status <> 'finished'), count(*) FILTER (status = 'finished') FROM runs "
+            "WHERE suite = ?", [suite]
+        ).fetchall()[0]  # fmt: skip
         names = [r[0] for r in con.execute(
             "SELECT DISTINCT m.name FROM metrics m JOIN runs r USING (run_id) WHERE r.suite = ? ORDER BY 1",
             [suite]).fetchall()]  # fmt: skip
     df = table.to_pandas()[["run_id", "algo", "env", "seed", "step", "value"]]
     if df.empty:
-        if metric not in names:
-            raise UnknownName(f"suite {suite!r} has no finished run with metric {metric!r} "
-                              f"(metrics there: {', '.join(names) or 'none'}); pass another --metric")  # fmt: skip
-        raise UsageError(f"suite {suite!r} has no finished runs yet; see rlbench status {suite}")
+        if not finished:
+            raise UsageError(f"suite {suite!r} has no finished runs yet; see rlbench status {suite}")
+        raise UnknownName(f"suite {suite!r} has no finished run with metric {metric!r} "
+                          f"(metrics there: {', '.join(names) or 'none'}); pass another --metric")  # fmt: skip
+    if not df["value"].astype(float).map(math.isfinite).any():
+        raise UsageError(f"suite {suite!r}: every {metric!r} value of its finished runs is NaN or inf, so there is "
+                         f"nothing to score; see them with rlbench fetch --suite {suite} --metric {metric}")  # fmt: skip
     return df, unfinished
 
 
 @handle_errors
 def plot(
-    suite: Annotated[str, typer.Argument(help="suite name, as in rlbench status")],
+    suite: SuiteArg,
     db: DbOpt = None,
     metric: MetricOpt = None,
     score: ScoreOpt = None,
     drop_first: DropFirstOpt = None,
-    normalize: Annotated[
-        str, typer.Option("--normalize", help="auto | none | NAME of a reference table")
-    ] = "auto",
+    normalize: NormalizeOpt = "auto",
     reps: RepsOpt = 50_000,
     seed: SeedOpt = 0,
     out: Annotated[
