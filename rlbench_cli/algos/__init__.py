@@ -16,7 +16,10 @@ ALGORITHMS: dict[str, str] = {
     "random": "random_policy:RandomPolicy",
     "ppo": "ppo:PPO",
     "dqn": "d3rlpy_online:DQN",
+    "double_dqn": "d3rlpy_online:DoubleDQN",
     "sac": "d3rlpy_online:SAC",
+    "td3": "d3rlpy_online:TD3",
+    "ddpg": "d3rlpy_online:DDPG",
 }
 
 

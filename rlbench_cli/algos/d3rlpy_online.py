@@ -1,8 +1,9 @@
-"""``dqn`` and ``sac``: d3rlpy 2.8 algorithms trained online through ``fit_online``.
+"""``dqn``, ``double_dqn``, ``sac``, ``td3`` and ``ddpg``: d3rlpy 2.8 algorithms trained online through
+``fit_online``.
 
 One base class, ``D3rlpyOnline``, does the work; an algorithm is a row of ``_Spec`` (its d3rlpy config
 class, discrete or continuous, which config fields take the encoder, how it explores). Adding another
-d3rlpy algorithm is a few lines::
+d3rlpy algorithm is a few lines (``TD3`` at the end of this module is one)::
 
     class TD3(D3rlpyOnline):
         name: ClassVar[str] = "td3"
@@ -12,6 +13,11 @@ Parameters (``ctx.params``): a key that is a plain (number/bool/string) field of
 to the config (``learning_rate``, ``batch_size``, ``gamma``, ``target_update_interval``, ``n_critics``, ...);
 the rest are rlbench-level, see ``RUN_PARAMS``. Defaults are d3rlpy's, except that continuous algorithms
 get a min-max action scaler fitted to the action space (so a tanh policy covers the whole action range).
+
+Exploration: ``dqn`` and ``double_dqn`` are epsilon-greedy with a linear decay (``EPSILON_PARAMS``);
+``td3`` and ``ddpg`` add Gaussian noise to the greedy action (d3rlpy's ``NormalNoise``, ``NOISE_PARAMS``:
+``explore_noise`` is its std, d3rlpy's default 0.1, in the env's action units, and the noisy action is
+clipped to the action range); ``sac`` samples from its stochastic policy.
 
 rlbench does the bookkeeping, d3rlpy the training: d3rlpy writes no files (its logger adapter is ours and
 forwards the per-update losses to ``train/loss/<name>``), evaluation goes through ``ctx.maybe_evaluate``
@@ -64,7 +70,7 @@ from d3rlpy.dataset import TransitionMiniBatch, create_fifo_replay_buffer  # noq
 from d3rlpy.models.encoders import VectorEncoderFactory  # noqa: E402
 from d3rlpy.preprocessing import MinMaxActionScaler  # noqa: E402
 
-__all__ = ["D3rlpyOnline", "DQN", "SAC", "RUN_PARAMS"]
+__all__ = ["D3rlpyOnline", "DQN", "DoubleDQN", "SAC", "TD3", "DDPG", "RUN_PARAMS"]
 
 # rlbench-level parameters and their defaults (None: d3rlpy's default or one derived from the budget).
 RUN_PARAMS: dict[str, Any] = {
@@ -83,7 +89,9 @@ EPSILON_PARAMS: dict[str, Any] = {
     "explore_fraction": 0.1,  # fraction of the run's steps over which epsilon decays linearly
 }
 NOISE_PARAMS: dict[str, Any] = {
-    "explore_noise": 0.1,  # std of the Gaussian noise added to the greedy action (env action units)
+    # std of the Gaussian noise added to the greedy action, in env action units (d3rlpy NormalNoise's
+    # default); the noisy action is clipped to the action space's bounds
+    "explore_noise": 0.1,
 }
 _EXPLORE_PARAMS = {"epsilon": EPSILON_PARAMS, "normal": NOISE_PARAMS, "policy": {}}
 
@@ -414,4 +422,25 @@ class SAC(D3rlpyOnline):
     name: ClassVar[str] = "sac"
     spec: ClassVar[_Spec] = _Spec(
         d3rlpy.algos.SACConfig, discrete=False, encoder_fields=_ACTOR_CRITIC, explore="policy"
+    )
+
+
+class DoubleDQN(D3rlpyOnline):
+    name: ClassVar[str] = "double_dqn"
+    spec: ClassVar[_Spec] = _Spec(
+        d3rlpy.algos.DoubleDQNConfig, discrete=True, encoder_fields=_Q_ONLY, explore="epsilon"
+    )
+
+
+class TD3(D3rlpyOnline):
+    name: ClassVar[str] = "td3"
+    spec: ClassVar[_Spec] = _Spec(
+        d3rlpy.algos.TD3Config, discrete=False, encoder_fields=_ACTOR_CRITIC, explore="normal"
+    )
+
+
+class DDPG(D3rlpyOnline):
+    name: ClassVar[str] = "ddpg"
+    spec: ClassVar[_Spec] = _Spec(
+        d3rlpy.algos.DDPGConfig, discrete=False, encoder_fields=_ACTOR_CRITIC, explore="normal"
     )

@@ -21,7 +21,13 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
         suite = load_suite(f)
         runs = expand(suite)
         variants = len({r.algo for r in runs})
+        seeds = len(suite.seed_list)
+        if len(runs) == seeds * variants * len(suite.envs):
+            grid = f"{variants} algorithm configs x {len(suite.envs)} envs"
+        else:  # some algorithms run on some envs only (their `envs:`)
+            pairs = len(runs) // seeds
+            grid = f"{pairs} (algorithm config, env) pairs of {variants} configs and {len(suite.envs)} envs"
         typer.echo(
-            f"ok: {f}: suite {suite.name!r}, {len(runs)} runs = {len(suite.seed_list)} seeds x "
-            f"{variants} algorithm configs x {len(suite.envs)} envs, {suite.budget.steps:,} steps each"
+            f"ok: {f}: suite {suite.name!r}, {len(runs)} runs = {seeds} seeds x {grid}, "
+            f"{suite.budget.steps:,} steps each"
         )

@@ -1,4 +1,6 @@
-"""The d3rlpy online adapters (``dqn``, ``sac``): tiny real training runs, parameter handling, the buffer."""
+"""The d3rlpy online adapters (``dqn``, ``double_dqn``, ``sac``, ``td3``, ``ddpg``): tiny real training runs,
+parameter handling, the buffer.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +18,15 @@ import pytest
 pytest.importorskip("d3rlpy")
 
 from rlbench_cli.algos.base import RunContext  # noqa: E402
-from rlbench_cli.algos.d3rlpy_online import DQN, SAC, D3rlpyOnline, _ArrayReplayBuffer  # noqa: E402
+from rlbench_cli.algos.d3rlpy_online import (  # noqa: E402
+    DDPG,
+    DQN,
+    SAC,
+    TD3,
+    D3rlpyOnline,
+    DoubleDQN,
+    _ArrayReplayBuffer,
+)
 from rlbench_cli.grid import RunSpec  # noqa: E402
 from rlbench_cli.sink import ShardSink, list_shards  # noqa: E402
 
@@ -107,6 +117,43 @@ def test_sac_pendulum_trains_evaluates_and_logs(in_tmp: Path) -> None:
     assert list((in_tmp / "cwd").iterdir()) == []
 
 
+def test_double_dqn_cartpole_trains_evaluates_and_logs(in_tmp: Path) -> None:
+    ctx, m = _train(DoubleDQN(), _spec("double_dqn", "CartPole-v1", 600, TINY, every=300), in_tmp)
+    assert [s for s, _ in m["eval/return"]] == [0, 300, 600]
+    assert ctx.last_eval == m["eval/return"][-1][1]
+    assert all(1 <= v <= 500 for _, v in m["eval/return"])
+    assert _finite(m["train/episode_return"])
+    losses = m["train/loss/loss"]
+    assert _finite(losses) and all(100 < s <= 600 for s, _ in losses)
+    assert list((in_tmp / "cwd").iterdir()) == []
+
+
+@pytest.mark.parametrize("adapter", [TD3(), DDPG()], ids=lambda a: a.name)
+def test_td3_ddpg_pendulum_train_evaluate_and_log(in_tmp: Path, adapter: D3rlpyOnline) -> None:
+    ctx, m = _train(adapter, _spec(adapter.name, "Pendulum-v1", 300, TINY, every=300), in_tmp)
+    assert [s for s, _ in m["eval/return"]] == [0, 300]
+    assert ctx.last_eval == m["eval/return"][-1][1]
+    assert all(-2000 < v <= 0 for _, v in m["eval/return"])
+    assert m["train/episode_return"][0][0] == 200 and _finite(m["train/episode_return"])
+    for name in ("train/loss/critic_loss", "train/loss/actor_loss"):
+        assert _finite(m[name]), name
+    assert list((in_tmp / "cwd").iterdir()) == []
+
+
+def test_noise_exploration_params() -> None:
+    cfg, settings = TD3.split_params({"explore_noise": 0.3, "target_smoothing_sigma": 0.1})
+    assert cfg == {"target_smoothing_sigma": 0.1} and settings["explore_noise"] == 0.3
+    assert DDPG.run_params()["explore_noise"] == 0.1  # d3rlpy NormalNoise's default std
+    explorer = TD3().make_explorer(settings, 1000)
+    assert explorer is not None and explorer._std == 0.3 and explorer._mean == 0.0
+    # the library's defaults, field by field
+    assert TD3.config_params()["update_actor_interval"] == 2 and TD3.config_params()["n_critics"] == 2
+    assert DDPG.config_params()["tau"] == 0.005 and DDPG.config_params()["n_critics"] == 1
+    assert DoubleDQN.config_params()["learning_rate"] == 6.25e-05
+    td3 = TD3().make_config(*TD3.split_params({"hidden_units": [8]}))
+    assert td3.actor_encoder_factory.hidden_units == td3.critic_encoder_factory.hidden_units == [8]
+
+
 def test_sac_actions_cover_the_env_action_range() -> None:
     env = gymnasium.make("Pendulum-v1")
     algo = SAC().make_config({}, SAC.run_params()).create(device="cpu")
@@ -163,6 +210,14 @@ def test_unknown_param_is_named() -> None:
         SAC.split_params({"explore_end": 0.1})
     with pytest.raises(ValueError, match="encoder_factory"):  # factories are not settable from a suite
         DQN.split_params({"encoder_factory": "vector"})
+    for adapter in (DoubleDQN, TD3, DDPG):
+        with pytest.raises(ValueError, match=rf"for {adapter.name}: bogus_key; valid:") as e:
+            adapter.split_params({"bogus_key": 1})
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="explore_noise"):  # noise is for td3/ddpg, epsilon for double_dqn
+        DoubleDQN.split_params({"explore_noise": 0.2})
+    with pytest.raises(ValueError, match="explore_end"):
+        TD3.split_params({"explore_end": 0.1})
 
 
 def test_unknown_param_fails_the_run(in_tmp: Path) -> None:
@@ -171,7 +226,15 @@ def test_unknown_param_fails_the_run(in_tmp: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "adapter, env_id, needs", [(DQN(), "Pendulum-v1", "discrete"), (SAC(), "CartPole-v1", "continuous")]
+    "adapter, env_id, needs",
+    [
+        (DQN(), "Pendulum-v1", "discrete"),
+        (DoubleDQN(), "Pendulum-v1", "discrete"),
+        (SAC(), "CartPole-v1", "continuous"),
+        (TD3(), "CartPole-v1", "continuous"),
+        (DDPG(), "Acrobot-v1", "continuous"),
+    ],
+    ids=lambda v: getattr(v, "name", str(v)),
 )
 def test_action_space_mismatch_is_a_clear_error(
     in_tmp: Path, adapter: D3rlpyOnline, env_id: str, needs: str

@@ -57,3 +57,29 @@ def test_run_id_changes_with_what_is_trained_not_with_score_rule():
 def test_seed_major_order():
     runs = expand(_suite())
     assert [r.seed for r in runs] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_algorithm_envs_restricts_its_runs():
+    full = expand(_suite())
+    runs = expand(_suite(algorithms=["random", {"name": "ppo", "envs": ["Acrobot-v1"]}]))
+    assert len(runs) == 2 * (2 + 1)
+    assert sorted({(r.algo, r.env) for r in runs}) == [
+        ("ppo", "Acrobot-v1"),
+        ("random", "Acrobot-v1"),
+        ("random", "CartPole-v1"),
+    ]
+    # the cells kept are the same cells: same run ids as in the full grid, in the same order
+    kept = {r.run_id for r in runs}
+    assert [r.run_id for r in full if r.run_id in kept] == [r.run_id for r in runs]
+
+
+def test_algorithm_envs_holds_for_every_sweep_variant():
+    runs = expand(
+        _suite(
+            algorithms=["random", {"name": "ppo", "envs": ["CartPole-v1"]}],
+            sweep={"ppo.learning_rate": [1e-3, 3e-4]},
+        )
+    )
+    assert len(runs) == 2 * (2 + 2 * 1)
+    assert {r.env for r in runs if r.algo_name == "ppo"} == {"CartPole-v1"}
+    assert len({r.algo for r in runs if r.algo_name == "ppo"}) == 2

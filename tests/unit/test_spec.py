@@ -114,3 +114,46 @@ def test_normalize_block(suite_dict):
     ]:
         with pytest.raises(SuiteInvalid, match=block and needle.replace("(", r"\(").replace(")", r"\)")):
             parse_suite({**suite_dict, "normalize": block}, "s.yaml")
+
+
+def test_algorithm_envs_restricts_to_suite_envs(suite_dict):
+    envs = ["CartPole-v1", {"id": "Pendulum-v1", "kwargs": {"g": 9.81}}, "Pendulum-v1"]
+    s = parse_suite(
+        {
+            **suite_dict,
+            "envs": envs,
+            "algorithms": [
+                {"name": "dqn", "envs": ["CartPole-v1"]},
+                {"name": "sac", "envs": ["Pendulum-v1[g=9.81]"]},  # an env with kwargs, by its label
+                "ppo",
+            ],
+        }
+    )
+    assert s.algorithms[0].envs == ["CartPole-v1"] and s.algorithms[2].envs is None  # default: all
+    assert [s.algorithms[0].runs_on(e) for e in s.envs] == [True, False, False]
+    assert [s.algorithms[1].runs_on(e) for e in s.envs] == [False, True, False]
+    assert all(s.algorithms[2].runs_on(e) for e in s.envs)
+
+
+@pytest.mark.parametrize(
+    "envs, expected",
+    [
+        (
+            ["CartPole-v1", "Pendulum-v1"],
+            "algorithms[0].envs names 'Pendulum-v1', which is not one of the suite's envs ('CartPole-v1'); "
+            "list only those",
+        ),
+        ([], "field 'algorithms[0].envs': List should have at least 1 item"),
+        ("CartPole-v1", "field 'algorithms[0].envs': Input should be a valid list"),
+        (["bogus"], "which is not one of the suite's envs ('CartPole-v1', 'Pendulum-v1[a=x\\ny]')"),
+    ],
+    ids=["not-in-suite", "empty", "not-a-list", "one-line"],
+)
+def test_algorithm_envs_errors(suite_dict, envs, expected):
+    suite_dict = {**suite_dict, "algorithms": [{"name": "random", "envs": envs}]}
+    if envs == ["bogus"]:  # kwargs holding a newline still give a one-line error
+        suite_dict["envs"] = ["CartPole-v1", {"id": "Pendulum-v1", "kwargs": {"a": "x\ny"}}]
+    with pytest.raises(SuiteInvalid) as e:
+        parse_suite(suite_dict, "s.yaml")
+    msg = str(e.value)
+    assert msg.startswith("s.yaml: ") and expected in msg and "\n" not in msg
