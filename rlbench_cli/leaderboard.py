@@ -413,6 +413,7 @@ def _aggregate_board(
     if left_out:
         why = "; ".join(f"{t} (no runs of {_few(algos)})" for t, algos in left_out.items())
         note = f"Tasks left out, as not every algorithm has runs there: {why}"
+        warnings.warn(f"{note}; compare them task by task with --per-task", stats.StatsWarning, stacklevel=2)
         at = next((i + 1 for i, line in enumerate(header) if line.startswith("Runs:")), len(header))
         header.insert(at, note)
     meta = _meta(suite, table, header, kind="aggregate", tasks=list(table.tasks), left_out_tasks=left_out,

@@ -93,5 +93,5 @@ def make_report(
     (out_dir / "leaderboard.md").write_text(md + "\n")
     leaderboard.to_csv(board, out_dir / "leaderboard.csv")
     paths += [out_dir / "leaderboard.md", out_dir / "leaderboard.csv"]
-    notes = [str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)]
+    notes = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)))
     return Report(paths=paths, leaderboard_md=md, warnings=notes)

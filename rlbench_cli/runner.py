@@ -19,6 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .errors import StoreError
 from .grid import RunSpec
 from .sink import ShardSink
 
@@ -34,6 +35,9 @@ def attempt_dir(
         suite, run_id = spec_or_suite.suite, spec_or_suite.run_id
     else:
         suite = spec_or_suite
+    for part in (suite, str(run_id)):  # names from a database file too: never a path out of runs_root
+        if part in ("", ".", "..") or any(c in part for c in "/\\\0"):
+            raise StoreError(f"{part!r} cannot name a run folder (suite names and run ids are single names)")
     return Path(runs_root) / suite / str(run_id) / f"attempt-{attempt}"
 
 

@@ -51,6 +51,12 @@ class Store:
     def _connect(self, read_only: bool) -> Any:
         import duckdb
 
+        problem = _not_duckdb(self.path)
+        if problem:  # before DuckDB sees it: it would open a SQLite file through an extension it downloads
+            raise StoreError(
+                f"{self.path}: not a usable DuckDB results file ({problem}); pass your rlbench results file "
+                "with --db or RLBENCH_DB"
+            )
         deadline = time.monotonic() + self.wait
         delay = 0.02
         while True:
@@ -328,6 +334,22 @@ class Store:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY r.suite, r.algo, r.env, r.seed, m.name, m.step"
         return con.sql(sql, params=params).to_arrow_table()
+
+
+def _not_duckdb(path: Path) -> str | None:
+    """Why ``path`` is not a DuckDB database, from its first bytes; None when it is, or is not a file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:  # missing (DuckDB creates it), a folder or unreadable: DuckDB's own message says so
+        return None
+    if not head:
+        return None
+    if head.startswith(b"SQLite format 3"):
+        return "it is a SQLite database"
+    if head[8:12] != b"DUCK":
+        return "it is not a DuckDB database file"
+    return None
 
 
 def _first_line(e: BaseException) -> str:
