@@ -433,7 +433,9 @@ def _per_task_board(
     # which a per-task table does not need, so what it says about that is not passed on
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", stats.StatsWarning)
-        table = stats.score_table(df, rule=rule, drop_first=drop_first, normalize=normalize, metric=metric)
+        table = stats.score_table(
+            df, rule=rule, drop_first=drop_first, normalize=normalize, metric=metric, matrices=False
+        )
     per_run = table.per_run
     frame = per_task_table(per_run, normalized=table.normalized is not None)
     keep = ("Suite:", "Metric:", "Normalisation:")

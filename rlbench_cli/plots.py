@@ -443,6 +443,7 @@ def write_all(
     poi_df: pd.DataFrame | None = None,
     dpi: int = 150,
     aggregate_reps: int | None = None,
+    curves_df: pd.DataFrame | None = None,
 ) -> list[Path]:
     """Writes every figure of a suite and returns their paths.
 
@@ -463,6 +464,8 @@ def write_all(
         dpi: Resolution of raster formats.
         aggregate_reps: Replications behind ``aggregates_df`` when it was computed with another ``reps``
             (named in that figure's title).
+        curves_df: Rows for the learning curves when they should show more than the table (e.g. tasks
+            left out of the aggregates because not every algorithm ran them); default ``df_metric``.
 
     Returns:
         Paths of the files written, in the order above.
@@ -501,14 +504,36 @@ def write_all(
     fig.suptitle(_suite_title(suite_name, table, reps), fontsize=TITLE_SIZE)
     save(fig, "sample_efficiency")
 
-    fig = plot_learning_curves(stats.learning_curves(df_metric, reps=reps, seed=seed), colors=colors,
-                               metric=table.metric)  # fmt: skip
+    paths.append(write_learning_curves(suite_name, df_metric if curves_df is None else curves_df, table.metric,
+                                       out, fmt=fmt, reps=reps, seed=seed, dpi=dpi, colors=colors))  # fmt: skip
+    return paths
+
+
+def write_learning_curves(
+    suite_name: str,
+    df_metric: pd.DataFrame,
+    metric: str,
+    out_dir: str | Path,
+    fmt: str = "png",
+    reps: int = 2000,
+    seed: int = 0,
+    dpi: int = 150,
+    colors: Mapping[str, str] | None = None,
+) -> Path:
+    """Writes ``learning_curves.{fmt}``: raw mean over seeds per environment, bootstrap band. Returns its path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    colors = colors or algo_colors(list(df_metric["algo"].astype(str).unique()))
+    fig = plot_learning_curves(
+        stats.learning_curves(df_metric, reps=reps, seed=seed), colors=colors, metric=metric
+    )
     fig.suptitle(
-        f"{suite_name}: mean {table.metric} over seeds, shaded 95% bootstrap CI of the mean (raw scores)",
+        f"{suite_name}: mean {metric} over seeds, shaded 95% bootstrap CI of the mean (raw scores)",
         fontsize=TITLE_SIZE,
     )
-    save(fig, "learning_curves")
-    return paths
+    path = out / f"learning_curves.{fmt}"
+    fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.15)
+    return path
 
 
 def _suite_title(suite_name: str, table: stats.ScoreTable, reps: int) -> str:

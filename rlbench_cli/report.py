@@ -77,21 +77,41 @@ def make_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)
-        table = stats.score_table(df, rule=rule, drop_first=drop_first, normalize=normalize, metric=metric)
-        agg = stats.aggregates(table, reps=reps, seed=seed)
-        poi_reps = min(reps, CURVE_REPS)
-        poi = (
-            stats.probability_of_improvement(table, reps=poi_reps, seed=seed)
-            if len(table.algos) > 1
-            else None
-        )
-        paths = plots.write_all(suite, df, table, out_dir, fmt=fmt, reps=poi_reps, seed=seed,
-                                aggregates_df=agg, poi_df=poi, aggregate_reps=reps)  # fmt: skip
-        board = leaderboard.leaderboard(table, agg, poi)
-        header = leaderboard.header_lines(suite, table, reps=reps, seed=seed, poi_reps=poi_reps)
-        md = leaderboard.to_markdown(board, header)
+        try:  # the same rule as `rlbench leaderboard`: rank on the tasks every algorithm has
+            data, _, left_out = leaderboard.common_tasks(df)
+        except stats.StatsError as e:
+            data, left_out = None, {}
+            warnings.warn(f"{e}; writing learning curves and the per-task table only", stats.StatsWarning,
+                          stacklevel=2)  # fmt: skip
+        if data is None:
+            board = leaderboard.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
+                                      normalize=normalize, reps=reps, seed=seed, per_task=True)  # fmt: skip
+            paths = [
+                plots.write_learning_curves(suite, df, metric, out_dir, fmt=fmt, reps=CURVE_REPS, seed=seed)
+            ]
+            frame, md = board.frame, leaderboard.render(board, "md").rstrip("\n")
+        else:
+            if left_out:
+                why = "; ".join(f"{t} (no runs of {', '.join(a)})" for t, a in left_out.items())
+                warnings.warn(f"tasks left out of the aggregate figures, as not every algorithm has runs there: "
+                              f"{why}; their learning curves are still drawn", stats.StatsWarning, stacklevel=2)  # fmt: skip
+            table = stats.score_table(
+                data, rule=rule, drop_first=drop_first, normalize=normalize, metric=metric
+            )
+            agg = stats.aggregates(table, reps=reps, seed=seed)
+            poi_reps = min(reps, CURVE_REPS)
+            poi = (
+                stats.probability_of_improvement(table, reps=poi_reps, seed=seed)
+                if len(table.algos) > 1
+                else None
+            )
+            paths = plots.write_all(suite, data, table, out_dir, fmt=fmt, reps=poi_reps, seed=seed,
+                                    aggregates_df=agg, poi_df=poi, aggregate_reps=reps, curves_df=df)  # fmt: skip
+            frame = leaderboard.leaderboard(table, agg, poi)
+            header = leaderboard.header_lines(suite, table, reps=reps, seed=seed, poi_reps=poi_reps)
+            md = leaderboard.to_markdown(frame, header)
     (out_dir / "leaderboard.md").write_text(md + "\n")
-    leaderboard.to_csv(board, out_dir / "leaderboard.csv")
+    leaderboard.to_csv(frame, out_dir / "leaderboard.csv")
     paths += [out_dir / "leaderboard.md", out_dir / "leaderboard.csv"]
     notes = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)))
     return Report(paths=paths, leaderboard_md=md, warnings=notes)

@@ -335,8 +335,13 @@ def score_table(
     drop_first: int = 0,
     normalize: str | None = "auto",
     metric: str | None = None,
+    matrices: bool = True,
 ) -> ScoreTable:
     """Builds rliable's ``{algo: (num_runs x num_tasks)}`` score matrices from metric rows.
+
+    With ``matrices=False`` only the per-run scores (raw and normalised) are filled in, for tables that
+    look at one task at a time: ``scores`` and ``algos`` stay empty and no run needs a partner on another
+    task.
 
     Args:
         df: Tidy rows of ONE metric, columns ``run_id, algo, env, seed, step, value`` (see ``run_scores``).
@@ -363,9 +368,9 @@ def score_table(
     per_run["algo"] = per_run["algo"].astype(str)
     res = _resolve_references(tasks, normalize, per_run)
     per_run["norm_score"] = _normalise(per_run["score"], per_run["env"], res)
-    seeds = _complete_seeds(per_run, sorted(per_run["algo"].unique()), tasks)
+    seeds = _complete_seeds(per_run, sorted(per_run["algo"].unique()), tasks) if matrices else {}
     scores: dict[str, np.ndarray] = {}
-    per_run["in_table"] = False
+    per_run["in_table"] = not matrices
     for algo, algo_seeds in seeds.items():
         rows = per_run.loc[(per_run["algo"] == algo) & per_run["seed"].isin(algo_seeds)]
         grid = rows.pivot(index="seed", columns="env", values="norm_score")

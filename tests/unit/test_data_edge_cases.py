@@ -176,7 +176,9 @@ def missing_task_runs():
 def test_report_with_an_algorithm_missing_a_task_warns_and_still_draws(tmp_path):
     result = run_report(rows(missing_task_runs()), tmp_path)
     assert_figures(result, tmp_path)
-    assert any("'dqn'" in w and "Acrobot-v1" in w for w in result.warnings), result.warnings
+    # the same rule as the leaderboard: every algorithm is kept, the task some lack is left out (and said)
+    assert any("Acrobot-v1 (no runs of dqn)" in w for w in result.warnings), result.warnings
+    assert "| dqn |" in result.leaderboard_md
 
 
 def test_leaderboard_with_an_algorithm_missing_a_task_ranks_common_tasks_and_warns():
@@ -195,7 +197,7 @@ def test_cli_with_an_algorithm_missing_a_task(tmp_path, make_results_db):
     assert any("Acrobot-v1 (no runs of dqn)" in ln for ln in warning_lines(r)), r.stderr
     r = invoke("plot", "gap", "--db", db, "--reps", 200, "--out", tmp_path / "fig")
     assert r.exit_code == 0, r.stderr
-    assert any("'dqn'" in ln and "Acrobot-v1" in ln for ln in warning_lines(r)), r.stderr
+    assert any("Acrobot-v1 (no runs of dqn)" in ln for ln in warning_lines(r)), r.stderr
     assert (tmp_path / "fig" / "aggregates.png").exists()
     r = invoke("leaderboard", "gap", "--db", db, "--per-task")
     assert r.exit_code == 0 and r.stdout.count("| dqn |") == 1
@@ -240,3 +242,14 @@ def test_drop_first_beyond_every_run_is_one_clear_line(tmp_path, make_results_db
     make_results_db(db, [("ppo", "CartPole-v1", 0, [(1, 1.0), (2, 2.0)])], suite="short")
     line = one_line_error(invoke("leaderboard", "short", "--db", db, "--drop-first", 5))
     assert "drop_first=5" in line and "lower --drop-first" in line
+
+
+def test_report_with_no_task_common_to_all_algorithms_writes_curves_and_per_task_table(tmp_path):
+    data = rows(missing_task_runs())
+    only = data.loc[~((data["algo"] != "dqn") & (data["env"] != "Acrobot-v1"))]  # dqn elsewhere, others on Acrobot
+    only = only.loc[~((only["algo"] == "dqn") & (only["env"] == "Acrobot-v1"))]
+    assert set(only.loc[only["algo"] == "dqn", "env"]).isdisjoint(set(only.loc[only["algo"] != "dqn", "env"]))
+    result = run_report(only, tmp_path)
+    assert any("no task has runs of every algorithm" in w for w in result.warnings), result.warnings
+    assert (tmp_path / "learning_curves.png").exists() and not (tmp_path / "aggregates.png").exists()
+    assert "| dqn |" in result.leaderboard_md and "ddof=0" in result.leaderboard_md
