@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..importers.tensorboard import EventTail, find_event_files
+from ..tbevents import EventTail, find_event_files
 from .base import RunContext
 
 __all__ = ["run_command", "render"]

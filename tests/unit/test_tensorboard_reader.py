@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlbench_cli.importers.tensorboard import EventTail, find_event_files, read_scalars
+from rlbench_cli.tbevents import EventTail, find_event_files, read_scalars
 
 SummaryWriter = pytest.importorskip("torch.utils.tensorboard").SummaryWriter
 
