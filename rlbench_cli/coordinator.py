@@ -13,6 +13,7 @@ import os
 import platform
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -147,8 +148,10 @@ def run_suite(
     only_failed: bool = False,
     timeout: float | None = None,
     report: Callable[[str, dict[str, Any]], None] = lambda event, info: None,
+    stop: threading.Event | None = None,
 ) -> RunSummary:
-    """Run every unfinished cell of ``suite``; see the module docstring. ``report`` gets progress events."""
+    """Run every unfinished cell of ``suite``; see the module docstring. ``report`` gets progress events;
+    setting ``stop`` (from a signal handler) ends the run cleanly, runs in flight marked interrupted."""
     from .executors.local import LocalExecutor
 
     specs = expand(suite)
@@ -225,5 +228,5 @@ def run_suite(
             return None
 
         executor = LocalExecutor(devices, threads=threads, timeout=timeout)
-        executor.run(jobs, on_start, on_end, on_tick)
+        executor.run(jobs, on_start, on_end, on_tick, stop=stop)
     return summary

@@ -85,8 +85,29 @@ class Progress:
             sys.stdout.flush()
 
 
-def _sigterm_to_interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
+class _StopOnSignal:
+    """SIGINT and SIGTERM ask the run to stop at its next safe point (never inside a database write); a
+    second Ctrl-C stops at once."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.event = threading.Event()
+        self.saved: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self.event.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.event.set()
+
+    def __enter__(self) -> _StopOnSignal:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self.saved.items():
+            signal.signal(sig, old)
 
 
 @handle_errors
@@ -141,15 +162,14 @@ def run(
 
     store = store_for(db)
     progress = Progress(live=is_tty() and not json_out)
-    old = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
     t0 = time.monotonic()
     try:
-        summary = run_suite(suite, str(suite_file), store, workers=workers, retries=retries,
-                            only_failed=only_failed, timeout=timeout,
-                            report=(lambda e, i: None) if json_out else progress)  # fmt: skip
+        with _StopOnSignal() as stopper:
+            summary = run_suite(suite, str(suite_file), store, workers=workers, retries=retries,
+                                only_failed=only_failed, timeout=timeout, stop=stopper.event,
+                                report=(lambda e, i: None) if json_out else progress)  # fmt: skip
     finally:
         progress.close()
-        signal.signal(signal.SIGTERM, old)
     wall = time.monotonic() - t0
     if json_out:
         typer.echo(json.dumps({

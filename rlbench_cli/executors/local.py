@@ -162,15 +162,19 @@ class LocalExecutor:
         on_end: Callable[[Job, Outcome], Job | None],
         on_tick: Callable[[list[Job]], None] = lambda running: None,
         tick_every: float = 1.0,
+        stop: threading.Event | None = None,
     ) -> None:
         """Run every job; ``on_end`` may return a job to queue again (a retry). Raises KeyboardInterrupt
-        after stopping the workers if interrupted."""
+        after stopping the workers if interrupted, or once ``stop`` is set (checked twice a second, so a
+        signal handler only sets it and never interrupts a database write half way)."""
         queue: deque[Job] = deque(jobs)
         for s in self.slots:
             self._spawn(s)
         last_tick = time.monotonic()
         try:
             while queue or any(s.job for s in self.slots):
+                if stop is not None and stop.is_set():  # Ctrl-C / SIGTERM, acted on between DB writes
+                    raise KeyboardInterrupt
                 for s in self.slots:
                     if s.ready and s.job is None and queue:
                         job = queue.popleft()

@@ -122,16 +122,16 @@ def test_readers_work_while_a_run_writes_and_a_second_writer_is_refused(tmp_path
         assert r.returncode == 2
         assert "another 'rlbench run'" in r.stderr and "Traceback" not in r.stderr
         reads = 0
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 6
+        while reads < 2 or time.monotonic() < deadline:  # every read succeeds while the run writes
             json.loads(rl("status", "crash", "--db", db, "--json").stdout)
             rl("fetch", "--db", db, "--suite", "crash", "--metric", "eval/return", "--format", "csv")
             reads += 1
-        assert reads >= 3
+        assert proc.poll() is None, "the run ended before the reads; make its runs longer"
     finally:
         os.killpg(proc.pid, signal.SIGINT)
-        proc.communicate(timeout=30)
-    assert proc.returncode == 130, (proc.returncode, proc.stderr.read() if proc.stderr else "")
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (proc.returncode, err)
 
 
 def test_sigterm_to_the_coordinator_stops_its_workers_and_marks_runs_interrupted(tmp_path):
