@@ -26,13 +26,13 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
-import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import numpy as np
 
 from rlbench_cli import bootstrap as bs
+from rlbench_cli.stats import bootstrap_seed as global_seed
+from rlbench_cli.stats import global_seed as seeded_global
 
 TARGET_S = 1.0
 ALPHA = 0.025  # 95% two-sided
@@ -46,21 +46,6 @@ def make_scores(algos: int, runs: int, tasks: int, seed: int) -> dict[str, np.nd
         f"algo{i}": 0.4 + 0.1 * i + difficulty + rng.normal(0.0, 0.25, size=(runs, tasks))
         for i in range(algos)
     }
-
-
-def global_seed(seed: int, key: str) -> list[int]:
-    """The seed ``rlbench_cli.stats`` gives numpy's global generator before an rliable call on ``key``."""
-    return [seed, zlib.crc32(key.encode("utf-8"))]
-
-
-@contextmanager
-def seeded_global(seed: list[int]) -> Iterator[None]:
-    state = np.random.get_state()
-    np.random.seed(seed)
-    try:
-        yield
-    finally:
-        np.random.set_state(state)
 
 
 def timed(fn: Callable[[], object], repeat: int = 1) -> tuple[object, float, float]:

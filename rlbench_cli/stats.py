@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import warnings
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -427,8 +427,9 @@ def bootstrap_seed(seed: int, key: str) -> list[int]:
 
 
 @contextmanager
-def _global_seed(seed: int | list[int]) -> Iterator[None]:
-    """Seeds numpy's global generator (which rliable uses) and restores the previous state afterwards."""
+def global_seed(seed: int | list[int]) -> Iterator[None]:
+    """Seeds numpy's global generator (which rliable uses) and restores the previous state afterwards; for
+    calling rliable itself reproducibly (sample efficiency here, the side-by-side benchmark)."""
     state = np.random.get_state()
     np.random.seed(seed)
     try:
@@ -442,25 +443,6 @@ def _check_reps(reps: int, confidence: float = 0.95) -> None:
         raise StatsError(f"reps must be a positive integer, got {reps!r}.")
     if not 0 < confidence < 1:
         raise StatsError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence!r}.")
-
-
-def _aggregate_func(
-    normalized: bool, gamma: float = OPTIMALITY_GAP_GAMMA
-) -> Callable[[np.ndarray], np.ndarray]:
-    from rliable import metrics
-
-    def func(scores: np.ndarray) -> np.ndarray:
-        gap = metrics.aggregate_optimality_gap(scores, gamma) if normalized else np.nan
-        return np.array(
-            [
-                metrics.aggregate_median(scores),
-                metrics.aggregate_iqm(scores),
-                metrics.aggregate_mean(scores),
-                gap,
-            ]
-        )
-
-    return func
 
 
 def aggregates(table: ScoreTable, reps: int = 50000, seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
@@ -669,7 +651,7 @@ def sample_efficiency(
         )
         steps = rows.groupby("index")["step"].median().loc[common].to_numpy(dtype=float)
 
-        with _global_seed(bootstrap_seed(seed, algo)):
+        with global_seed(bootstrap_seed(seed, algo)):
             point, interval = rly.get_interval_estimates(
                 {algo: cube}, _iqm_per_point, reps=int(reps), confidence_interval_size=confidence
             )

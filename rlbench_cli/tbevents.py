@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-__all__ = ["EventTail", "read_scalars", "find_event_files"]
+__all__ = ["EventTail", "read_scalars", "find_event_files", "read_from"]
 
 Scalar = tuple[int, str, float, float]  # step, tag, value, wall_time
 
@@ -95,6 +95,16 @@ def _event_scalars(data: bytes) -> list[Scalar]:
     return out
 
 
+def read_from(path: Path, offset: int) -> bytes:
+    """The bytes of ``path`` from ``offset`` on; empty while the file does not exist yet."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read()
+    except FileNotFoundError:
+        return b""
+
+
 class EventTail:
     """Reads new scalars from one event file each time it is called."""
 
@@ -103,12 +113,7 @@ class EventTail:
         self.offset = 0
 
     def read(self) -> list[Scalar]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                buf = fh.read()
-        except FileNotFoundError:
-            return []
+        buf = read_from(self.path, self.offset)
         out: list[Scalar] = []
         i = 0
         while i + 12 <= len(buf):

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..tbevents import EventTail, find_event_files
+from ..tbevents import EventTail, find_event_files, read_from
 from .base import RunContext
 
 __all__ = ["run_command", "render"]
@@ -56,12 +56,7 @@ class _JsonLinesTail:
         self.path, self.offset = path, 0
 
     def read(self) -> list[tuple[int, dict[str, float]]]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                buf = fh.read()
-        except FileNotFoundError:
-            return []
+        buf = read_from(self.path, self.offset)
         end = buf.rfind(b"\n") + 1  # a line still being written waits for the next read
         self.offset += end
         out = []

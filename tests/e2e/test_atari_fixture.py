@@ -9,31 +9,20 @@ with each run's first evaluation left out (the script read environment.csv with 
 
 import csv
 import io
-import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import duckdb
 import pytest
+from e2e_cli import rl
 
 FIXTURE = Path(__file__).parents[2].parent / "shared" / "fixtures" / "d3rlpy-benchmarks-atari"
 RUNS = FIXTURE / "atari"
-RLBENCH = shutil.which("rlbench")
 ALGOS = {"DiscreteBCQ", "DiscreteCQL", "DiscreteDT", "NFQ", "QRDQN"}
 pytestmark = pytest.mark.skipif(
     not (RUNS.is_dir() and (FIXTURE / "atari_table.csv").is_file()),
     reason=f"d3rlpy-benchmarks Atari fixture not found at {FIXTURE}",
 )
-
-
-def rl(*args, check=True, timeout=600):
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    r = subprocess.run([RLBENCH, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
-    if check and r.returncode != 0:
-        raise AssertionError(f"rlbench {' '.join(map(str, args))} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 def metric_rows(db):

@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -10,16 +9,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from e2e_cli import RLBENCH, rl
 
-RLBENCH = shutil.which("rlbench")
 pytestmark = pytest.mark.slow
-
-
-def rl(*args, check=True, timeout=300):
-    r = subprocess.run([RLBENCH, *map(str, args)], capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"rlbench {' '.join(map(str, args))} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 def _suite(tmp_path: Path, steps: int = 60000, seeds: int = 4) -> Path:

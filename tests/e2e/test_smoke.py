@@ -2,25 +2,16 @@
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import duckdb
 import pytest
+from e2e_cli import RLBENCH, rl
 
 ROOT = Path(__file__).parents[2]
-RLBENCH = shutil.which("rlbench")
 pytestmark = pytest.mark.slow
-
-
-def rl(*args, check=True, timeout=600):
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    r = subprocess.run([RLBENCH, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
-    if check and r.returncode != 0:
-        raise AssertionError(f"rlbench {' '.join(map(str, args))} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
-    return r
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,16 @@
+"""Running the real `rlbench` command, as the end-to-end tests do."""
+
+import os
+import shutil
+import subprocess
+
+RLBENCH = shutil.which("rlbench")
+
+
+def rl(*args, check=True, timeout=600):
+    """`rlbench ARGS` in a subprocess; with check, a non-zero exit fails the test with its output."""
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    r = subprocess.run([RLBENCH, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
+    if check and r.returncode != 0:
+        raise AssertionError(f"rlbench {' '.join(map(str, args))} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
