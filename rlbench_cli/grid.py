@@ -1,7 +1,8 @@
 """Grid expansion: a Suite becomes a list of RunSpecs. Pure: no I/O, no randomness.
 
-The product is seeds x (algorithm entries x their sweep values) x environments, less the environments an
-entry leaves out with ``envs:`` (say, continuous tasks for a discrete-action algorithm). Each RunSpec has a
+The product is seeds x (algorithm entries x their sweep values) x tasks, less the tasks an entry leaves
+out with ``envs:`` (say, continuous tasks for a discrete-action algorithm). Tasks are the suite's envs
+(for online algorithms) and datasets (for offline ones; evaluated in the dataset's env). Each RunSpec has a
 run_id: a hash of its canonical JSON, so the same cell always gets the same id and re-running a suite
 can tell which cells are already done.
 """
@@ -14,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .spec import AlgoSpec, Suite, env_label
+from .spec import AlgoSpec, DatasetSpec, EnvSpec, Suite, env_label
 
 __all__ = ["RunSpec", "expand", "canonical_json", "run_id_of"]
 
@@ -43,11 +44,19 @@ class RunSpec:
     resources: dict[str, Any] = field(default_factory=dict)
     entrypoint: str | None = None  # "package.module:function" for user code; algo_name is then a label
     command: str | None = None  # a command-line template for user scripts; algo_name is then a label
+    dataset: str | None = None  # offline runs: the dataset's name (the task); env_id is where it is evaluated
+    dataset_path: str | None = None  # a user's own dataset file; None: a generated dataset, found by name
 
     @property
     def env(self) -> str:
-        """The task label: env id plus kwargs, if any."""
+        """The task label: the dataset's name for offline runs, else the env id plus kwargs, if any."""
+        if self.dataset is not None:
+            return self.dataset
         return env_label(self.env_id, self.env_kwargs)
+
+    @property
+    def offline(self) -> bool:
+        return self.dataset is not None
 
     def identity(self) -> dict[str, Any]:
         """What makes a run this run. Score rule and resources do not change what is trained."""
@@ -65,6 +74,9 @@ class RunSpec:
             ident["entrypoint"] = self.entrypoint
         if self.command is not None:
             ident["command"] = self.command
+        if self.dataset is not None:
+            ident["dataset"] = self.dataset
+            ident["dataset_path"] = self.dataset_path
         return ident
 
     @property
@@ -105,6 +117,7 @@ def expand(suite: Suite) -> list[RunSpec]:
             algo_variants.append((f"{label}[{','.join(tags)}]", a.name, params, a.entrypoint, a.command))
             entry_of[algo_variants[-1][0]] = a
 
+    tasks: list[EnvSpec | DatasetSpec] = [*suite.envs, *suite.datasets]
     budget = suite.budget.model_dump()
     score = suite.score.model_dump()
     resources = suite.resources.model_dump()
@@ -114,17 +127,19 @@ def expand(suite: Suite) -> list[RunSpec]:
             algo=label,
             algo_name=name,
             params=params,
-            env_id=env.id,
-            env_kwargs=dict(env.kwargs),
+            env_id=task.id if isinstance(task, EnvSpec) else str(task.env),
+            env_kwargs=dict(task.kwargs),
             seed=seed,
             budget=budget,
             score=score,
             resources=resources,
             entrypoint=entrypoint,
             command=command,
+            dataset=task.name if isinstance(task, DatasetSpec) else None,
+            dataset_path=task.path if isinstance(task, DatasetSpec) else None,
         )
         for seed in suite.seed_list
         for label, name, params, entrypoint, command in algo_variants
-        for env in suite.envs
-        if entry_of[label].runs_on(env)
+        for task in tasks
+        if entry_of[label].runs_on(task)
     ]

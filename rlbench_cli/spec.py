@@ -29,6 +29,7 @@ from .errors import SuiteInvalid
 __all__ = [
     "Budget",
     "EnvSpec",
+    "DatasetSpec",
     "AlgoSpec",
     "ScoreSpec",
     "NormalizeSpec",
@@ -85,6 +86,45 @@ class EnvSpec(_Model):
         return env_label(self.id, self.kwargs)
 
 
+class DatasetSpec(_Model):
+    """An offline dataset: one rlbench generates (``CartPole-v1-medium``: ``<EnvId>-<level>``) or a file of
+    your own (``path``: a D4RL-format HDF5 file or a Minari dataset folder, with ``env`` to evaluate in)."""
+
+    name: str = Field(description="the task name in results; for a generated dataset <EnvId>-<level>")
+    path: str | None = Field(None, description="your own D4RL-format .hdf5 file or Minari dataset folder")
+    env: str | None = Field(None, description="gymnasium id runs are evaluated in; default: from the name")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="kwargs of the evaluation env")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("dataset names use letters, digits, '_', '.', '-' and start with a letter or digit")
+        return v
+
+    @model_validator(mode="after")
+    def _env_known(self) -> DatasetSpec:
+        from .datasets.data import LEVELS, parse_generated_name
+
+        if self.env is None:
+            parsed = None if self.path else parse_generated_name(self.name)
+            if parsed is None:
+                if self.path:
+                    raise ValueError(
+                        f"dataset {self.name!r} is a file of your own: add env: <gymnasium id> to evaluate in"
+                    )
+                raise ValueError(
+                    f"dataset {self.name!r} is neither <EnvId>-<level> (levels: {', '.join(LEVELS)}) nor a "
+                    "file: write e.g. CartPole-v1-medium, or {name: ..., path: my.hdf5, env: Hopper-v5}"
+                )
+            object.__setattr__(self, "env", parsed[0])
+        return self
+
+    @property
+    def generated(self) -> bool:
+        return self.path is None
+
+
 class AlgoSpec(_Model):
     """An algorithm from the registry (or your own function), its parameters, and its label in results."""
 
@@ -101,13 +141,22 @@ class AlgoSpec(_Model):
     envs: list[str] | None = Field(
         None,
         min_length=1,
-        description="the suite's envs this algorithm runs on (ids, or labels for an env with kwargs); "
-        "default: all. E.g. a discrete-action algorithm in a suite that also has continuous tasks",
+        description="the suite's envs or datasets this algorithm runs on (ids, labels for an env with "
+        "kwargs, dataset names); default: all of its kind (envs for online algorithms, datasets for offline "
+        "ones, both for your own code). E.g. a discrete-action algorithm in a suite with continuous tasks",
     )
 
-    def runs_on(self, env: EnvSpec) -> bool:
-        """Whether this entry runs on ``env``: ``envs`` unset, or listing its id or its label."""
-        return self.envs is None or env.id in self.envs or env.label in self.envs
+    def runs_on(self, task: EnvSpec | DatasetSpec) -> bool:
+        """Whether this entry runs on ``task``: an env for online algorithms, a dataset for offline ones,
+        either for your own code; and ``envs`` unset, or listing its id, label or dataset name."""
+        from .algos import OFFLINE
+
+        offline_task = isinstance(task, DatasetSpec)
+        if not (self.entrypoint or self.command) and (self.name in OFFLINE) != offline_task:
+            return False
+        if self.envs is None:
+            return True
+        return task.name in self.envs if offline_task else (task.id in self.envs or task.label in self.envs)
 
     @field_validator("entrypoint")
     @classmethod
@@ -208,7 +257,10 @@ class Suite(_Model):
     description: str = ""
     seeds: int | list[int] = Field(3, description="a count (seeds 0..N-1) or an explicit list")
     budget: Budget = Field(default_factory=Budget)
-    envs: list[EnvSpec] = Field(min_length=1)
+    envs: list[EnvSpec] = Field(default_factory=list, description="online tasks: gymnasium ids")
+    datasets: list[DatasetSpec] = Field(
+        default_factory=list, description="offline tasks: generated dataset names or your own files"
+    )
     algorithms: list[AlgoSpec] = Field(min_length=1)
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     score: ScoreSpec = Field(default_factory=ScoreSpec)
@@ -255,6 +307,18 @@ class Suite(_Model):
             return [{"id": e} if isinstance(e, str) else e for e in v]
         return v
 
+    @field_validator("datasets", mode="before")
+    @classmethod
+    def _datasets(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            out = []
+            for d in v:
+                if isinstance(d, str) and (d.endswith((".hdf5", ".h5")) or "/" in d):
+                    d = {"name": Path(d).name.rsplit(".", 1)[0], "path": d}
+                out.append({"name": d} if isinstance(d, str) else d)
+            return out
+        return v
+
     @field_validator("algorithms", mode="before")
     @classmethod
     def _algos(cls, v: Any) -> Any:
@@ -270,18 +334,35 @@ class Suite(_Model):
             raise ValueError(
                 f"two algorithm entries are both called {dup[0]!r}: give one a different 'label'"
             )
+        if not self.envs and not self.datasets:
+            raise ValueError("a suite needs envs (online tasks) or datasets (offline tasks); add one of them")
         env_labels = [e.label for e in self.envs]
         dup = sorted({x for x in env_labels if env_labels.count(x) > 1})
         if dup:
             raise ValueError(f"environment {dup[0]!r} is listed twice; list it once")
-        known = {e.id for e in self.envs} | set(env_labels)
+        ds_names = [d.name for d in self.datasets]
+        dup = sorted({x for x in [*ds_names, *env_labels] if [*ds_names, *env_labels].count(x) > 1})
+        if dup:
+            raise ValueError(f"dataset {dup[0]!r} is listed twice (or shares an env's name); list it once")
+        from .algos import OFFLINE
+
+        for i, a in enumerate(self.algorithms):
+            if a.entrypoint or a.command:
+                continue
+            if a.name in OFFLINE and not self.datasets:
+                raise ValueError(f"algorithms[{i}]: {a.name} is an offline algorithm and the suite has no "
+                                 "datasets; add datasets: [e.g. CartPole-v1-medium]")  # fmt: skip
+            if a.name not in OFFLINE and not self.envs:
+                raise ValueError(f"algorithms[{i}]: {a.name} is an online algorithm and the suite has no "
+                                 "envs; add envs: [...] or use an offline algorithm")  # fmt: skip
+        known = {e.id for e in self.envs} | set(env_labels) | set(ds_names)
         for i, a in enumerate(self.algorithms):
             bad = [x for x in a.envs or [] if x not in known]
             if bad:
-                names = ", ".join(map(repr, env_labels))  # repr: one line whatever the kwargs hold
+                names = ", ".join(map(repr, [*env_labels, *ds_names]))  # repr: one line whatever the kwargs hold
                 raise ValueError(
-                    f"algorithms[{i}].envs names {bad[0]!r}, which is not one of the suite's envs ({names}); "
-                    "list only those"
+                    f"algorithms[{i}].envs names {bad[0]!r}, which is not one of the suite's envs or datasets "
+                    f"({names}); list only those"
                 )
         for key, values in self.sweep.items():
             algo, _, param = key.partition(".")
@@ -387,6 +468,10 @@ def parse_suite(data: Any, path: str = "<suite>", default_name: str | None = Non
     not_plain = _not_plain(data, "", set())
     if not_plain:
         raise SuiteInvalid(f"{path}: field '{_printable(not_plain[0])}': {not_plain[1]}")
+    if not data.get("envs") and not data.get("datasets"):
+        how = "add it" if "envs" not in data else "list at least one"
+        raise SuiteInvalid(f"{path}: field 'envs': a suite needs envs (online tasks) or datasets (offline "
+                           f"tasks); {how}")  # fmt: skip
     if "name" not in data and default_name is not None:
         data = {"name": default_name, **data}
     try:
@@ -438,6 +523,10 @@ def _check_envs(suite: Suite, path: str) -> None:
         problem = known_env(env.id)
         if problem:
             raise SuiteInvalid(f"{path}: field 'envs[{i}]': {problem}")
+    for i, ds in enumerate(suite.datasets):
+        problem = known_env(ds.env or "")
+        if problem:
+            raise SuiteInvalid(f"{path}: field 'datasets[{i}].env': {problem}")
 
 
 def load_suite(path: str | Path) -> Suite:

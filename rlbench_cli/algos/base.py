@@ -5,6 +5,15 @@ steps, calls ``ctx.maybe_evaluate(step, policy)`` as it goes and ``ctx.finish(st
 and logs whatever else it likes through ``ctx.sink``. Evaluation is shared: every algorithm is scored on
 the same seeded evaluation episodes, in the same way, under the same metric names.
 
+Offline adapters train for ``ctx.steps`` gradient steps on ``ctx.dataset()`` and are evaluated the same
+way, in the dataset's environment; where the dataset knows its random and expert reference returns,
+evaluation also logs ``eval/normalized_return`` (D4RL's convention: 0 = random, 100 = expert).
+
+A policy is a function from a batch of observations to a batch of actions. A policy with memory across an
+episode's steps (a Decision Transformer) is an ``EpisodePolicy`` instead: evaluation calls its ``reset(n)``
+when n episodes start and its ``act(obs, rewards, idx)`` with the observations of the episodes still
+running, the rewards they got on their last step, and their indices in 0..n-1.
+
 Metric names: ``eval/return`` (mean over episodes), ``eval/return_std``, ``eval/length``,
 ``train/episode_return``, ``train/episode_length``, ``train/loss/<name>``, ``sys/sps`` (every few seconds), ``sys/sps_overall`` (whole run), ``sys/rss_mb``.
 """
@@ -25,12 +34,20 @@ from ..envs import make_env
 from ..grid import RunSpec
 from ..sink import MetricSink
 
-__all__ = ["Algorithm", "RunContext", "Policy", "eval_seeds", "eval_points"]
+__all__ = ["Algorithm", "RunContext", "Policy", "EpisodePolicy", "eval_seeds", "eval_points"]
 
 # obs batch (n, *obs_shape) -> actions (n,) or (n, act_dim); deterministic unless the algorithm says so.
 Policy = Callable[[np.ndarray], np.ndarray]
 
 EVAL_SEED_OFFSET = 1_000_003
+
+
+class EpisodePolicy(Protocol):
+    """A policy that remembers the steps of each episode (see the module docstring)."""
+
+    def reset(self, n: int) -> None: ...
+
+    def act(self, obs: np.ndarray, rewards: np.ndarray, idx: np.ndarray) -> np.ndarray: ...
 
 
 class Algorithm(Protocol):
@@ -61,6 +78,9 @@ class RunContext:
     device: str = "cpu"
     run_dir: Path = field(default_factory=lambda: Path("."))
     stop_event: threading.Event | None = None
+    # called after each evaluation with (step, mean return, policy): the dataset builder keeps snapshots
+    on_evaluate: Callable[[int, float, Any], None] | None = None
+    _dataset: Any = None
     _next_eval: int = 0
     _eval_envs: list[Any] | None = None
     _t0: float = field(default_factory=time.perf_counter)
@@ -90,6 +110,21 @@ class RunContext:
         """A training env, seeded with the run seed unless another seed is given."""
         return make_env(self.spec.env_id, self.spec.env_kwargs, self.seed if seed is None else seed)
 
+    # -- offline data ---------------------------------------------------------------------------------
+    def dataset(self) -> Any:
+        """The run's offline dataset (``datasets.OfflineData``), loaded once; offline runs only."""
+        if self._dataset is None:
+            if self.spec.dataset is None:
+                raise ValueError(f"{self.spec.algo_name} needs a dataset: list it under datasets: in the suite")
+            from ..datasets import load_dataset
+
+            self._dataset = load_dataset(self.spec.dataset, self.spec.dataset_path)
+        return self._dataset
+
+    def references(self) -> tuple[float, float] | None:
+        """(random, expert) reference returns of the run's dataset, if it has them."""
+        return self.dataset().references if self.spec.dataset is not None else None
+
     # -- evaluation ----------------------------------------------------------------------------------
     def maybe_evaluate(self, step: int, policy: Policy) -> float | None:
         """Evaluate if ``step`` has reached the next evaluation point. Cheap to call every step."""
@@ -116,34 +151,47 @@ class RunContext:
         envs = self._eval_envs
         obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds)]
         returns = np.zeros(len(envs))
+        last_rewards = np.zeros(len(envs))
         lengths = np.zeros(len(envs), dtype=np.int64)
         alive = list(range(len(envs)))
+        stateful = hasattr(policy, "act") and hasattr(policy, "reset")
+        if stateful:
+            policy.reset(len(envs))
         while alive:
-            actions = np.asarray(policy(np.stack([obs[i] for i in alive])))
+            batch = np.stack([obs[i] for i in alive])
+            if stateful:
+                idx = np.asarray(alive)
+                actions = np.asarray(policy.act(batch, last_rewards[idx], idx))
+            else:
+                actions = np.asarray(policy(batch))
             still = []
             for j, i in enumerate(alive):
                 o, r, term, trunc, _ = envs[i].step(_unbatch(actions[j]))
                 returns[i] += r
+                last_rewards[i] = r
                 lengths[i] += 1
                 obs[i] = o
                 if not (term or trunc):
                     still.append(i)
             alive = still
         mean = float(returns.mean())
-        self.sink.log(
-            step,
-            **{
-                "eval/return": mean,
-                "eval/return_std": float(returns.std()),
-                "eval/length": float(lengths.mean()),
-            },
-        )
+        values = {
+            "eval/return": mean,
+            "eval/return_std": float(returns.std()),
+            "eval/length": float(lengths.mean()),
+        }
+        refs = self.references()
+        if refs is not None:
+            values["eval/normalized_return"] = 100.0 * (mean - refs[0]) / (refs[1] - refs[0])
+        self.sink.log(step, **values)
         self.evaluations += 1
         self.last_eval = mean
         self._last_eval_step = step
         every = int(self.spec.budget["eval_every"])
         pts = [p for p in eval_points(self.steps, every) if p > step]
         self._next_eval = pts[0] if pts else self.steps + 1
+        if self.on_evaluate is not None:
+            self.on_evaluate(step, mean, policy)
         return mean
 
     # -- training-side helpers ------------------------------------------------------------------------

@@ -140,12 +140,12 @@ def test_algorithm_envs_restricts_to_suite_envs(suite_dict):
     [
         (
             ["CartPole-v1", "Pendulum-v1"],
-            "algorithms[0].envs names 'Pendulum-v1', which is not one of the suite's envs ('CartPole-v1'); "
+            "algorithms[0].envs names 'Pendulum-v1', which is not one of the suite's envs or datasets ('CartPole-v1'); "
             "list only those",
         ),
         ([], "field 'algorithms[0].envs': List should have at least 1 item"),
         ("CartPole-v1", "field 'algorithms[0].envs': Input should be a valid list"),
-        (["bogus"], "which is not one of the suite's envs ('CartPole-v1', 'Pendulum-v1[a=x\\ny]')"),
+        (["bogus"], "which is not one of the suite's envs or datasets ('CartPole-v1', 'Pendulum-v1[a=x\\ny]')"),
     ],
     ids=["not-in-suite", "empty", "not-a-list", "one-line"],
 )

@@ -1,0 +1,111 @@
+"""Offline datasets in memory (``OfflineData``), where they live on disk, and D4RL-format HDF5 files.
+
+A dataset is a flat sequence of transitions, D4RL's layout: ``observations``, ``actions``, ``rewards``,
+``terminals`` (the episode ended in a terminal state) and ``timeouts`` (the episode was cut off by a time
+limit); an episode ends where either is true. ``meta`` holds what rlbench knows about it: the gymnasium id
+it is evaluated in (``env_id``, ``env_kwargs``), whether actions are discrete, its level, the random and
+expert reference returns used for normalisation (``ref_random``, ``ref_expert``) and its provenance.
+
+Names: a dataset rlbench generates is named ``<EnvId>-<level>`` (``CartPole-v1-medium``) and lives in the
+datasets folder (``RLBENCH_DATASETS``, default ``results/datasets``) as ``<name>.hdf5``. A user's own file
+is named by its path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "LEVELS",
+    "OfflineData",
+    "datasets_root",
+    "parse_generated_name",
+    "generated_name",
+]
+
+LEVELS = ("random", "medium", "expert", "medium-replay", "medium-expert")
+_GENERATED = re.compile(r"^(?P<env>.+)-(?P<level>medium-replay|medium-expert|random|medium|expert)$")
+
+
+def generated_name(env_id: str, level: str) -> str:
+    return f"{env_id}-{level}"
+
+
+def parse_generated_name(name: str) -> tuple[str, str] | None:
+    """``CartPole-v1-medium-replay`` -> (``CartPole-v1``, ``medium-replay``); None if not such a name."""
+    m = _GENERATED.match(name)
+    return (m.group("env"), m.group("level")) if m else None
+
+
+def datasets_root() -> Path:
+    """Where generated datasets live: ``$RLBENCH_DATASETS`` or ``results/datasets``."""
+    return Path(os.environ.get("RLBENCH_DATASETS") or "results/datasets")
+
+
+@dataclass
+class OfflineData:
+    """A dataset of transitions in D4RL's flat layout, plus what rlbench knows about it."""
+
+    observations: np.ndarray  # (N, *obs_shape) float32
+    actions: np.ndarray  # (N, act_dim) float32, or (N,) int64 for a discrete action space
+    rewards: np.ndarray  # (N,) float32
+    terminals: np.ndarray  # (N,) bool
+    timeouts: np.ndarray  # (N,) bool
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.observations)
+        for k in ("actions", "rewards", "terminals", "timeouts"):
+            if len(getattr(self, k)) != n:
+                raise ValueError(f"dataset arrays differ in length: observations {n}, {k} {len(getattr(self, k))}")
+
+    def __len__(self) -> int:
+        return len(self.observations)
+
+    @property
+    def discrete(self) -> bool:
+        return bool(self.meta.get("discrete", self.actions.ndim == 1 and np.issubdtype(self.actions.dtype, np.integer)))
+
+    @property
+    def env_id(self) -> str | None:
+        return self.meta.get("env_id")
+
+    @property
+    def references(self) -> tuple[float, float] | None:
+        """(random return, expert return) if known."""
+        lo, hi = self.meta.get("ref_random"), self.meta.get("ref_expert")
+        if lo is None or hi is None or lo == hi:
+            return None
+        return float(lo), float(hi)
+
+    def episode_ends(self) -> np.ndarray:
+        """Indices of the last transition of each episode (the last transition always ends one)."""
+        done = np.asarray(self.terminals, bool) | np.asarray(self.timeouts, bool)
+        if len(done):
+            done = done.copy()
+            done[-1] = True
+        return np.flatnonzero(done)
+
+    def episode_returns(self) -> np.ndarray:
+        ends = self.episode_ends()
+        cs = np.concatenate([[0.0], np.cumsum(np.asarray(self.rewards, np.float64))])
+        starts = np.concatenate([[0], ends[:-1] + 1])
+        return cs[ends + 1] - cs[starts]
+
+
+def meta_to_attrs(meta: dict[str, Any]) -> dict[str, str | float | int | bool]:
+    """Metadata as HDF5 attributes: plain scalars stay scalars, anything else is stored as JSON text."""
+    out: dict[str, Any] = {}
+    for k, v in meta.items():
+        if isinstance(v, (bool, int, float, str)):
+            out[k] = v
+        elif v is not None:
+            out[k] = json.dumps(v, default=str)
+    return out
