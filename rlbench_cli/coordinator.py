@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import StoreBusy
+from .errors import StoreBusy, SuiteInvalid
 from .executors.base import Job, Outcome, detect_gpus, plan_devices, usable_cores
 from .grid import RunSpec, expand
 from .runner import attempt_dir, read_result
@@ -28,7 +28,7 @@ from .sink import list_shards
 from .spec import Suite
 from .store import Store
 
-__all__ = ["RunSummary", "run_suite", "runs_root", "select_runs", "manifest_base"]
+__all__ = ["RunSummary", "run_suite", "prepare_datasets", "runs_root", "select_runs", "manifest_base"]
 
 PACKAGES = ("rlbench-cli", "torch", "gymnasium", "d3rlpy", "numpy", "duckdb", "rliable", "transformers")
 
@@ -139,6 +139,36 @@ def _recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> 
     return recovered
 
 
+def prepare_datasets(
+    suite: Suite, source: str = "<suite>", report: Callable[[str, dict[str, Any]], None] = lambda e, i: None
+) -> dict[str, list[float]]:
+    """Make sure every dataset of ``suite`` is on disk, building the generated ones that are missing (their
+    behaviour policy is trained once per environment and reused), and point the workers at them
+    (``RLBENCH_DATASETS``, absolute). Returns {dataset: [random return, expert return]} for the datasets that
+    record their references: an offline suite is normalised by them (D4RL's convention, x 100)."""
+    if not suite.datasets:
+        return {}
+    from .datasets import dataset_path, datasets_root, load_dataset, parse_generated_name
+
+    os.environ["RLBENCH_DATASETS"] = str(datasets_root().resolve())
+    refs: dict[str, list[float]] = {}
+    for i, ds in enumerate(suite.datasets):
+        path = dataset_path(ds.name, ds.path)
+        if not path.exists():
+            parsed = parse_generated_name(ds.name)
+            if not ds.generated or parsed is None:
+                raise SuiteInvalid(f"{source}: field 'datasets[{i}].path': dataset {ds.name!r} has no file at "
+                                   f"{path}; check the path (relative paths start at the current folder)")  # fmt: skip
+            from .datasets.build import build_dataset
+
+            report("dataset", {"name": ds.name, "path": path})
+            build_dataset(parsed[0], parsed[1], progress=lambda msg: report("dataset_progress", {"msg": msg}))
+        pair = load_dataset(ds.name, ds.path).references
+        if pair is not None:
+            refs[ds.name] = list(pair)
+    return refs
+
+
 def run_suite(
     suite: Suite,
     source: str,
@@ -158,8 +188,12 @@ def run_suite(
     root = runs_root(store)
     summary = RunSummary(total=len(specs))
     with _RunLock(store.path):
+        config = suite.model_dump()
+        refs = prepare_datasets(suite, source, report)
+        if refs:
+            config["dataset_references"] = refs
         with store.writer() as con:
-            store.register_suite(con, suite.name, suite.description, suite.model_dump(), source)
+            store.register_suite(con, suite.name, suite.description, config, source)
             store.add_runs(con, [
                 {"run_id": s.run_id, "suite": s.suite, "algo": s.algo, "algo_name": s.algo_name, "env": s.env,
                  "seed": s.seed, "config": s.to_dict()} for s in specs

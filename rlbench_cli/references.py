@@ -231,7 +231,7 @@ def _from_spec(tasks: list[str], spec: dict[str, Any], per_run: Any) -> Resolved
     for t, pair in (spec.get("references") or {}).items():
         lows[t], highs[t] = float(pair[0]), float(pair[1])
     if spec.get("references"):
-        sources.append("the suite's references")
+        sources.append(spec.get("source") or "the suite's references")
     if spec.get("low_from"):
         lows.update(_measured(spec["low_from"], per_run, tasks, "low"))
         sources.append(f"low = mean score of {spec['low_from']!r}")

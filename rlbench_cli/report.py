@@ -45,9 +45,13 @@ def suite_normalize(store: Any, suite: str, flag: str) -> str | dict[str, Any] |
     if flag == "none":
         return None
     if flag == "suite" or flag == "auto":
-        block = _suite_config(store, suite).get("normalize")
+        config = _suite_config(store, suite)
+        block = config.get("normalize")
         if block:
             return block
+        refs = config.get("dataset_references")
+        if refs and not config.get("envs"):  # offline suites: each dataset's random and expert returns, x 100
+            return {"references": refs, "scale": 100, "source": "each dataset's random and expert returns"}
         if flag == "suite":
             from .errors import UsageError
 

@@ -99,7 +99,9 @@ class DatasetSpec(_Model):
     @classmethod
     def _name(cls, v: str) -> str:
         if not NAME_RE.match(v):
-            raise ValueError("dataset names use letters, digits, '_', '.', '-' and start with a letter or digit")
+            raise ValueError(
+                "dataset names use letters, digits, '_', '.', '-' and start with a letter or digit"
+            )
         return v
 
     @model_validator(mode="after")
@@ -107,7 +109,7 @@ class DatasetSpec(_Model):
         from .datasets.data import LEVELS, parse_generated_name
 
         if self.env is None:
-            parsed = None if self.path else parse_generated_name(self.name)
+            parsed = parse_generated_name(self.name)
             if parsed is None:
                 if self.path:
                     raise ValueError(
@@ -359,7 +361,9 @@ class Suite(_Model):
         for i, a in enumerate(self.algorithms):
             bad = [x for x in a.envs or [] if x not in known]
             if bad:
-                names = ", ".join(map(repr, [*env_labels, *ds_names]))  # repr: one line whatever the kwargs hold
+                names = ", ".join(
+                    map(repr, [*env_labels, *ds_names])
+                )  # repr: one line whatever the kwargs hold
                 raise ValueError(
                     f"algorithms[{i}].envs names {bad[0]!r}, which is not one of the suite's envs or datasets "
                     f"({names}); list only those"

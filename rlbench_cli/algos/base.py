@@ -115,7 +115,9 @@ class RunContext:
         """The run's offline dataset (``datasets.OfflineData``), loaded once; offline runs only."""
         if self._dataset is None:
             if self.spec.dataset is None:
-                raise ValueError(f"{self.spec.algo_name} needs a dataset: list it under datasets: in the suite")
+                raise ValueError(
+                    f"{self.spec.algo_name} needs a dataset: list it under datasets: in the suite"
+                )
             from ..datasets import load_dataset
 
             self._dataset = load_dataset(self.spec.dataset, self.spec.dataset_path)

@@ -20,6 +20,7 @@ class Format(str, Enum):
     csv = "csv"
     json = "json"
     parquet = "parquet"
+    bundle = "bundle"
 
 
 def _json_value(v: Any) -> Any:
@@ -66,11 +67,19 @@ def fetch(
     Example: rlbench fetch --suite quickstart --metric eval/return --format csv -o returns.csv
 
     Import: rlbench fetch --from d3rlpy:d3rlpy_logs --into atari
+
+    Bundle (a suite's finished runs and every metric, as Parquet, to share or to import elsewhere):
+    rlbench fetch --suite classic-control --format bundle -o results/reference/classic-control ;
+    rlbench fetch --from rlbench:results/reference/classic-control --into my-study
     """
     if source is not None or into is not None:
         _import(db, source, into, {"--suite": suite, "--algo": algo, "--env": env, "--seed": seed,
                                    "--metric": metric, "--format": fmt is not Format.table, "--output": output,
                                    "--limit": limit is not None})  # fmt: skip
+        return
+    if fmt is Format.bundle:
+        _bundle(db, suite, output, {"--algo": algo, "--env": env, "--seed": seed, "--metric": metric,
+                                    "--limit": limit is not None})  # fmt: skip
         return
     if fmt is Format.parquet and output is None:
         raise UsageError("--format parquet writes a binary file: add --output FILE.parquet")
@@ -115,6 +124,23 @@ def fetch(
         output.write_text(text + "\n")
     else:
         typer.echo(text)
+
+
+def _bundle(db: Path | None, suite: str | None, output: Path | None, filters: dict[str, Any]) -> None:
+    given = [flag for flag, value in filters.items() if value]
+    if given:
+        raise UsageError(f"--format bundle exports a whole suite: drop {', '.join(given)}")
+    if suite is None or output is None:
+        raise UsageError("--format bundle writes one suite to a folder: add --suite NAME and --output DIR")
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"--output {output}: a file; a bundle is a folder, name a new or existing folder")
+    store = store_for(db)
+    with store.reader() as con:
+        if suite not in store.suites(con):
+            known = ", ".join(store.suites(con)) or "none yet"
+            raise UsageError(f"--suite {suite!r}: no such suite in {store.path} (suites: {known})")
+        n_runs, n_rows = store.export_bundle(con, suite, output)
+    typer.echo(f"wrote {n_runs} finished runs ({n_rows} metric rows) of suite {suite!r} to {output}/")
 
 
 def _import(db: Path | None, source: str | None, into: str | None, export_flags: dict[str, Any]) -> None:

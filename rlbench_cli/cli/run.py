@@ -52,6 +52,10 @@ class Progress:
             self.workers = info["workers"]
             self._print(f"{info['workers']} workers on {', '.join(info['devices'])}, "
                         f"{info['threads']} torch thread(s) each")  # fmt: skip
+        elif event == "dataset":
+            self._print(f"building dataset {info['name']} -> {info['path']} (once; later runs reuse it)")
+        elif event == "dataset_progress":
+            self._print(f"  {info['msg']}")
         elif event == "started":
             self.running += 1
             s = info["spec"]
@@ -130,6 +134,14 @@ def run(
             show_default=False,
         ),
     ] = None,
+    datasets: Annotated[
+        Path | None,
+        typer.Option(
+            "--datasets",
+            help="folder of generated datasets [default: $RLBENCH_DATASETS, else results/datasets]",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the grid, run nothing")] = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -147,6 +159,12 @@ def run(
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be a positive number of seconds (got {timeout:g})")
     suite = load_suite(suite_file)
+    if datasets is not None:
+        if datasets.exists() and not datasets.is_dir():
+            raise UsageError(f"--datasets {datasets}: a file; name the folder generated datasets live in")
+        import os
+
+        os.environ["RLBENCH_DATASETS"] = str(datasets.resolve())
     if dry_run:
         specs = expand(suite)
         if json_out:

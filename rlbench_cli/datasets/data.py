@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 LEVELS = ("random", "medium", "expert", "medium-replay", "medium-expert")
-_GENERATED = re.compile(r"^(?P<env>.+)-(?P<level>medium-replay|medium-expert|random|medium|expert)$")
+_GENERATED = re.compile(r"^(?P<env>.+?)-(?P<level>medium-replay|medium-expert|random|medium|expert)$")
 
 
 def generated_name(env_id: str, level: str) -> str:

@@ -27,6 +27,10 @@ FORMATS: dict[str, tuple[str, str]] = {
         "rlbench_cli.importers.d3rlpy_logs",
         "d3rlpy log folders, d3rlpy_logs/<ALGO>_<task>_<seed>_<time>/",
     ),
+    "rlbench": (
+        "rlbench_cli.importers.rlbench_bundle",
+        "an rlbench results bundle folder, e.g. results/reference/classic-control",
+    ),
 }
 
 

@@ -335,6 +335,33 @@ class Store:
         sql += " ORDER BY r.suite, r.algo, r.env, r.seed, m.name, m.step"
         return con.sql(sql, params=params).to_arrow_table()
 
+    def export_bundle(self, con: Any, suite: str, out: Path) -> tuple[int, int]:
+        """Write a suite's finished runs as a results bundle: ``runs.parquet`` (every runs column, config as
+        JSON text), ``metrics.parquet`` (run_id, step, name, value, wall_time) and ``suite.json`` (the suite's
+        config), zstd-compressed. ``rlbench fetch --from rlbench:DIR`` reads it back. Returns (runs, rows)."""
+        import pyarrow.parquet as pq
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        cols = ", ".join(
+            f"CAST({c} AS VARCHAR) AS {c}" if c in ("config", "packages") else c for c in RUN_COLUMNS
+        )
+        runs = con.sql(f"SELECT {cols} FROM runs WHERE suite = ? AND status = 'finished' ORDER BY run_id",
+                       params=[suite]).to_arrow_table()  # fmt: skip
+        metrics = con.sql(
+            """SELECT m.run_id, m.step, m.name, m.value, m.wall_time FROM metrics m JOIN runs r USING (run_id)
+               WHERE r.suite = ? AND r.status = 'finished' ORDER BY m.run_id, m.name, m.step""",
+            params=[suite],
+        ).to_arrow_table()
+        suite_row = con.execute("SELECT description, config FROM suites WHERE name = ?", [suite]).fetchall()
+        pq.write_table(runs, out / "runs.parquet", compression="zstd")
+        pq.write_table(metrics, out / "metrics.parquet", compression="zstd")
+        config = json.loads(suite_row[0][1]) if suite_row and suite_row[0][1] else {}
+        (out / "suite.json").write_text(json.dumps(
+            {"name": suite, "description": suite_row[0][0] if suite_row else "", "config": config}, indent=1
+        ) + "\n")  # fmt: skip
+        return runs.num_rows, metrics.num_rows
+
 
 def _not_duckdb(path: Path) -> str | None:
     """Why ``path`` is not a DuckDB database, from its first bytes; None when it is, or is not a file."""

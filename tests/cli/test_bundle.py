@@ -1,0 +1,72 @@
+"""Results bundles: `fetch --format bundle` writes a suite as Parquet, `fetch --from rlbench:DIR` reads it back."""
+
+import json
+
+import pyarrow.parquet as pq
+from typer.testing import CliRunner
+
+from rlbench_cli.cli.app import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _logs(root):
+    for seed, (a, b) in enumerate([(10.0, 30.0), (20.0, 50.0)]):
+        folder = root / f"CQL_my_game_{seed}_2024010112000{seed}"
+        folder.mkdir(parents=True)
+        (folder / "environment.csv").write_text(f"1,1000,{a}\n2,2000,{b}\n")
+        (folder / "loss.csv").write_text("1,1000,0.5\n2,2000,0.25\n")
+        (folder / "params.json").write_text('{"lr": 0.001}')
+    return root
+
+
+def test_bundle_round_trip_keeps_every_row_and_imports_once(tmp_path):
+    src, dst, out = tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "bundle"
+    assert (
+        invoke(
+            "fetch", "--from", f"d3rlpy:{_logs(tmp_path / 'logs')}", "--into", "mine", "--db", src
+        ).exit_code
+        == 0
+    )
+    r = invoke("fetch", "--suite", "mine", "--format", "bundle", "-o", out, "--db", src)
+    assert r.exit_code == 0, r.output
+    assert "wrote 2 finished runs (8 metric rows) of suite 'mine'" in r.output
+    assert pq.read_table(out / "metrics.parquet").num_rows == 8
+    assert json.loads((out / "suite.json").read_text())["name"] == "mine"
+
+    r = invoke("fetch", "--from", f"rlbench:{out}", "--into", "study", "--db", dst)
+    assert r.exit_code == 0, r.output
+    assert "imported 2 runs (8 metric rows) into suite 'study'" in r.output
+    r = invoke("fetch", "--from", f"rlbench:{out}", "--into", "study", "--db", dst)
+    assert "imported 0 runs" in r.output and "2 already present" in r.output
+
+    a = invoke("fetch", "--suite", "mine", "--format", "json", "--db", src)
+    b = invoke("fetch", "--suite", "study", "--format", "json", "--db", dst)
+    key = lambda r: (r["algo"], r["env"], r["seed"], r["name"], r["step"], r["value"])  # noqa: E731
+    assert sorted(map(key, json.loads(a.output))) == sorted(map(key, json.loads(b.output)))
+
+
+def test_bundle_errors_are_one_line(tmp_path):
+    db = tmp_path / "a.duckdb"
+    assert (
+        invoke(
+            "fetch", "--from", f"d3rlpy:{_logs(tmp_path / 'logs')}", "--into", "mine", "--db", db
+        ).exit_code
+        == 0
+    )
+    r = invoke("fetch", "--format", "bundle", "--db", db)
+    assert r.exit_code == 2 and "add --suite NAME and --output DIR" in r.output
+    r = invoke("fetch", "--suite", "nope", "--format", "bundle", "-o", tmp_path / "x", "--db", db)
+    assert r.exit_code == 2 and "no such suite" in r.output
+    r = invoke("fetch", "--suite", "s", "--format", "bundle", "-o", tmp_path / "x", "--algo", "a", "--db", db)
+    assert r.exit_code == 2 and "drop --algo" in r.output
+    r = invoke("fetch", "--from", f"rlbench:{tmp_path / 'missing'}", "--into", "s", "--db", db)
+    assert r.exit_code == 2 and "not a folder" in r.output and "\n" not in r.output.strip()
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "runs.parquet").write_bytes(b"not parquet")
+    r = invoke("fetch", "--from", f"rlbench:{tmp_path / 'half'}", "--into", "s", "--db", db)
+    assert r.exit_code == 2 and "not a readable Parquet file" in r.output
