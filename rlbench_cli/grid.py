@@ -44,6 +44,7 @@ class RunSpec:
     resources: dict[str, Any] = field(default_factory=dict)
     entrypoint: str | None = None  # "package.module:function" for user code; algo_name is then a label
     command: str | None = None  # a command-line template for user scripts; algo_name is then a label
+    env_wrappers: list[dict[str, Any]] = field(default_factory=list)  # [{name, kwargs}], applied in order
     dataset: str | None = None  # offline runs: the dataset's name (the task); env_id is where it is evaluated
     dataset_path: str | None = None  # a user's own dataset file; None: a generated dataset, found by name
 
@@ -52,7 +53,7 @@ class RunSpec:
         """The task label: the dataset's name for offline runs, else the env id plus kwargs, if any."""
         if self.dataset is not None:
             return self.dataset
-        return env_label(self.env_id, self.env_kwargs)
+        return env_label(self.env_id, self.env_kwargs, [w["name"] for w in self.env_wrappers])
 
     @property
     def offline(self) -> bool:
@@ -74,6 +75,8 @@ class RunSpec:
             ident["entrypoint"] = self.entrypoint
         if self.command is not None:
             ident["command"] = self.command
+        if self.env_wrappers:
+            ident["env_wrappers"] = self.env_wrappers
         if self.dataset is not None:
             ident["dataset"] = self.dataset
             ident["dataset_path"] = self.dataset_path
@@ -129,6 +132,7 @@ def expand(suite: Suite) -> list[RunSpec]:
             params=params,
             env_id=task.id if isinstance(task, EnvSpec) else str(task.env),
             env_kwargs=dict(task.kwargs),
+            env_wrappers=[w.model_dump() for w in task.wrappers] if isinstance(task, EnvSpec) else [],
             seed=seed,
             budget=budget,
             score=score,

@@ -51,11 +51,13 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def env_label(env_id: str, kwargs: dict[str, Any]) -> str:
-    """How a task is named in results: the env id, plus its kwargs when it has any."""
-    if not kwargs:
-        return env_id
-    return f"{env_id}[{','.join(f'{k}={v}' for k, v in sorted(kwargs.items()))}]"
+def env_label(env_id: str, kwargs: dict[str, Any], wrappers: list[str] = ()) -> str:  # type: ignore[assignment]
+    """How a task is named in results: the env id, plus its kwargs when it has any, plus ``+Wrapper`` for each
+    wrapper (its class name)."""
+    label = env_id
+    if kwargs:
+        label += f"[{','.join(f'{k}={v}' for k, v in sorted(kwargs.items()))}]"
+    return label + "".join(f"+{w.rpartition(':')[2]}" for w in wrappers)
 
 
 class Budget(_Model):
@@ -75,15 +77,30 @@ class Budget(_Model):
         return self
 
 
+class WrapperSpec(_Model):
+    """A gymnasium wrapper: a class of gymnasium.wrappers by name, or 'package.module:Class', with kwargs."""
+
+    name: str = Field(min_length=1)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
 class EnvSpec(_Model):
-    """A gymnasium environment id with optional constructor kwargs."""
+    """A gymnasium environment id with optional constructor kwargs and wrappers (applied in order)."""
 
     id: str = Field(min_length=1)
     kwargs: dict[str, Any] = Field(default_factory=dict)
+    wrappers: list[WrapperSpec] = Field(default_factory=list)
+
+    @field_validator("wrappers", mode="before")
+    @classmethod
+    def _wrappers(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"name": w} if isinstance(w, str) else w for w in v]
+        return v
 
     @property
     def label(self) -> str:
-        return env_label(self.id, self.kwargs)
+        return env_label(self.id, self.kwargs, [w.name for w in self.wrappers])
 
 
 class DatasetSpec(_Model):
@@ -521,12 +538,16 @@ def _not_plain(value: Any, where: str, open_ids: set[int]) -> tuple[str, str] | 
 
 
 def _check_envs(suite: Suite, path: str) -> None:
-    from .envs import known_env
+    from .envs import known_env, known_wrapper
 
     for i, env in enumerate(suite.envs):
         problem = known_env(env.id)
         if problem:
             raise SuiteInvalid(f"{path}: field 'envs[{i}]': {problem}")
+        for j, w in enumerate(env.wrappers):
+            problem = known_wrapper(w.name)
+            if problem:
+                raise SuiteInvalid(f"{path}: field 'envs[{i}].wrappers[{j}]': {problem}")
     for i, ds in enumerate(suite.datasets):
         problem = known_env(ds.env or "")
         if problem:

@@ -108,7 +108,8 @@ class RunContext:
     # -- environments --------------------------------------------------------------------------------
     def make_env(self, seed: int | None = None) -> Any:
         """A training env, seeded with the run seed unless another seed is given."""
-        return make_env(self.spec.env_id, self.spec.env_kwargs, self.seed if seed is None else seed)
+        return make_env(self.spec.env_id, self.spec.env_kwargs, self.seed if seed is None else seed,
+                        self.spec.env_wrappers)  # fmt: skip
 
     # -- offline data ---------------------------------------------------------------------------------
     def dataset(self) -> Any:
@@ -149,7 +150,9 @@ class RunContext:
         episodes = int(self.spec.budget["eval_episodes"])
         seeds = eval_seeds(self.seed, episodes)
         if self._eval_envs is None:
-            self._eval_envs = [make_env(self.spec.env_id, self.spec.env_kwargs) for _ in seeds]
+            self._eval_envs = [
+                make_env(self.spec.env_id, self.spec.env_kwargs, wrappers=self.spec.env_wrappers) for _ in seeds
+            ]
         envs = self._eval_envs
         obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds)]
         returns = np.zeros(len(envs))

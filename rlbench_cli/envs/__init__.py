@@ -1,11 +1,17 @@
-"""Environment factory: gymnasium ids with kwargs, made with a seed. gymnasium is imported on first use."""
+"""Environment factory: gymnasium ids with kwargs and wrappers, made with a seed. gymnasium is imported on
+first use.
+
+A wrapper is ``{"name": ..., "kwargs": {...}}``: a class of ``gymnasium.wrappers`` by name (``TimeLimit``,
+``ClipAction``, ``RescaleAction``, ``NormalizeObservation``, ``FrameStackObservation``, ...) or your own as
+``"package.module:Class"``; wrappers are applied in the order given, to training and evaluation envs alike.
+"""
 
 from __future__ import annotations
 
 import difflib
 from typing import Any
 
-__all__ = ["known_env", "make_env", "env_ids"]
+__all__ = ["known_env", "known_wrapper", "make_env", "env_ids", "wrapper_class"]
 
 
 def env_ids() -> list[str]:
@@ -24,11 +30,53 @@ def known_env(env_id: str) -> str | None:
     return f"unknown gymnasium environment {env_id!r}{hint}"
 
 
-def make_env(env_id: str, kwargs: dict[str, Any] | None = None, seed: int | None = None) -> Any:
-    """A gymnasium env, reset once with ``seed`` so its RNG (and its action space's) are seeded."""
+def wrapper_class(name: str) -> Any:
+    """The wrapper class ``name`` names: ``gymnasium.wrappers.<name>`` or ``package.module:Class``."""
+    import importlib
+
+    import gymnasium.wrappers
+
+    if ":" in name:
+        module, _, cls = name.partition(":")
+        return getattr(importlib.import_module(module), cls)
+    return getattr(gymnasium.wrappers, name)
+
+
+def known_wrapper(name: str) -> str | None:
+    """None if ``name`` is a wrapper class, else a one-line problem with a suggestion."""
+    try:
+        cls = wrapper_class(name)
+    except (ImportError, AttributeError, ValueError):
+        cls = None
+    if isinstance(cls, type):
+        return None
+    if ":" in name:
+        return f"cannot import wrapper {name!r}; check the module is importable and the class name"
+    import gymnasium.wrappers
+
+    names = [n for n in dir(gymnasium.wrappers) if n[:1].isupper()]
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    hint = (
+        f"; did you mean {', '.join(close)}?"
+        if close
+        else "; name a gymnasium.wrappers class or 'pkg.mod:Class'"
+    )
+    return f"unknown wrapper {name!r}{hint}"
+
+
+def make_env(
+    env_id: str,
+    kwargs: dict[str, Any] | None = None,
+    seed: int | None = None,
+    wrappers: list[dict[str, Any]] | None = None,
+) -> Any:
+    """A gymnasium env with its wrappers, reset once with ``seed`` so its RNG (and its action space's) are
+    seeded."""
     import gymnasium
 
     env = gymnasium.make(env_id, **(kwargs or {}))
+    for w in wrappers or []:
+        env = wrapper_class(w["name"])(env, **(w.get("kwargs") or {}))
     if seed is not None:
         env.reset(seed=seed)
         env.action_space.seed(seed)
