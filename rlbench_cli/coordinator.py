@@ -148,25 +148,35 @@ def prepare_datasets(
     record their references: an offline suite is normalised by them (D4RL's convention, x 100)."""
     if not suite.datasets:
         return {}
-    from .datasets import dataset_path, datasets_root, load_dataset, parse_generated_name
+    from .datagen import ensure_datasets
+    from .datasets import datasets_root
+    from .datasets.catalog import summarize
 
     os.environ["RLBENCH_DATASETS"] = str(datasets_root().resolve())
-    refs: dict[str, list[float]] = {}
     for i, ds in enumerate(suite.datasets):
-        path = dataset_path(ds.name, ds.path)
-        if not path.exists():
-            parsed = parse_generated_name(ds.name)
-            if not ds.generated or parsed is None:
-                raise SuiteInvalid(f"{source}: field 'datasets[{i}].path': dataset {ds.name!r} has no file at "
-                                   f"{path}; check the path (relative paths start at the current folder)")  # fmt: skip
-            from .datasets.build import build_dataset
-
-            report("dataset", {"name": ds.name, "path": path})
-            build_dataset(parsed[0], parsed[1], progress=lambda msg: report("dataset_progress", {"msg": msg}))
-        pair = load_dataset(ds.name, ds.path).references
-        if pair is not None:
-            refs[ds.name] = list(pair)
+        if ds.path and not dataset_file(ds).exists():
+            raise SuiteInvalid(f"{source}: field 'datasets[{i}].path': dataset {ds.name!r} has no file at "
+                               f"{dataset_file(ds)}; check the path (relative paths start at the current folder)")  # fmt: skip
+    missing = [ds for ds in suite.datasets if ds.generated and not dataset_file(ds).exists()]
+    for ds in missing:
+        report("dataset", {"name": ds.name, "path": dataset_file(ds)})
+    paths = ensure_datasets(suite.datasets, lambda msg: report("dataset_progress", {"msg": msg}))
+    refs: dict[str, list[float]] = {}
+    for ds, path in zip(suite.datasets, paths):
+        row = summarize(path)
+        if (
+            row["ref_random"] is not None
+            and row["ref_expert"] is not None
+            and row["ref_random"] != row["ref_expert"]
+        ):
+            refs[ds.name] = [float(row["ref_random"]), float(row["ref_expert"])]
     return refs
+
+
+def dataset_file(ds: Any) -> Path:
+    from .datasets import dataset_path
+
+    return dataset_path(ds.name, ds.path)
 
 
 def run_suite(

@@ -27,6 +27,9 @@ with d3rlpy's transition semantics (``_ArrayReplayBuffer``): d3rlpy's own sample
 which cost as much as the update itself on small networks (``replay_buffer: d3rlpy`` switches back).
 
 Note ``target_update_interval`` counts gradient steps in d3rlpy (environment steps in Stable-Baselines3).
+
+The policy handed to evaluation is a ``D3rlpyPolicy``: callable (``predict``), ``sample`` (``sample_action``)
+and ``save`` (d3rlpy's ``algo.save`` file, restored by ``load_policy``); the dataset builder snapshots it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import dataclasses
 import io
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import gymnasium
@@ -70,7 +74,17 @@ from d3rlpy.dataset import TransitionMiniBatch, create_fifo_replay_buffer  # noq
 from d3rlpy.models.encoders import VectorEncoderFactory  # noqa: E402
 from d3rlpy.preprocessing import MinMaxActionScaler  # noqa: E402
 
-__all__ = ["D3rlpyOnline", "DQN", "DoubleDQN", "SAC", "TD3", "DDPG", "RUN_PARAMS"]
+__all__ = [
+    "D3rlpyOnline",
+    "D3rlpyPolicy",
+    "load_policy",
+    "DQN",
+    "DoubleDQN",
+    "SAC",
+    "TD3",
+    "DDPG",
+    "RUN_PARAMS",
+]
 
 # rlbench-level parameters and their defaults (None: d3rlpy's default or one derived from the budget).
 RUN_PARAMS: dict[str, Any] = {
@@ -271,6 +285,37 @@ def _quiet_d3rlpy() -> Iterator[None]:
         structlog.configure(processors=saved["processors"])
 
 
+# -- the policy ----------------------------------------------------------------------------------------
+
+
+class D3rlpyPolicy:
+    """A d3rlpy algorithm as a policy: called on an observation batch it returns ``predict`` (the greedy /
+    mean action, what evaluation scores); ``sample`` returns ``sample_action`` (SAC draws from its
+    stochastic policy; DQN, TD3 and DDPG have none and act greedily), which is what a D4RL-style dataset is
+    collected with; ``save`` writes d3rlpy's own full-algorithm file (config, scalers and weights), which
+    ``d3rlpy.load_learnable`` and ``load_policy`` read."""
+
+    def __init__(self, algo: Any):
+        self.algo = algo
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self.algo.predict(np.asarray(obs, dtype=np.float32))
+
+    def sample(self, obs: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Sampled actions. d3rlpy samples with torch's global generator: seed it (``d3rlpy.seed``) for a
+        reproducible stream; ``rng`` is accepted for the common policy interface and not used."""
+        return self.algo.sample_action(np.asarray(obs, dtype=np.float32))
+
+    def save(self, path: str | Path) -> None:
+        self.algo.save(str(path))
+
+
+def load_policy(path: str | Path, device: str = "cpu") -> D3rlpyPolicy:
+    """Restore a policy saved by ``D3rlpyPolicy.save`` (any d3rlpy ``algo.save`` file)."""
+    with _quiet_d3rlpy():
+        return D3rlpyPolicy(d3rlpy.load_learnable(str(path), device=device))
+
+
 # -- the adapter ---------------------------------------------------------------------------------------
 
 
@@ -367,9 +412,7 @@ class D3rlpyOnline:
         build_scalers_with_env(algo, env)
         algo.build_with_env(env)  # networks exist before training, so step 0 can be evaluated
 
-        def policy(obs: np.ndarray) -> np.ndarray:
-            return algo.predict(np.asarray(obs, dtype=np.float32))
-
+        policy = D3rlpyPolicy(algo)
         ctx.maybe_evaluate(0, policy)
         update_interval = int(settings["update_interval"])
         # d3rlpy commits metrics only on update steps: make logging_steps a multiple of update_interval

@@ -39,6 +39,11 @@ preallocated; a rollout step does one NumPy forward and one Python call per env.
 
 Evaluation uses the shared ``ctx.maybe_evaluate`` with a deterministic policy (argmax / Gaussian mean)
 run by torch under ``no_grad`` on ``ctx.device``. Runs are deterministic for a given seed on CPU.
+
+The policy handed to evaluation is a ``PPOPolicy``: callable on an observation batch (the deterministic
+action), ``sample(obs)`` draws from the policy as training does, and ``save(path)`` writes a checkpoint
+(the agent's state dict, its config, the action space and the observation-normalisation statistics) that
+``load_policy(path)`` restores without the training run. The dataset builder snapshots it this way.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import dataclasses
 import math
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -55,7 +61,7 @@ from torch import nn
 
 from .base import RunContext
 
-__all__ = ["PPO", "PPOConfig"]
+__all__ = ["PPO", "PPOConfig", "PPOPolicy", "load_policy"]
 
 
 @dataclass(frozen=True)
@@ -280,6 +286,122 @@ class _RunningMeanStd:
         self.count = tot
 
 
+@dataclass(frozen=True)
+class _ActionSpec:
+    """What a policy needs to know about the action space to turn network outputs into env actions."""
+
+    continuous: bool
+    n_act: int  # number of discrete actions, or the flattened size of a Box action
+    act_dim: tuple[int, ...]  # shape of one Box action; () for discrete
+    offset: int  # Discrete(n, start) maps output index i to action i + start
+    low: np.ndarray | None  # Box bounds, flattened (None for discrete)
+    high: np.ndarray | None
+
+
+_CHECKPOINT_FORMAT = "rlbench-ppo-policy-1"
+
+
+class PPOPolicy:
+    """The actor of a PPO agent as a policy.
+
+    Called on an observation batch it returns the deterministic action (argmax / Gaussian mean clipped to
+    the bounds), which is what evaluation scores; ``sample`` draws the action the way training does
+    (categorical / Gaussian, clipped), which is what a D4RL-style dataset is collected with. During
+    training it reads the live agent and observation statistics, so it always acts as the current policy;
+    ``save`` snapshots both.
+    """
+
+    def __init__(
+        self,
+        agent: _Agent,
+        cfg: PPOConfig,
+        obs_shape: tuple[int, ...],
+        space: _ActionSpec,
+        obs_rms: _RunningMeanStd | None,
+        device: torch.device,
+    ):
+        self.agent, self.cfg, self.obs_shape, self.space = agent, cfg, obs_shape, space
+        self.obs_rms, self.device = obs_rms, device
+        self.obs_dim = int(np.prod(obs_shape))
+
+    def normalize(self, raw: np.ndarray) -> np.ndarray:
+        """Observations as the networks see them (running mean/std normalisation, if the run uses it)."""
+        if self.obs_rms is None:
+            return raw
+        out = (raw - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8)
+        return np.clip(out, -self.cfg.clip_obs, self.cfg.clip_obs).astype(np.float32)
+
+    def _actor_out(self, obs: np.ndarray) -> np.ndarray:
+        x = self.normalize(np.asarray(obs, np.float32).reshape(len(obs), self.obs_dim))
+        with torch.no_grad():
+            return self.agent.actor(torch.as_tensor(x, dtype=torch.float32, device=self.device)).cpu().numpy()
+
+    def _to_env(self, a: np.ndarray, n: int) -> np.ndarray:
+        sp = self.space
+        if not sp.continuous:
+            return a + sp.offset
+        return np.clip(a, sp.low, sp.high).reshape(n, *sp.act_dim)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        out = self._actor_out(obs)
+        return self._to_env(out if self.space.continuous else out.argmax(-1), len(obs))
+
+    def sample(self, obs: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Actions drawn from the policy (pass ``rng`` for a reproducible stream)."""
+        rng = rng if rng is not None else np.random.default_rng()
+        out = self._actor_out(obs)
+        if self.space.continuous:
+            std = np.exp(self.agent.actor_logstd.detach().cpu().numpy()[0])
+            return self._to_env(out + std * rng.standard_normal(out.shape).astype(np.float32), len(obs))
+        cdf = np.exp(out - out.max(1, keepdims=True)).cumsum(1)
+        u = rng.random(len(out))[:, None] * cdf[:, -1:]
+        return self._to_env(np.minimum((u >= cdf).sum(1), self.space.n_act - 1), len(obs))
+
+    def save(self, path: str | Path) -> None:
+        """A self-contained checkpoint: ``torch.load(path, weights_only=True)`` reads it, ``load_policy``
+        turns it back into a policy."""
+        rms = self.obs_rms
+        stats = (
+            None if rms is None else {"mean": rms.mean.tolist(), "var": rms.var.tolist(), "count": rms.count}
+        )
+        action = dataclasses.asdict(self.space)
+        for k in ("low", "high"):
+            action[k] = None if action[k] is None else action[k].tolist()
+        checkpoint = {
+            "format": _CHECKPOINT_FORMAT,
+            "config": dataclasses.asdict(self.cfg),
+            "obs_shape": list(self.obs_shape),
+            "action": action,
+            "obs_rms": stats,
+            "state_dict": {k: v.detach().cpu() for k, v in self.agent.state_dict().items()},
+        }
+        torch.save(checkpoint, path)
+
+
+def load_policy(path: str | Path, device: str = "cpu") -> PPOPolicy:
+    """Restore a ``PPOPolicy`` saved by ``PPOPolicy.save``."""
+    ck = torch.load(path, map_location=device, weights_only=True)
+    if not isinstance(ck, dict) or ck.get("format") != _CHECKPOINT_FORMAT:
+        raise ValueError(f"{path}: not an rlbench ppo policy checkpoint")
+    c = dict(ck["config"])
+    c["hidden_sizes"] = tuple(c["hidden_sizes"])
+    cfg = PPOConfig(**c)
+    a = dict(ck["action"])
+    for k in ("low", "high"):
+        a[k] = None if a[k] is None else np.asarray(a[k], np.float32)
+    space = _ActionSpec(**{**a, "act_dim": tuple(a["act_dim"])})
+    obs_shape = tuple(ck["obs_shape"])
+    agent = _Agent(int(np.prod(obs_shape)), space.n_act, space.continuous, cfg).to(device)
+    agent.load_state_dict(ck["state_dict"])
+    agent.eval()
+    rms = None
+    if ck["obs_rms"] is not None:
+        rms = _RunningMeanStd()
+        rms.mean, rms.var = (np.asarray(ck["obs_rms"][k], np.float64) for k in ("mean", "var"))
+        rms.count = ck["obs_rms"]["count"]
+    return PPOPolicy(agent, cfg, obs_shape, space, rms, torch.device(device))
+
+
 def _adam(agent: nn.Module, lr: float, device: torch.device) -> torch.optim.Optimizer:
     """CleanRL's Adam (eps 1e-5); the fused kernel on CPU and CUDA (same maths, ~15% faster on CPU)."""
     fused = device.type in ("cpu", "cuda") or None
@@ -316,7 +438,7 @@ class PPO:
             act_offset = int(act_space.start)
             low = high = None
         elif isinstance(act_space, gym.spaces.Box):
-            continuous, act_dim = True, tuple(act_space.shape)
+            continuous, act_dim, act_offset = True, tuple(act_space.shape), 0
             n_act = int(np.prod(act_dim))
             low = act_space.low.astype(np.float32).reshape(-1)
             high = act_space.high.astype(np.float32).reshape(-1)
@@ -333,20 +455,9 @@ class PPO:
         ret_rms = _RunningMeanStd() if cfg.normalize_reward else None
         disc_ret = np.zeros(n_envs, np.float64)
 
-        def norm_obs(raw: np.ndarray) -> np.ndarray:
-            if obs_rms is None:
-                return raw
-            out = (raw - obs_rms.mean) / np.sqrt(obs_rms.var + 1e-8)
-            return np.clip(out, -cfg.clip_obs, cfg.clip_obs).astype(np.float32)
-
-        def policy(obs: np.ndarray) -> np.ndarray:
-            x = norm_obs(np.asarray(obs, np.float32).reshape(len(obs), obs_dim))
-            with torch.no_grad():
-                out = agent.actor(torch.as_tensor(x, dtype=torch.float32, device=device))
-                if not continuous:
-                    return out.argmax(-1).cpu().numpy() + act_offset
-                a = out.cpu().numpy()
-            return np.clip(a, low, high).reshape(len(obs), *act_dim)
+        space = _ActionSpec(continuous, n_act, act_dim, act_offset, low, high)
+        policy = PPOPolicy(agent, cfg, obs_shape, space, obs_rms, device)
+        norm_obs = policy.normalize
 
         # Preallocated rollout storage (NumPy; handed to torch once per iteration).
         T = cfg.num_steps

@@ -1,11 +1,18 @@
-"""Offline datasets: generated D4RL-style from a behaviour policy trained with rlbench, or a user's own
-D4RL-format HDF5 file or Minari dataset. ``load_dataset`` is what a run calls."""
+"""Offline datasets: generated D4RL-style from a behaviour policy trained with rlbench (``datagen``),
+or a user's own D4RL-format HDF5 file or Minari dataset. ``load_dataset`` is what a run calls.
+
+Where a dataset is: a generated one by its name, ``<datasets root>/<EnvId>-<level>.hdf5``; a user's own by
+its path, a D4RL-format ``.hdf5`` file or a folder in Minari's layout; a local Minari dataset by
+``minari:<id>`` (looked up under ``MINARI_DATASETS_PATH``, never downloaded).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from .data import LEVELS, OfflineData, datasets_root, generated_name, parse_generated_name
+from .minari_io import MINARI_PREFIX, minari_path
 
 __all__ = [
     "LEVELS",
@@ -15,25 +22,40 @@ __all__ = [
     "parse_generated_name",
     "dataset_path",
     "load_dataset",
+    "to_d3rlpy",
 ]
 
 
 def dataset_path(name: str, path: str | None = None) -> Path:
-    """The file of a dataset: the user's ``path``, or ``<datasets root>/<name>.hdf5``."""
+    """Where a dataset is: the user's ``path`` (``minari:<id>``: that local Minari dataset's folder), or
+    ``<datasets root>/<name>.hdf5``."""
+    if path and path.startswith(MINARI_PREFIX):
+        return minari_path(path[len(MINARI_PREFIX) :])
     return Path(path) if path else datasets_root() / f"{name}.hdf5"
 
 
 def load_dataset(name: str, path: str | None = None) -> OfflineData:
-    """Load a dataset by its name (generated) or path (a user's file)."""
-    from .hdf5 import read_hdf5
-
+    """Load a dataset by its name (generated) or path (a user's file or Minari folder, or ``minari:<id>``)."""
     p = dataset_path(name, path)
     if not p.exists():
+        parsed = None if path else parse_generated_name(name)
         hint = (
-            f"build it with: rlbench datasets build {parse_generated_name(name)[0]} --level "
-            f"{parse_generated_name(name)[1]}"
-            if parse_generated_name(name) and not path
+            f"build it with: rlbench datasets build {parsed[0]} --level {parsed[1]}"
+            if parsed
             else "check the path"
         )
         raise FileNotFoundError(f"dataset {name!r}: no file {p}; {hint}")
+    if p.is_dir():
+        from .minari_io import read_minari
+
+        return read_minari(p)
+    from .hdf5 import read_hdf5
+
     return read_hdf5(p)
+
+
+def to_d3rlpy(data: OfflineData) -> Any:
+    """``data`` as a ``d3rlpy.dataset.MDPDataset`` (see ``datasets.d3rlpy_io``)."""
+    from .d3rlpy_io import to_d3rlpy as convert
+
+    return convert(data)

@@ -59,12 +59,19 @@ class OfflineData:
     terminals: np.ndarray  # (N,) bool
     timeouts: np.ndarray  # (N,) bool
     meta: dict[str, Any] = field(default_factory=dict)
+    # (N, *obs_shape) float32: the observation after each step (D4RL's -v2 files have it too). Optional:
+    # inside an episode it is the next row's observation; it adds the one thing the flat layout loses, the
+    # last observation of each episode, which Minari's layout (T + 1 observations per episode) needs.
+    next_observations: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.observations)
-        for k in ("actions", "rewards", "terminals", "timeouts"):
+        arrays = ("actions", "rewards", "terminals", "timeouts", "next_observations")
+        for k in (a for a in arrays if getattr(self, a) is not None):
             if len(getattr(self, k)) != n:
-                raise ValueError(f"dataset arrays differ in length: observations {n}, {k} {len(getattr(self, k))}")
+                raise ValueError(
+                    f"dataset arrays differ in length: observations {n}, {k} {len(getattr(self, k))}"
+                )
 
     def __len__(self) -> int:
         return len(self.observations)

@@ -1,0 +1,215 @@
+"""``rlbench datasets``: build D4RL-style offline datasets locally, list them, show one, export to Minari.
+
+The commands are thin: ``datagen`` trains and collects, ``datasets.catalog`` finds and summarises,
+``datasets.minari_io`` exports. Heavy packages (torch, d3rlpy, minari, h5py) are imported inside commands.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .common import JsonOpt, handle_errors
+
+datasets_app = typer.Typer(
+    name="datasets",
+    help="Offline datasets: build D4RL-style ones locally (random, medium, expert, medium-replay, "
+    "medium-expert), list, show, export to Minari. Nothing is downloaded.",
+    no_args_is_help=True,
+)
+
+DatasetsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--datasets",
+        help="datasets folder [default: $RLBENCH_DATASETS or results/datasets]",
+        show_default=False,
+    ),
+]
+
+
+@datasets_app.command()
+@handle_errors
+def build(
+    env: Annotated[str, typer.Argument(help="gymnasium id, e.g. CartPole-v1, Pendulum-v1, Hopper-v5")],
+    level: Annotated[
+        list[str],
+        typer.Option("--level", help="random | medium | expert | medium-replay | medium-expert (repeatable)"),
+    ],
+    size: Annotated[
+        int | None,
+        typer.Option(
+            "--size",
+            help="transitions per dataset [default: the env's; medium-replay: the training "
+            "steps up to the medium policy]",
+            show_default=False,
+        ),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="seed of the behaviour training and collection")
+    ] = 0,
+    behaviour_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--behaviour-steps",
+            help="behaviour training budget in env steps [default: the env's]",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="rebuild existing files (and retrain the behaviour policy when "
+            "--behaviour-steps differs from the cached one)",
+        ),
+    ] = False,
+    device: Annotated[
+        str, typer.Option("--device", help="torch device of the behaviour policy (training, collection)")
+    ] = "cpu",
+    datasets: DatasetsOpt = None,
+) -> None:
+    """Build D4RL-style datasets of ENV: train a behaviour policy once (cached), then collect each level.
+
+    Writes <datasets>/<ENV>-<level>.hdf5: D4RL's layout, loadable by d3rlpy as is, with the random and
+    expert reference returns and the provenance in its metadata. Suites name them as <ENV>-<level>.
+
+    Example: rlbench datasets build CartPole-v1 --level medium --level expert
+    """
+    from ..datagen import build_dataset
+    from ..datasets.data import LEVELS
+    from ..errors import UsageError
+
+    bad = [lv for lv in level if lv not in LEVELS]
+    if bad:
+        raise UsageError(f"--level {bad[0]!r}: choose one of {', '.join(LEVELS)}")
+    for lv in dict.fromkeys(level):
+        build_dataset(
+            env,
+            lv,
+            size=size,
+            seed=seed,
+            root=datasets,
+            force=force,
+            behaviour_steps=behaviour_steps,
+            device=device,
+            progress=typer.echo,
+        )
+
+
+def _fmt(v: Any, spec: str = ".1f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+@datasets_app.command("list")
+@handle_errors
+def list_(datasets: DatasetsOpt = None, json_out: JsonOpt = False) -> None:
+    """List the datasets in the datasets folder: transitions, episodes, mean and normalised return, size.
+
+    Example: rlbench datasets list --json
+    """
+    from ..datasets.catalog import list_datasets
+    from ..datasets.data import datasets_root
+
+    rows = list_datasets(datasets)
+    if json_out:
+        typer.echo(json.dumps(rows, indent=1, default=str))
+        return
+    if not rows:
+        typer.echo(
+            f"{datasets or datasets_root()}: no datasets yet (rlbench datasets build ENV --level LEVEL)"
+        )
+        return
+    typer.echo(
+        f"{'name':<28} {'env':<16} {'level':<13} {'transitions':>11} {'episodes':>8} {'mean return':>11} "
+        f"{'normalised':>10} {'size':>9}"
+    )
+    for r in rows:
+        typer.echo(
+            f"{r['name']:<28} {r['env'] or '-':<16} {r['level'] or '-':<13} {r['transitions']:>11} "
+            f"{r['episodes']:>8} {_fmt(r['mean_return']):>11} {_fmt(r['normalized_mean_return']):>10} "
+            f"{r['bytes'] / 2**20:>7.1f}MB"
+        )
+
+
+@datasets_app.command()
+@handle_errors
+def show(
+    name: Annotated[
+        str,
+        typer.Argument(help="dataset name (<ENV>-<level>), a .hdf5 file or Minari folder, or minari:<id>"),
+    ],
+    datasets: DatasetsOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show a dataset: where it is, its summary, its arrays and all its metadata and provenance.
+
+    Example: rlbench datasets show CartPole-v1-medium
+    """
+    from ..datasets.catalog import describe
+
+    info = describe(name, datasets)
+    if json_out:
+        typer.echo(json.dumps(info, indent=1, default=str))
+        return
+    s = info["summary"]
+    typer.echo(f"{s['name']}: {info['path']}")
+    typer.echo(
+        f"  {s['transitions']} transitions, {s['episodes']} episodes, mean return {_fmt(s['mean_return'])}, "
+        f"normalised {_fmt(s['normalized_mean_return'])}, {s['bytes'] / 2**20:.1f} MB"
+    )
+    for k, a in info["arrays"].items():
+        typer.echo(f"  {k}: {tuple(a['shape'])} {a['dtype']}")
+    typer.echo("metadata:")
+    for k, v in sorted(info["metadata"].items()):
+        text = json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
+        typer.echo(f"  {k}: {text}")
+
+
+@datasets_app.command()
+@handle_errors
+def export(
+    name: Annotated[str, typer.Argument(help="dataset name, .hdf5 file or Minari folder")],
+    fmt: Annotated[str, typer.Option("--format", help="output format: minari")] = "minari",
+    dataset_id: Annotated[
+        str | None,
+        typer.Option("--id", help="Minari dataset id [default: rlbench/<name>-v0]", show_default=False),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Minari datasets root [default: $MINARI_DATASETS_PATH or ~/.minari/datasets]",
+            show_default=False,
+        ),
+    ] = None,
+    datasets: DatasetsOpt = None,
+) -> None:
+    """Export a dataset as a Minari dataset that minari.load_dataset opens (references and provenance kept).
+
+    Example: rlbench datasets export CartPole-v1-medium --format minari --id rlbench/cartpole-medium-v0
+    """
+    from ..datasets.catalog import open_dataset, resolve
+    from ..datasets.minari_io import minari_root, write_minari
+    from ..errors import UsageError
+
+    if fmt != "minari":
+        raise UsageError(
+            f"--format {fmt!r}: the one export format is minari (the .hdf5 file itself is "
+            "D4RL's format and loads in d3rlpy)"
+        )
+    path = resolve(name, datasets)
+    data = open_dataset(path)
+    dataset_id = dataset_id or f"rlbench/{data.meta.get('name') or path.stem}-v0"
+    root = out or minari_root()
+    try:
+        folder = write_minari(data, dataset_id, root)
+    except ValueError as e:
+        raise UsageError(f"export {name} as {dataset_id} into {root}: {' '.join(str(e).split())}") from None
+    typer.echo(
+        f"wrote Minari dataset {dataset_id} to {folder}; open it with minari.load_dataset({dataset_id!r})"
+        + ("" if out is None else f" and MINARI_DATASETS_PATH={root}")
+    )

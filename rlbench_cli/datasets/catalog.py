@@ -1,0 +1,134 @@
+"""What ``rlbench datasets list`` and ``show`` print: find a dataset by name or path, and summarise it.
+
+A dataset is named as a suite names it: a generated one by ``<EnvId>-<level>`` (found in the datasets
+folder), a file or Minari folder of the user's by its path, a local Minari dataset by ``minari:<id>``.
+Listing reads only metadata and the per-transition flags and rewards, never observations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnknownName, UsageError
+from .data import OfflineData, datasets_root
+from .minari_io import MINARI_PREFIX, is_minari_folder, minari_path
+
+__all__ = ["resolve", "open_dataset", "summarize", "list_datasets", "describe"]
+
+
+def resolve(name_or_path: str, root: Path | None = None) -> Path:
+    """The file or Minari folder ``name_or_path`` names (see the module docstring)."""
+    root = Path(root) if root is not None else datasets_root()
+    if name_or_path.startswith(MINARI_PREFIX):
+        p = minari_path(name_or_path[len(MINARI_PREFIX) :])
+        if not is_minari_folder(p):
+            raise UnknownName(
+                f"no Minari dataset {name_or_path!r} at {p}; set MINARI_DATASETS_PATH to its root"
+            )
+        return p
+    for p in (Path(name_or_path), root / f"{name_or_path}.hdf5"):
+        if p.exists():
+            return p
+    raise UnknownName(
+        f"no dataset {name_or_path!r}: not a file or folder, and no {root / (name_or_path + '.hdf5')}; see "
+        "rlbench datasets list (--datasets DIR for another folder), or build it with rlbench datasets build "
+        "ENV --level LEVEL"
+    )
+
+
+def open_dataset(path: Path) -> OfflineData:
+    """Read the dataset at ``path``; a file that is not one is a ``UsageError`` naming it."""
+    try:
+        if path.is_dir():
+            from .minari_io import read_minari
+
+            return read_minari(path)
+        from .hdf5 import read_hdf5
+
+        return read_hdf5(path)
+    except (OSError, ValueError, KeyError) as e:
+        raise UsageError(
+            f"{path}: cannot read it as a dataset ({' '.join(str(e).split())}); rlbench reads D4RL-format "
+            ".hdf5 files and Minari dataset folders"
+        ) from None
+
+
+def _disk_bytes(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
+
+
+def _episode_stats(
+    rewards: np.ndarray, terminals: np.ndarray, timeouts: np.ndarray
+) -> tuple[int, float | None]:
+    """(episodes, mean episode return), episodes split as ``OfflineData.episode_ends``."""
+    data = OfflineData(
+        np.empty((len(rewards), 0), np.float32), np.zeros(len(rewards)), rewards, terminals, timeouts
+    )
+    returns = data.episode_returns()
+    return len(returns), float(returns.mean()) if len(returns) else None
+
+
+def summarize(path: Path, data: OfflineData | None = None) -> dict[str, Any]:
+    """One row of ``rlbench datasets list``: name, env, level, transitions, episodes, mean return (the
+    builder's, over whole episodes, else over every episode in the file), normalised mean return (x 100,
+    when the references are known) and bytes on disk. Reads only what it needs unless ``data`` is given."""
+    if data is None and not path.is_dir():
+        from .hdf5 import read_meta
+
+        try:
+            meta, small = read_meta(path)
+        except (OSError, ValueError, KeyError) as e:
+            raise UsageError(
+                f"{path}: not a D4RL-format dataset ({' '.join(str(e).split())}); fix it or move it out of "
+                "the datasets folder"
+            ) from None
+    else:
+        data = data if data is not None else open_dataset(path)
+        meta = data.meta
+        small = {"rewards": data.rewards, "terminals": data.terminals, "timeouts": data.timeouts}
+    episodes, mean = _episode_stats(small["rewards"], small["terminals"], small["timeouts"])
+    if meta.get("mean_return") is not None:
+        mean = float(meta["mean_return"])
+    row: dict[str, Any] = {
+        "name": meta.get("name") or (path.stem if path.suffix == ".hdf5" else path.name),
+        "env": meta.get("env_id"),
+        "level": meta.get("level"),
+        "transitions": len(small["rewards"]),
+        "episodes": episodes,
+        "mean_return": mean,
+        "normalized_mean_return": None,
+        "ref_random": meta.get("ref_random"),
+        "ref_expert": meta.get("ref_expert"),
+        "bytes": _disk_bytes(path),
+        "path": str(path),
+    }
+    lo, hi = row["ref_random"], row["ref_expert"]
+    if mean is not None and lo is not None and hi is not None and hi != lo:
+        row["normalized_mean_return"] = 100 * (mean - lo) / (hi - lo)
+    return row
+
+
+def list_datasets(root: Path | None = None) -> list[dict[str, Any]]:
+    """Summaries of the ``.hdf5`` datasets in ``root`` (default: the datasets folder), by name."""
+    root = Path(root) if root is not None else datasets_root()
+    if not root.is_dir():
+        return []
+    return [summarize(p) for p in sorted(root.glob("*.hdf5"))]
+
+
+def describe(name_or_path: str, root: Path | None = None) -> dict[str, Any]:
+    """Everything ``rlbench datasets show`` prints: where the dataset is, its summary, its arrays' shapes
+    and all its metadata (provenance included)."""
+    path = resolve(name_or_path, root)
+    data = open_dataset(path)
+    arrays = {
+        k: {"shape": list(v.shape), "dtype": str(v.dtype)}
+        for k in ("observations", "actions", "rewards", "terminals", "timeouts", "next_observations")
+        if (v := getattr(data, k)) is not None
+    }
+    return {"path": str(path), "summary": summarize(path, data), "arrays": arrays, "metadata": data.meta}
