@@ -1,6 +1,7 @@
 """Results bundles: `fetch --format bundle` writes a suite as Parquet, `fetch --from rlbench:DIR` reads it back."""
 
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
@@ -70,3 +71,15 @@ def test_bundle_errors_are_one_line(tmp_path):
     (tmp_path / "half" / "runs.parquet").write_bytes(b"not parquet")
     r = invoke("fetch", "--from", f"rlbench:{tmp_path / 'half'}", "--into", "s", "--db", db)
     assert r.exit_code == 2 and "not a readable Parquet file" in r.output
+
+
+def test_the_committed_classic_control_reference_imports(tmp_path):
+    ref = Path(__file__).parents[2] / "results" / "reference" / "classic-control"
+    db = tmp_path / "db.duckdb"
+    r = invoke("fetch", "--from", f"rlbench:{ref}", "--into", "study", "--db", db)
+    assert r.exit_code == 0, r.output
+    assert "imported 39 runs" in r.output
+    r = invoke("leaderboard", "study", "--per-task", "--format", "json", "--db", db)
+    rows = {(x["algo"], x["task"]): x for x in json.loads(r.output)["rows"]}
+    assert rows[("ppo", "CartPole-v1")]["mean"] == 500.0 and rows[("ppo", "CartPole-v1")]["runs"] == 3
+    assert rows[("sac", "Pendulum-v1")]["mean"] > -300
