@@ -22,11 +22,15 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
         runs = expand(suite)
         variants = len({r.algo for r in runs})
         seeds = len(suite.seed_list)
-        if len(runs) == seeds * variants * len(suite.envs):
-            grid = f"{variants} algorithm configs x {len(suite.envs)} envs"
-        else:  # some algorithms run on some envs only (their `envs:`)
+        tasks = len(suite.envs) + len(suite.datasets)
+        what = " + ".join(
+            f"{n} {kind}" for n, kind in ((len(suite.envs), "envs"), (len(suite.datasets), "datasets")) if n
+        )
+        if len(runs) == seeds * variants * tasks:
+            grid = f"{variants} algorithm configs x {what}"
+        else:  # some algorithms run on some tasks only (their kind, their `envs:`)
             pairs = len(runs) // seeds
-            grid = f"{pairs} (algorithm config, env) pairs of {variants} configs and {len(suite.envs)} envs"
+            grid = f"{pairs} (algorithm config, task) pairs of {variants} configs and {what}"
         typer.echo(
             f"ok: {f}: suite {suite.name!r}, {len(runs)} runs = {seeds} seeds x {grid}, "
             f"{suite.budget.steps:,} steps each"
