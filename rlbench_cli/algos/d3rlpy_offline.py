@@ -29,7 +29,14 @@ d3rlpy's except:
 - ``decision_transformer`` multiplies rewards and returns-to-go by ``reward_scale`` (0.001, its d3rlpy
   reproduction's ``MultiplyRewardScaler``); ``max_timestep`` (d3rlpy: 1000) is raised to cover the longest
   episode of the dataset and the env's time limit unless set, since d3rlpy's timestep embedding has exactly
-  ``max_timestep`` rows.
+  ``max_timestep`` rows;
+- ``decision_transformer`` on vector observations embeds each state with one linear layer of width 128
+  (``TRANSFORMER_EMBED_SIZE``), as its d3rlpy reproductions (``VectorEncoderFactory([128],
+  exclude_last_activation=True)``), the paper and ``hf_decision_transformer`` do. The embedding's width is
+  the transformer's: d3rlpy's default encoder, a [256, 256] ReLU MLP, makes it 256 wide, about 4 times the
+  compute per step (0.9 s a step on one CPU core for batch 64, context 20, 3 layers; 0.25 s at 128).
+  ``hidden_units`` replaces it with a ``VectorEncoderFactory`` of those units (``[256, 256]``: d3rlpy's
+  default).
 
 Decision Transformer evaluation is return-conditioned on ``target_return``: by default the dataset's expert
 reference return (``meta.ref_expert``, the return normalised scores call 100) where it has one, else the
@@ -80,6 +87,7 @@ __all__ = [
     "DecisionTransformer",
     "RUN_PARAMS",
     "TRANSFORMER_PARAMS",
+    "TRANSFORMER_EMBED_SIZE",
 ]
 
 # rlbench-level parameters and their defaults (None: the algorithm's default, see the module docstring).
@@ -93,6 +101,8 @@ TRANSFORMER_PARAMS: dict[str, Any] = {
     "target_return": None,  # return the evaluation asks for; None: meta.ref_expert, else the best episode
     "reward_scale": 0.001,  # rewards and returns-to-go are multiplied by this (d3rlpy's reproduction)
 }
+# decision_transformer's state embedding width (= the transformer's width) unless hidden_units is set
+TRANSFORMER_EMBED_SIZE = 128
 _REPLAY_BUFFERS = ("array", "d3rlpy")
 _OBSERVATION_SCALERS = ("standard", "none")
 
@@ -313,6 +323,11 @@ class D3rlpyOffline:
             for f in dataclasses.fields(config_cls):
                 if f.name.endswith("encoder_factory"):
                     kwargs[f.name] = VectorEncoderFactory(hidden_units=units)
+        elif self.transformer and len(env.observation_space.shape or ()) == 1:
+            # the reproductions' state embedding, not d3rlpy's default [256, 256] MLP (see the docstring)
+            kwargs["encoder_factory"] = VectorEncoderFactory(
+                hidden_units=[TRANSFORMER_EMBED_SIZE], exclude_last_activation=True
+            )
         if not discrete:
             low, high = action_bounds(data, env.action_space)
             kwargs["action_scaler"] = MinMaxActionScaler(minimum=low, maximum=high)

@@ -210,6 +210,15 @@ def test_config_gets_scalers_encoders_and_timestep_range(pendulum: OfflineData) 
     assert iql.observation_scaler is None and iql.value_encoder_factory.hidden_units == [8]
     dt = DecisionTransformer().make_config(*DecisionTransformer.split_params({}, False), False, env, pendulum)
     assert dt.max_timestep == 1000 and dt.reward_scaler.multiplier == 0.001  # d3rlpy's default is enough here
+    # the reproductions' linear state embedding of width 128, not d3rlpy's default [256, 256] MLP
+    enc = dt.encoder_factory
+    assert enc.hidden_units == [128] and enc.exclude_last_activation
+    dt256 = DecisionTransformer().make_config(
+        *DecisionTransformer.split_params({"hidden_units": [256, 256]}, False), False, env, pendulum
+    )
+    assert (
+        dt256.encoder_factory.hidden_units == [256, 256] and not dt256.encoder_factory.exclude_last_activation
+    )
     settings = DecisionTransformer.split_params({}, False)[1]
     long_env = gym.make("Pendulum-v1", max_episode_steps=1500)  # the embedding must cover its timesteps
     assert DecisionTransformer().make_config({}, settings, False, long_env, pendulum).max_timestep == 1501
