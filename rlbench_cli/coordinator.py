@@ -160,10 +160,10 @@ def prepare_datasets(
     missing = [ds for ds in suite.datasets if ds.generated and not dataset_file(ds).exists()]
     for ds in missing:
         report("dataset", {"name": ds.name, "path": dataset_file(ds)})
-    paths = ensure_datasets(suite.datasets, lambda msg: report("dataset_progress", {"msg": msg}))
+    ensure_datasets(missing, lambda msg: report("dataset_progress", {"msg": msg}))
     refs: dict[str, list[float]] = {}
-    for ds, path in zip(suite.datasets, paths):
-        row = summarize(path)
+    for ds in suite.datasets:
+        row = summarize(dataset_file(ds))
         if (
             row["ref_random"] is not None
             and row["ref_expert"] is not None
