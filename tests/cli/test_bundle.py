@@ -83,3 +83,17 @@ def test_the_committed_classic_control_reference_imports(tmp_path):
     rows = {(x["algo"], x["task"]): x for x in json.loads(r.output)["rows"]}
     assert rows[("ppo", "CartPole-v1")]["mean"] == 500.0 and rows[("ppo", "CartPole-v1")]["runs"] == 3
     assert rows[("sac", "Pendulum-v1")]["mean"] > -300
+
+
+def test_the_committed_offline_classic_reference_imports_normalised(tmp_path):
+    ref = Path(__file__).parents[2] / "results" / "reference" / "offline-classic"
+    db = tmp_path / "db.duckdb"
+    r = invoke("fetch", "--from", f"rlbench:{ref}", "--into", "study", "--db", db)
+    assert r.exit_code == 0 and "imported 126 runs" in r.output, r.output
+    r = invoke("fetch", "--suite", "study", "--algo", "bc", "--metric", "eval/normalized_return", "--format", "json",
+               "--db", db)  # fmt: skip
+    finals = {}
+    for row in json.loads(r.output):
+        if row["step"] == 1000:
+            finals.setdefault(row["env"], []).append(row["value"])
+    assert min(finals["CartPole-v1-expert"]) == 100.0 and len(finals) == 6

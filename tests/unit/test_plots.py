@@ -119,7 +119,7 @@ def test_plot_sample_efficiency_draws_into_given_ax(data) -> None:
     fig, (ax,) = new_axes()
     assert plots.plot_sample_efficiency(data["se"], data["table"], ax=ax) is fig
     assert "IQM of eval/return" in ax.get_ylabel() and "normalised" in ax.get_ylabel()
-    assert ax.get_xlabel() == "Environment steps"
+    assert ax.get_xlabel() == "Training steps (env steps online, gradient steps offline)"
 
 
 def test_plot_learning_curves_draws_into_given_axes(data) -> None:
