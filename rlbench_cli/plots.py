@@ -406,7 +406,12 @@ def plot_learning_curves(
                 sub["step"], sub["lower"], sub["upper"], color=colors[algo], alpha=0.2, linewidth=0
             )
         _step_axis(ax)
-        _style(ax, title=env, xlabel="Training steps (env steps online, gradient steps offline)", ylabel=f"{metric} (raw)")
+        _style(
+            ax,
+            title=env,
+            xlabel="Training steps (env steps online, gradient steps offline)",
+            ylabel=f"{metric} (raw)",
+        )
     handles = [_line(colors[a], a) for a in algos]
     if new:
         fig.legend(

@@ -151,7 +151,8 @@ class RunContext:
         seeds = eval_seeds(self.seed, episodes)
         if self._eval_envs is None:
             self._eval_envs = [
-                make_env(self.spec.env_id, self.spec.env_kwargs, wrappers=self.spec.env_wrappers) for _ in seeds
+                make_env(self.spec.env_id, self.spec.env_kwargs, wrappers=self.spec.env_wrappers)
+                for _ in seeds
             ]
         envs = self._eval_envs
         obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds)]

@@ -78,7 +78,11 @@ class OfflineData:
 
     @property
     def discrete(self) -> bool:
-        return bool(self.meta.get("discrete", self.actions.ndim == 1 and np.issubdtype(self.actions.dtype, np.integer)))
+        return bool(
+            self.meta.get(
+                "discrete", self.actions.ndim == 1 and np.issubdtype(self.actions.dtype, np.integer)
+            )
+        )
 
     @property
     def env_id(self) -> str | None:

@@ -246,7 +246,9 @@ def test_drop_first_beyond_every_run_is_one_clear_line(tmp_path, make_results_db
 
 def test_report_with_no_task_common_to_all_algorithms_writes_curves_and_per_task_table(tmp_path):
     data = rows(missing_task_runs())
-    only = data.loc[~((data["algo"] != "dqn") & (data["env"] != "Acrobot-v1"))]  # dqn elsewhere, others on Acrobot
+    only = data.loc[
+        ~((data["algo"] != "dqn") & (data["env"] != "Acrobot-v1"))
+    ]  # dqn elsewhere, others on Acrobot
     only = only.loc[~((only["algo"] == "dqn") & (only["env"] == "Acrobot-v1"))]
     assert set(only.loc[only["algo"] == "dqn", "env"]).isdisjoint(set(only.loc[only["algo"] != "dqn", "env"]))
     result = run_report(only, tmp_path)

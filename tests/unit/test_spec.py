@@ -145,7 +145,10 @@ def test_algorithm_envs_restricts_to_suite_envs(suite_dict):
         ),
         ([], "field 'algorithms[0].envs': List should have at least 1 item"),
         ("CartPole-v1", "field 'algorithms[0].envs': Input should be a valid list"),
-        (["bogus"], "which is not one of the suite's envs or datasets ('CartPole-v1', 'Pendulum-v1[a=x\\ny]')"),
+        (
+            ["bogus"],
+            "which is not one of the suite's envs or datasets ('CartPole-v1', 'Pendulum-v1[a=x\\ny]')",
+        ),
     ],
     ids=["not-in-suite", "empty", "not-a-list", "one-line"],
 )
