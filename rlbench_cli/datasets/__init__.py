@@ -45,13 +45,9 @@ def load_dataset(name: str, path: str | None = None) -> OfflineData:
             else "check the path"
         )
         raise FileNotFoundError(f"dataset {name!r}: no file {p}; {hint}")
-    if p.is_dir():
-        from .minari_io import read_minari
+    from .catalog import open_dataset
 
-        return read_minari(p)
-    from .hdf5 import read_hdf5
-
-    return read_hdf5(p)
+    return open_dataset(p)
 
 
 def to_d3rlpy(data: OfflineData) -> Any:
