@@ -149,34 +149,25 @@ def prepare_datasets(
     if not suite.datasets:
         return {}
     from .datagen import ensure_datasets
-    from .datasets import datasets_root
+    from .datasets import dataset_path, datasets_root
     from .datasets.catalog import summarize
 
     os.environ["RLBENCH_DATASETS"] = str(datasets_root().resolve())
+    paths = {ds.name: dataset_path(ds.name, ds.path) for ds in suite.datasets}
     for i, ds in enumerate(suite.datasets):
-        if ds.path and not dataset_file(ds).exists():
+        if ds.path and not paths[ds.name].exists():
             raise SuiteInvalid(f"{source}: field 'datasets[{i}].path': dataset {ds.name!r} has no file at "
-                               f"{dataset_file(ds)}; check the path (relative paths start at the current folder)")  # fmt: skip
-    missing = [ds for ds in suite.datasets if ds.generated and not dataset_file(ds).exists()]
+                               f"{paths[ds.name]}; check the path (relative paths start at the current folder)")  # fmt: skip
+    missing = [ds for ds in suite.datasets if ds.generated and not paths[ds.name].exists()]
     for ds in missing:
-        report("dataset", {"name": ds.name, "path": dataset_file(ds)})
+        report("dataset", {"name": ds.name, "path": paths[ds.name]})
     ensure_datasets(missing, lambda msg: report("dataset_progress", {"msg": msg}))
     refs: dict[str, list[float]] = {}
     for ds in suite.datasets:
-        row = summarize(dataset_file(ds))
-        if (
-            row["ref_random"] is not None
-            and row["ref_expert"] is not None
-            and row["ref_random"] != row["ref_expert"]
-        ):
-            refs[ds.name] = [float(row["ref_random"]), float(row["ref_expert"])]
+        lo, hi = (summarize(paths[ds.name])[k] for k in ("ref_random", "ref_expert"))
+        if lo is not None and hi is not None and lo != hi:
+            refs[ds.name] = [float(lo), float(hi)]
     return refs
-
-
-def dataset_file(ds: Any) -> Path:
-    from .datasets import dataset_path
-
-    return dataset_path(ds.name, ds.path)
 
 
 def run_suite(
