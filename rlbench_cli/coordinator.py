@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreBusy, SuiteInvalid
-from .executors.base import Job, Outcome, detect_gpus, plan_devices, usable_cores
+from .executors import make_executor
+from .executors.base import Job, Outcome, Placement
 from .grid import RunSpec, expand
 from .runner import attempt_dir, read_result
 from .sink import list_shards
@@ -89,7 +90,13 @@ def manifest_base(cwd: Path) -> dict[str, Any]:
 
 
 class _RunLock:
-    """One ``rlbench run`` per database: a second one refuses at once instead of fighting over the file."""
+    """One ``rlbench run`` per database: a second one refuses at once instead of fighting over the file.
+
+    The lock is an flock on ``<db>.runlock``, which holds the owner's PID while it runs and is removed when it
+    ends. A coordinator killed with -9 leaves the file behind, but the kernel drops its flock, so the file is
+    stale and the next run takes it over. Taking the lock checks that the file locked is still the one at the
+    path (an owner that just removed it on exit leaves a locked, unlinked file to whoever opened it first).
+    """
 
     def __init__(self, db: Path):
         self.path = db.with_name(db.name + ".runlock")
@@ -97,24 +104,37 @@ class _RunLock:
 
     def __enter__(self) -> _RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = open(self.path, "a+")
-        try:
-            fcntl.flock(self.fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.fh.seek(0)
-            pid = self.fh.read().strip() or "?"
-            self.fh.close()
-            raise StoreBusy(
-                f"{self.path.with_suffix('')}: another 'rlbench run' (pid {pid}) is writing to this database; "
-                "wait for it to finish, or pass another --db"
-            ) from None
-        self.fh.seek(0)
-        self.fh.truncate()
-        self.fh.write(str(os.getpid()))
-        self.fh.flush()
+        while True:
+            fh = open(self.path, "a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                pid = fh.read().strip() or "?"
+                fh.close()
+                raise StoreBusy(
+                    f"{self.path.with_suffix('')}: another 'rlbench run' (pid {pid}) is writing to this "
+                    "database; wait for it to finish, or pass another --db"
+                ) from None
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fh.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            fh.close()  # removed by its last owner between our open and our lock: open the new one
+        self.fh = fh
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        try:
+            os.unlink(self.path)  # while still holding the lock, so nobody takes over a file about to go
+        except FileNotFoundError:
+            pass
         fcntl.flock(self.fh.fileno(), fcntl.LOCK_UN)
         self.fh.close()
 
@@ -180,14 +200,17 @@ def run_suite(
     timeout: float | None = None,
     report: Callable[[str, dict[str, Any]], None] = lambda event, info: None,
     stop: threading.Event | None = None,
+    executor: str | None = None,
+    executor_options: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Run every unfinished cell of ``suite``; see the module docstring. ``report`` gets progress events;
-    setting ``stop`` (from a signal handler) ends the run cleanly, runs in flight marked interrupted."""
-    from .executors.local import LocalExecutor
-
+    setting ``stop`` (from a signal handler) ends the run cleanly, runs in flight marked interrupted.
+    ``executor`` (local | ray | slurm; default the suite's ``resources.executor``) places the runs;
+    ``executor_options`` are its command-line settings (e.g. ``{"address": "auto"}``)."""
     specs = expand(suite)
     root = runs_root(store)
     summary = RunSummary(total=len(specs))
+    executor_name = executor or suite.resources.executor
     with _RunLock(store.path):
         config = suite.model_dump()
         refs = prepare_datasets(suite, source, report)
@@ -210,26 +233,23 @@ def run_suite(
         if not todo:
             return summary
 
-        cores = usable_cores()
-        n_workers = max(1, min(workers or cores, len(todo)))
-        devices = plan_devices(detect_gpus(), suite.resources.gpus_per_job, n_workers)
-        threads = suite.resources.threads_per_job or max(1, cores // len(devices))
         timeout = timeout or suite.budget.timeout
+        runner = make_executor(executor_name, suite, len(todo), workers, timeout, executor_options)
         base = manifest_base(Path(source).resolve().parent if source else Path.cwd())
         first_attempt = {s.run_id: attempts[s.run_id] + 1 for s in todo}
         jobs = [
             Job(s, attempt_dir(root, s, attempt=first_attempt[s.run_id]), first_attempt[s.run_id])
             for s in todo
         ]
-        report(
-            "start", {"workers": len(devices), "devices": sorted({d for _, d in devices}), "threads": threads}
-        )
+        report("start", {"executor": runner.name, "describe": runner.describe()})
 
-        def on_start(job: Job, device: str) -> None:
+        def on_start(job: Job, where: Placement) -> None:
             with store.writer() as con:
-                store.start_attempt(con, job.spec.run_id, job.attempt,
-                                    {**base, "started_at": time.time(), "device": device})  # fmt: skip
-            report("started", {"spec": job.spec, "attempt": job.attempt, "device": device})
+                store.start_attempt(con, job.spec.run_id, job.attempt, {
+                    **base, "started_at": time.time(), "device": where.device, "host": where.host,
+                    "executor": where.executor, "job_id": where.job_id})  # fmt: skip
+            report("started", {"spec": job.spec, "attempt": job.attempt, "device": where.device,
+                               "placement": where})  # fmt: skip
 
         def on_tick(running: list[Job]) -> None:
             if not running:
@@ -262,6 +282,5 @@ def run_suite(
                 summary.failures.append((job.spec, outcome.error or "failed"))
             return None
 
-        executor = LocalExecutor(devices, threads=threads, timeout=timeout)
-        executor.run(jobs, on_start, on_end, on_tick, stop=stop)
+        runner.run(jobs, on_start, on_end, on_tick, stop=stop)
     return summary

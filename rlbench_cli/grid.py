@@ -28,6 +28,9 @@ def run_id_of(identity: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:16]
 
 
+NOT_IDENTITY_BUDGET = ("checkpoint_every",)
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One cell of the grid. Round-trips through JSON (``to_dict`` / ``from_dict``)."""
@@ -69,7 +72,8 @@ class RunSpec:
             "env_id": self.env_id,
             "env_kwargs": self.env_kwargs,
             "seed": self.seed,
-            "budget": self.budget,
+            # how often a run saves checkpoints changes where it can resume from, not what it trains
+            "budget": {k: v for k, v in self.budget.items() if k not in NOT_IDENTITY_BUDGET},
         }
         if self.entrypoint is not None:
             ident["entrypoint"] = self.entrypoint

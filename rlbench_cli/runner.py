@@ -22,10 +22,12 @@ from typing import Any
 from .errors import StoreError
 from .grid import RunSpec
 from .sink import ShardSink
+from .sysmon import SystemMonitor
 
 __all__ = ["attempt_dir", "run_one", "read_result", "write_json_atomic", "ERROR_TAIL_LINES"]
 
 ERROR_TAIL_LINES = 15
+SYSMON_INTERVAL_S = float(os.environ.get("RLBENCH_SYSMON_INTERVAL", "2"))
 
 
 def attempt_dir(
@@ -86,16 +88,17 @@ def run_one(
     try:
         seed_everything(spec.seed)
         ctx = RunContext(spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event)
-        if spec.command is not None:
-            from .algos.command import run_command
+        with SystemMonitor(sink, lambda: ctx.current_step, device, interval=SYSMON_INTERVAL_S):
+            if spec.command is not None:
+                from .algos.command import run_command
 
-            run_command(ctx, spec.command)
-        elif spec.entrypoint is not None:
-            from .algos.entrypoint import load_entrypoint
+                run_command(ctx, spec.command)
+            elif spec.entrypoint is not None:
+                from .algos.entrypoint import load_entrypoint
 
-            load_entrypoint(spec.entrypoint)(ctx)
-        else:
-            get_algorithm(spec.algo_name)().train(ctx)
+                load_entrypoint(spec.entrypoint)(ctx)
+            else:
+                get_algorithm(spec.algo_name)().train(ctx)
         if stop_event is not None and stop_event.is_set():
             result.update(status="interrupted", exit_code=None, error="stopped before the end of its budget")
         else:

@@ -34,6 +34,9 @@ __all__ = [
     "ScoreSpec",
     "NormalizeSpec",
     "Resources",
+    "RayResources",
+    "SlurmResources",
+    "EXECUTORS",
     "Suite",
     "load_suite",
     "parse_suite",
@@ -69,6 +72,22 @@ class Budget(_Model):
     )
     eval_episodes: int = Field(10, gt=0, le=10_000, description="episodes per evaluation")
     timeout: float | None = Field(None, gt=0, description="seconds before a run is killed; default none")
+    checkpoint_every: int | str | None = Field(
+        None,
+        description="save a checkpoint every N steps (an integer) or every so many minutes ('10m'); an "
+        "interrupted, pre-empted or retried run resumes from it. Default: none",
+    )
+
+    @field_validator("checkpoint_every")
+    @classmethod
+    def _checkpoint_every(cls, v: int | str | None) -> int | str | None:
+        if v is None:
+            return v
+        if isinstance(v, bool) or (isinstance(v, int) and v < 1):
+            raise ValueError("checkpoint_every must be a positive number of steps or minutes like '10m'")
+        if isinstance(v, str) and not re.fullmatch(r"[0-9]+(\.[0-9]+)?m", v.strip()):
+            raise ValueError(f"checkpoint_every {v!r}: give steps (an integer) or minutes like '10m'")
+        return v
 
     @model_validator(mode="after")
     def _eval_every_default(self) -> Budget:
@@ -262,13 +281,54 @@ class NormalizeSpec(_Model):
         return v
 
 
+EXECUTORS = ("local", "ray", "slurm")
+
+
+class RayResources(_Model):
+    """Where ``--executor ray`` sends runs: an existing cluster, or none to start a local Ray instance."""
+
+    address: str | None = Field(None, description="auto | HOST:PORT | ray://HOST:PORT; default: start one here")
+
+
+class SlurmResources(_Model):
+    """How ``--executor slurm`` asks Slurm for each run (one job-array task per run)."""
+
+    partition: str | None = None
+    time_min: int | None = Field(None, gt=0, description="time limit per run in minutes")
+    cpus_per_task: int | None = Field(None, gt=0, description="default: threads_per_job, else 1")
+    mem_gb: float | None = Field(None, gt=0)
+    gpus_per_task: int | None = Field(None, ge=0, description="default: ceil(gpus_per_job)")
+    qos: str | None = None
+    account: str | None = None
+    array_parallelism: int | None = Field(None, gt=0, description="at most this many tasks at once")
+    folder: str | None = Field(
+        None, description="shared folder for submission files; default: next to the database"
+    )
+    additional: dict[str, Any] = Field(
+        default_factory=dict, description="extra sbatch options, e.g. {constraint: a100}"
+    )
+
+
 class Resources(_Model):
-    """What one run needs. gpus_per_job: 0 = CPU only, 0.25 = four runs share a GPU."""
+    """What one run needs, and where it runs. gpus_per_job: 0 = CPU only, 0.25 = four runs share a GPU."""
 
     gpus_per_job: float = Field(0.0, ge=0, le=8)
     threads_per_job: int | None = Field(
         None, gt=0, description="torch threads per run; default cores / workers"
     )
+    cpus_per_job: float | None = Field(
+        None, gt=0, description="CPUs a run reserves on Ray or Slurm; default threads_per_job, else 1"
+    )
+    executor: str = Field("local", description="local | ray | slurm; the --executor flag overrides it")
+    ray: RayResources = Field(default_factory=RayResources)
+    slurm: SlurmResources = Field(default_factory=SlurmResources)
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, v: str) -> str:
+        if v not in EXECUTORS:
+            raise ValueError(f"unknown executor {v!r}; choose one of: {', '.join(EXECUTORS)}")
+        return v
 
 
 class Suite(_Model):

@@ -15,12 +15,14 @@ when n episodes start and its ``act(obs, rewards, idx)`` with the observations o
 running, the rewards they got on their last step, and their indices in 0..n-1.
 
 Metric names: ``eval/return`` (mean over episodes), ``eval/return_std``, ``eval/length``,
-``train/episode_return``, ``train/episode_length``, ``train/loss/<name>``, ``sys/sps`` (every few seconds), ``sys/sps_overall`` (whole run), ``sys/rss_mb``.
+``train/episode_return``, ``train/episode_length``, ``train/loss/<name>``, ``sys/sps_overall`` and
+``sys/rss_peak_mb`` (whole run), and every few seconds the runner's ``sysmon``: ``sys/steps_per_second``,
+``sys/cpu_percent``, ``sys/rss_mb`` and on a GPU ``sys/gpu_util``, ``sys/gpu_mem_mb``, at the step an
+algorithm last passed to ``ctx.log_system(step)``.
 """
 
 from __future__ import annotations
 
-import resource
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +35,7 @@ import numpy as np
 from ..envs import make_env
 from ..grid import RunSpec
 from ..sink import MetricSink
+from ..sysmon import peak_rss_mb
 
 __all__ = ["Algorithm", "RunContext", "Policy", "EpisodePolicy", "eval_seeds", "eval_points"]
 
@@ -84,8 +87,8 @@ class RunContext:
     _next_eval: int = 0
     _eval_envs: list[Any] | None = None
     _t0: float = field(default_factory=time.perf_counter)
-    _last_sys: tuple[float, int] = (0.0, 0)
     _last_eval_step: int = -1
+    current_step: int = 0  # the step the system monitor logs at; kept current by log_system / evaluate
     evaluations: int = 0
     last_eval: float | None = None
 
@@ -131,6 +134,7 @@ class RunContext:
     # -- evaluation ----------------------------------------------------------------------------------
     def maybe_evaluate(self, step: int, policy: Policy) -> float | None:
         """Evaluate if ``step`` has reached the next evaluation point. Cheap to call every step."""
+        self.current_step = step
         if step < self._next_eval:
             return None
         return self.evaluate(step, policy)
@@ -139,8 +143,9 @@ class RunContext:
         """Call once after training: evaluates the final policy at the last step (unless that is done) and
         logs the run's overall steps per second and peak memory."""
         elapsed = time.perf_counter() - self._t0
+        self.current_step = step
         self.sink.log(step, **{"sys/sps_overall": step / elapsed if elapsed > 0 else 0.0,
-                               "sys/rss_mb": _peak_rss_mb()})  # fmt: skip
+                               "sys/rss_peak_mb": peak_rss_mb()})  # fmt: skip
         if step <= self._last_eval_step:
             return None
         return self.evaluate(step, policy)
@@ -206,20 +211,10 @@ class RunContext:
             step, **{"train/episode_return": episode_return, "train/episode_length": episode_length}
         )
 
-    def log_system(self, step: int, min_interval: float = 2.0) -> None:
-        """Log steps per second and resident memory, at most every ``min_interval`` seconds."""
-        now = time.perf_counter()
-        t_last, s_last = self._last_sys
-        if now - t_last < min_interval:
-            return
-        if t_last > 0:
-            self.sink.log(step, **{"sys/sps": (step - s_last) / (now - t_last), "sys/rss_mb": _peak_rss_mb()})
-        self._last_sys = (now, step)
-
-
-def _peak_rss_mb() -> float:
-    """Peak resident memory of this process in MiB (Linux reports ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    def log_system(self, step: int) -> None:
+        """Say how far training has got: the runner's system monitor logs steps per second, CPU and memory
+        (and GPU use) every few seconds at this step. Cheap enough to call every step."""
+        self.current_step = step
 
 
 def _unbatch(a: np.ndarray) -> Any:

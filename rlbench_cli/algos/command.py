@@ -95,11 +95,13 @@ def run_command(ctx: RunContext, template: str) -> None:
     def pump() -> None:
         for step, vals in jsonl.read():
             ctx.sink.log_many(step, vals)
+            ctx.current_step = max(ctx.current_step, step)
         for f in find_event_files(folder):
             tails.setdefault(f, EventTail(f))
         for tail in tails.values():
             for step, tag, value, _wall in tail.read():
                 ctx.sink.log_scalar(step, tag, value)
+                ctx.current_step = max(ctx.current_step, step)
 
     try:
         proc = subprocess.Popen(args, cwd=folder, env=env, preexec_fn=_child_setup)  # noqa: PLW1509

@@ -49,15 +49,14 @@ class Progress:
             self._print(f"{info['total']} runs in the suite: {info['skipped']} already done, "
                         f"{info['todo']} to run{extra}")  # fmt: skip
         elif event == "start":
-            self.workers = info["workers"]
-            self._print(f"{info['workers']} workers on {', '.join(info['devices'])}, "
-                        f"{info['threads']} torch thread(s) each")  # fmt: skip
+            self._print(info["describe"])
         elif event == "dataset":
             self._print(f"building dataset {info['name']} -> {info['path']} (once; later runs reuse it)")
         elif event == "dataset_progress":
             self._print(f"  {info['msg']}")
         elif event == "started":
             self.running += 1
+            self.workers = max(self.workers, self.running)  # runs seen in flight at once, for the ETA
             s = info["spec"]
             again = f" (attempt {info['attempt']})" if info["attempt"] > 1 else ""
             self._print(f"  start  {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}")

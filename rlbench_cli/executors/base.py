@@ -6,19 +6,25 @@ import math
 import os
 import shutil
 import subprocess
+import socket
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from ..grid import RunSpec
 
-__all__ = ["Job", "Outcome", "plan_devices", "usable_cores", "detect_gpus", "signal_name"]
+__all__ = [
+    "Job", "Outcome", "Placement", "Executor", "OnStart", "OnEnd", "OnTick",
+    "plan_devices", "usable_cores", "detect_gpus", "signal_name", "hostname",
+]  # fmt: skip
 
 
 @dataclass
 class Job:
     spec: RunSpec
-    folder: Path
+    folder: Path  # the attempt folder on the coordinator's machine: shards and result.json end up here
     attempt: int
 
 
@@ -29,6 +35,58 @@ class Outcome:
     error: str | None
     duration_s: float
     result: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one attempt runs, as ``status`` shows it: the same fields whichever executor placed it."""
+
+    device: str  # torch device string inside the job: cpu, cuda:0
+    host: str
+    executor: str  # local | ray | slurm
+    job_id: str | None = None  # worker pid (local), actor / node (ray), Slurm job id (slurm)
+
+
+OnStart = Callable[[Job, Placement], None]
+OnEnd = Callable[[Job, Outcome], "Job | None"]
+OnTick = Callable[[list[Job]], None]
+
+
+class Executor(Protocol):
+    """Places jobs and hands back outcomes and metric shards; never opens the database.
+
+    The contract every executor keeps, so the coordinator (the single writer) treats them all alike:
+
+    - ``on_start(job, placement)`` before a job's first step; ``on_end(job, outcome)`` exactly once per
+      started job, and a job it returns is queued again (a retry, as a new attempt).
+    - By the time ``on_tick`` or ``on_end`` is called for a job, every metric shard the job has flushed so far
+      is under ``job.folder / "metrics"`` on the coordinator's machine (an executor whose workers share no
+      filesystem copies them there), and at ``on_end`` its ``result.json`` too, when the run wrote one.
+    - A job that raises, segfaults, is killed or loses its worker ends ``failed`` with the cause as its error;
+      one that overruns ``timeout`` seconds is killed and ends ``failed``.
+    - When ``stop`` is set (checked at least twice a second) or on KeyboardInterrupt, running jobs are asked
+      to stop, given a few seconds, then killed; each ends ``interrupted``; then KeyboardInterrupt is raised.
+    """
+
+    name: ClassVar[str]
+
+    def describe(self) -> str:
+        """One line for the progress output, e.g. '2 workers on cpu, 1 torch thread(s) each'."""
+        ...
+
+    def run(
+        self,
+        jobs: list[Job],
+        on_start: OnStart,
+        on_end: OnEnd,
+        on_tick: OnTick = lambda running: None,
+        tick_every: float = 1.0,
+        stop: threading.Event | None = None,
+    ) -> None: ...
+
+
+def hostname() -> str:
+    return socket.gethostname()
 
 
 def usable_cores() -> int:

@@ -16,14 +16,13 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
 from ..runner import run_one
-from .base import Job, Outcome, signal_name
+from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, hostname, signal_name
 
 __all__ = ["LocalExecutor"]
 
@@ -105,7 +104,7 @@ class _Slot:
 
 
 class LocalExecutor:
-    """Runs jobs on ``len(devices)`` worker processes.
+    """Runs jobs on ``len(devices)`` worker processes on this machine (the default executor).
 
     Args:
         devices: one (CUDA_VISIBLE_DEVICES, torch device) pair per worker, from ``plan_devices``.
@@ -121,6 +120,13 @@ class LocalExecutor:
         self.poll = poll
         self._ctx = mp.get_context("spawn")
         self._spawn_failures = 0
+        self._host = hostname()
+
+    name = "local"
+
+    def describe(self) -> str:
+        devices = ", ".join(sorted({s.device for s in self.slots}))
+        return f"{len(self.slots)} local workers on {devices}, {self.threads} torch thread(s) each"
 
     # -- worker management --------------------------------------------------------------------------
     def _spawn(self, slot: _Slot) -> None:
@@ -158,9 +164,9 @@ class LocalExecutor:
     def run(
         self,
         jobs: list[Job],
-        on_start: Callable[[Job, str], None],
-        on_end: Callable[[Job, Outcome], Job | None],
-        on_tick: Callable[[list[Job]], None] = lambda running: None,
+        on_start: OnStart,
+        on_end: OnEnd,
+        on_tick: OnTick = lambda running: None,
         tick_every: float = 1.0,
         stop: threading.Event | None = None,
     ) -> None:
@@ -180,7 +186,7 @@ class LocalExecutor:
                         job = queue.popleft()
                         s.job, s.started = job, time.monotonic()
                         job.folder.mkdir(parents=True, exist_ok=True)
-                        on_start(job, s.device)
+                        on_start(job, Placement(s.device, self._host, self.name, str(s.proc.pid)))
                         s.conn.send(("job", job.spec, str(job.folder)))
                 waitables = [s.conn for s in self.slots] + [s.proc.sentinel for s in self.slots]
                 ready = set(wait(waitables, timeout=self.poll))
@@ -205,7 +211,7 @@ class LocalExecutor:
         finally:
             self._shutdown()
 
-    def _receive(self, s: _Slot, queue: deque[Job], on_end: Callable[[Job, Outcome], Job | None]) -> None:
+    def _receive(self, s: _Slot, queue: deque[Job], on_end: OnEnd) -> None:
         try:
             msg = s.conn.recv()
         except (EOFError, OSError):
@@ -218,7 +224,7 @@ class LocalExecutor:
             self._finish(s, queue, on_end, Outcome(r["status"], r.get("exit_code"), r.get("error"),
                                                    r.get("duration_s", 0.0), r))  # fmt: skip
 
-    def _died(self, s: _Slot, queue: deque[Job], on_end: Callable[[Job, Outcome], Job | None]) -> None:
+    def _died(self, s: _Slot, queue: deque[Job], on_end: OnEnd) -> None:
         code = s.proc.exitcode
         if s.job is not None:
             if code is not None and code < 0:
@@ -236,7 +242,7 @@ class LocalExecutor:
                 raise RuntimeError(f"worker processes keep dying at start-up (exit code {code})")
         self._spawn(s)
 
-    def _finish(self, s: _Slot, queue: deque[Job], on_end: Callable[[Job, Outcome], Job | None],
+    def _finish(self, s: _Slot, queue: deque[Job], on_end: OnEnd,
                 outcome: Outcome) -> None:  # fmt: skip
         job, s.job = s.job, None
         assert job is not None
@@ -244,7 +250,7 @@ class LocalExecutor:
         if again is not None:
             queue.append(again)
 
-    def _interrupt(self, on_end: Callable[[Job, Outcome], Job | None]) -> None:
+    def _interrupt(self, on_end: OnEnd) -> None:
         busy = [s for s in self.slots if s.job is not None]
         for s in busy:
             if s.proc.is_alive():

@@ -27,7 +27,7 @@ TERMINAL = ("finished", "failed", "interrupted")
 RUN_COLUMNS = (
     "run_id", "suite", "algo", "algo_name", "env", "seed", "config", "status", "attempts", "exit_code",
     "error", "started_at", "ended_at", "duration_s", "host", "device", "git_commit", "git_dirty",
-    "python", "packages",
+    "python", "packages", "executor", "job_id",
 )  # fmt: skip
 
 
@@ -149,11 +149,13 @@ class Store:
             con.execute(
                 """UPDATE runs SET status = 'running', attempts = ?, exit_code = NULL, error = NULL,
                    started_at = to_timestamp(?), ended_at = NULL, duration_s = NULL, host = ?, device = ?,
-                   git_commit = ?, git_dirty = ?, python = ?, packages = ? WHERE run_id = ?""",
+                   git_commit = ?, git_dirty = ?, python = ?, packages = ?, executor = ?, job_id = ?
+                   WHERE run_id = ?""",
                 [
                     attempt, manifest["started_at"], manifest.get("host"), manifest.get("device"),
                     manifest.get("git_commit"), manifest.get("git_dirty"), manifest.get("python"),
-                    json.dumps(manifest.get("packages", {})), run_id,
+                    json.dumps(manifest.get("packages", {})), manifest.get("executor", "local"),
+                    manifest.get("job_id"), run_id,
                 ],
             )  # fmt: skip
             con.execute("COMMIT")

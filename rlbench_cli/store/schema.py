@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _V1 = """
 CREATE TABLE schema_version (version INTEGER NOT NULL, applied_at TIMESTAMP DEFAULT now());
@@ -31,8 +31,16 @@ CREATE TABLE shards (run_id VARCHAR NOT NULL, attempt INTEGER NOT NULL, shard VA
 CREATE TABLE artifacts (run_id VARCHAR, kind VARCHAR, path VARCHAR, created_at TIMESTAMP DEFAULT now());
 """
 
+
+
+def _v2(con: Any) -> None:
+    """Where each attempt ran, whichever executor placed it: executor name and its job id."""
+    con.execute("ALTER TABLE runs ADD COLUMN executor VARCHAR")
+    con.execute("ALTER TABLE runs ADD COLUMN job_id VARCHAR")
+
+
 # version N -> function applying N-1 -> N
-MIGRATIONS: dict[int, Callable[[Any], None]] = {}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {2: _v2}
 
 
 def _version(con: Any) -> int | None:
