@@ -287,7 +287,9 @@ EXECUTORS = ("local", "ray", "slurm")
 class RayResources(_Model):
     """Where ``--executor ray`` sends runs: an existing cluster, or none to start a local Ray instance."""
 
-    address: str | None = Field(None, description="auto | HOST:PORT | ray://HOST:PORT; default: start one here")
+    address: str | None = Field(
+        None, description="auto | HOST:PORT | ray://HOST:PORT; default: start one here"
+    )
 
 
 class SlurmResources(_Model):

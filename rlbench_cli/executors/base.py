@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import subprocess
 import socket
+import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field

@@ -32,7 +32,6 @@ CREATE TABLE artifacts (run_id VARCHAR, kind VARCHAR, path VARCHAR, created_at T
 """
 
 
-
 def _v2(con: Any) -> None:
     """Where each attempt ran, whichever executor placed it: executor name and its job id."""
     con.execute("ALTER TABLE runs ADD COLUMN executor VARCHAR")

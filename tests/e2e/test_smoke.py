@@ -60,7 +60,15 @@ def test_database_contents(smoke):
         for _, steps in rows:
             assert steps[0] == 0 and steps[-1] == 2000 and len(steps) == len(set(steps)) == 3
         names = {r[0] for r in con.execute("SELECT DISTINCT name FROM metrics").fetchall()}
-        assert {"eval/return", "train/episode_return", "sys/sps_overall", "sys/rss_peak_mb", "sys/rss_mb", "sys/cpu_percent", "sys/steps_per_second"} <= names
+        assert {
+            "eval/return",
+            "train/episode_return",
+            "sys/sps_overall",
+            "sys/rss_peak_mb",
+            "sys/rss_mb",
+            "sys/cpu_percent",
+            "sys/steps_per_second",
+        } <= names
         assert any(n.startswith("train/loss/") for n in names)
         random_final = con.execute("""SELECT avg(value) FROM metrics m JOIN runs r USING (run_id)
             WHERE r.algo = 'random' AND m.name = 'eval/return'""").fetchall()[0][0]  # fmt: skip
