@@ -78,12 +78,12 @@ class Budget(_Model):
         "interrupted, pre-empted or retried run resumes from it. Default: none",
     )
 
-    @field_validator("checkpoint_every")
+    @field_validator("checkpoint_every", mode="before")
     @classmethod
-    def _checkpoint_every(cls, v: int | str | None) -> int | str | None:
+    def _checkpoint_every(cls, v: Any) -> Any:
         if v is None:
             return v
-        if isinstance(v, bool) or (isinstance(v, int) and v < 1):
+        if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, int) and v < 1):
             raise ValueError("checkpoint_every must be a positive number of steps or minutes like '10m'")
         if isinstance(v, str) and not re.fullmatch(r"[0-9]+(\.[0-9]+)?m", v.strip()):
             raise ValueError(f"checkpoint_every {v!r}: give steps (an integer) or minutes like '10m'")

@@ -222,3 +222,22 @@ def test_leaderboard_errors(tmp_path):
     assert "--score 'top'" in _one_line_error(invoke("leaderboard", "x", "--db", db, "--score", "top"))
     assert "--drop-first must be 0 or more" in _one_line_error(invoke("leaderboard", "x", "--db", db,
                                                                       "--drop-first", "-1"))  # fmt: skip
+
+
+def test_status_shows_placement_and_watch_ends_when_every_run_has_ended(tmp_path, make_results_db):
+    db = tmp_path / "db.duckdb"
+    make_results_db(db, [("ppo", "CartPole-v1", 0, [(0, 10.0), (100, 20.0)]),
+                         ("ppo", "CartPole-v1", 1, [(0, 12.0)])], suite="w", status=["finished", "failed"])  # fmt: skip
+    r = invoke("status", "w", "--db", db)
+    assert r.exit_code == 0, r.output
+    header = r.output.splitlines()[1].split()
+    assert header[:7] == ["run_id", "algo", "env", "seed", "status", "tries", "time"]
+    assert {"executor", "host", "device", "job", "steps/s", "cpu%", "eval/return"} <= set(header)
+    r = invoke("status", "w", "--db", db, "--watch", "--interval", "0.1")  # no terminal: plain, once
+    assert r.exit_code == 0 and r.output.count("w: 2 runs: 1 failed, 1 finished") == 1, r.output
+    runs = json.loads(invoke("status", "w", "--db", db, "--json").output)["runs"]
+    assert {"executor", "host", "device", "job_id", "sys"} <= set(runs[0])
+    assert "--watch needs a suite" in _one_line_error(invoke("status", "--db", db, "--watch"))
+    assert "--interval must be a positive" in _one_line_error(
+        invoke("status", "w", "--db", db, "--interval", "0")
+    )

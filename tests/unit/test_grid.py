@@ -47,6 +47,10 @@ def test_run_id_changes_with_what_is_trained_not_with_score_rule():
     base = {r.run_id for r in expand(_suite())}
     assert base == {r.run_id for r in expand(_suite(score={"rule": "best"}))}
     assert base == {r.run_id for r in expand(_suite(resources={"gpus_per_job": 0.5}))}
+    assert base == {
+        r.run_id for r in expand(_suite(resources={"executor": "slurm", "slurm": {"qos": "low"}}))
+    }
+    assert base == {r.run_id for r in expand(_suite(budget={"checkpoint_every": "5m"}))}
     assert base.isdisjoint({r.run_id for r in expand(_suite(budget={"steps": 1234}))})
     changed = {
         r.run_id for r in expand(_suite(algorithms=["random", {"name": "ppo", "params": {"gamma": 0.9}}]))

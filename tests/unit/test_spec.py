@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from rlbench_cli.errors import SuiteInvalid
@@ -160,3 +162,35 @@ def test_algorithm_envs_errors(suite_dict, envs, expected):
         parse_suite(suite_dict, "s.yaml")
     msg = str(e.value)
     assert msg.startswith("s.yaml: ") and expected in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize(
+    "resources, budget, message",
+    [
+        ({"executor": "kubernetes"}, {}, "unknown executor 'kubernetes'; choose one of: local, ray, slurm"),
+        ({"slurm": {"time_min": 0}}, {}, "time_min"),
+        ({"slurm": {"partiton": "gpu"}}, {}, "partiton"),
+        ({}, {"checkpoint_every": 0}, "checkpoint_every must be a positive number"),
+        ({}, {"checkpoint_every": "10 minutes"}, "give steps (an integer) or minutes like '10m'"),
+        ({}, {"checkpoint_every": True}, "checkpoint_every must be a positive number"),
+    ],
+    ids=["executor", "slurm-time", "slurm-typo", "ckpt-zero", "ckpt-words", "ckpt-bool"],
+)
+def test_executor_and_checkpoint_settings_are_checked(resources, budget, message):
+    with pytest.raises(SuiteInvalid, match=re.escape(message)):
+        parse_suite({"name": "x", "envs": ["CartPole-v1"], "algorithms": ["random"], "resources": resources,
+                     "budget": budget})  # fmt: skip
+
+
+def test_executor_settings_have_defaults_and_are_read():
+    s = parse_suite({"name": "x", "envs": ["CartPole-v1"], "algorithms": ["random"],
+                     "budget": {"checkpoint_every": "2.5m"},
+                     "resources": {"executor": "ray", "ray": {"address": "auto"}, "slurm": {"partition": "gpu"}}})  # fmt: skip
+    assert (s.resources.executor, s.resources.ray.address, s.resources.slurm.partition) == (
+        "ray",
+        "auto",
+        "gpu",
+    )
+    assert s.budget.checkpoint_every == "2.5m"
+    d = parse_suite({"name": "x", "envs": ["CartPole-v1"], "algorithms": ["random"]})
+    assert (d.resources.executor, d.budget.checkpoint_every) == ("local", None)

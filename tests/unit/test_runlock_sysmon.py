@@ -1,0 +1,73 @@
+"""The coordinator's run lock (one `rlbench run` per database, removed on exit, stale ones taken over) and
+the per-run system monitor."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rlbench_cli.coordinator import _RunLock
+from rlbench_cli.errors import StoreBusy
+from rlbench_cli.sysmon import SystemMonitor, rss_mb
+
+
+def test_the_lock_file_holds_the_pid_while_held_and_is_gone_after(tmp_path):
+    db = tmp_path / "r.duckdb"
+    lock = db.with_name("r.duckdb.runlock")
+    with _RunLock(db):
+        assert lock.read_text() == str(os.getpid())
+    assert not lock.exists()
+    with _RunLock(db):  # and it can be taken again
+        assert lock.exists()
+    assert not lock.exists()
+
+
+def test_a_live_holder_refuses_a_second_run_with_its_pid(tmp_path):
+    db = tmp_path / "r.duckdb"
+    code = ("import sys, time; from pathlib import Path; from rlbench_cli.coordinator import _RunLock\n"
+            "with _RunLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)\n")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        with pytest.raises(StoreBusy, match=f"another 'rlbench run' \\(pid {proc.pid}\\)"):
+            with _RunLock(db):
+                pass
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    # killed with -9: the file stays behind with its PID, but nobody holds it, so it is stale
+    lock = db.with_name("r.duckdb.runlock")
+    assert lock.read_text() == str(proc.pid)
+    with _RunLock(db):
+        assert lock.read_text() == str(os.getpid())
+    assert not lock.exists()
+
+
+class _ListSink:
+    def __init__(self):
+        self.rows = []
+
+    def log(self, step, **values):
+        self.rows.append((step, values))
+
+    def log_many(self, step, values):
+        self.rows.append((step, dict(values)))
+
+
+def test_the_system_monitor_logs_steps_per_second_cpu_and_memory_at_the_current_step():
+    sink, progress = _ListSink(), {"step": 0}
+    with SystemMonitor(sink, lambda: progress["step"], "cpu", interval=0.2):
+        t_end = time.monotonic() + 0.7
+        while time.monotonic() < t_end:  # busy: about one core
+            progress["step"] += 1
+    assert len(sink.rows) >= 3  # samples every 0.2 s, plus one at the end
+    step, last = sink.rows[-1]
+    assert step == progress["step"]
+    assert set(last) == {"sys/steps_per_second", "sys/cpu_percent", "sys/rss_mb"}  # no GPU here
+    total = sum(v["sys/steps_per_second"] for _, v in sink.rows)
+    assert total > 0
+    assert max(v["sys/cpu_percent"] for _, v in sink.rows) > 30
+    assert 10 < last["sys/rss_mb"] < 100_000
+    assert abs(last["sys/rss_mb"] - rss_mb()) < 200
