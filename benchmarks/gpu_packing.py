@@ -1,0 +1,100 @@
+"""GPU packing: the same small runs with one whole GPU each versus four runs sharing a GPU.
+
+Small RL networks leave a GPU mostly idle: one run per GPU wastes it. ``resources.gpus_per_job: 0.25`` puts
+four runs on each GPU (each sees only that device through CUDA_VISIBLE_DEVICES). This script runs --runs
+identical small runs (--algo ppo or dqn on CartPole-v1, --steps each, seeds 0..runs-1) through the real
+``rlbench run`` twice, once with ``gpus_per_job: 1`` and once with ``0.25``, on the same machine, one after
+the other, each into its own fresh database, and prints the wall time and the aggregate throughput (total
+environment steps of all runs / wall seconds) of each, and their ratio. Target: 0.25 at least 3x the
+throughput of 1 on one GPU.
+
+    python benchmarks/gpu_packing.py                       # 8 PPO runs x 50,000 steps
+    python benchmarks/gpu_packing.py --algo dqn --steps 20000 --executor ray
+
+It needs an NVIDIA GPU (nvidia-smi): without one it says so and exits 0 having measured nothing (packing
+on CPU-only machines is not what it measures). ``--executor ray`` starts a local Ray instance and packs with
+Ray's fractional GPUs instead of the local worker pool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+PARAMS = {
+    "ppo": {"num_envs": 4, "num_steps": 128},
+    "dqn": {"update_start_step": 1000, "hidden_units": [64, 64]},
+}
+
+
+def suite(name: str, algo: str, runs: int, steps: int, gpus_per_job: float) -> dict:
+    return {
+        "name": name,
+        "seeds": runs,
+        "budget": {"steps": steps, "eval_every": steps, "eval_episodes": 5},
+        "envs": ["CartPole-v1"],
+        "algorithms": [{"name": algo, "params": PARAMS[algo]}],
+        "resources": {"gpus_per_job": gpus_per_job, "threads_per_job": 1},
+    }
+
+
+def measure(folder: Path, algo: str, runs: int, steps: int, gpus_per_job: float, executor: str) -> float:
+    """Wall seconds of ``rlbench run`` for the suite; raises if any run fails."""
+    name = f"pack{str(gpus_per_job).replace('.', '')}"
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(suite(name, algo, runs, steps, gpus_per_job)))
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        ["rlbench", "run", str(path), "--db", str(folder / f"{name}.duckdb"), "--workers", str(runs),
+         "--executor", executor, "--json"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(
+            f"gpus_per_job={gpus_per_job}: rlbench run failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    if summary["finished"] != runs:
+        sys.exit(f"gpus_per_job={gpus_per_job}: {summary['finished']} of {runs} runs finished")
+    return wall
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--algo", choices=sorted(PARAMS), default="ppo")
+    ap.add_argument("--runs", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=50_000)
+    ap.add_argument("--executor", choices=["local", "ray"], default="local")
+    args = ap.parse_args(argv)
+
+    from rlbench_cli.executors.base import detect_gpus
+
+    gpus = detect_gpus()
+    if gpus == 0:
+        print("gpu_packing: no NVIDIA GPU visible (nvidia-smi lists none): nothing measured on this machine")
+        return 0
+    total = args.runs * args.steps
+    print(
+        f"{args.runs} x {args.algo} CartPole-v1 x {args.steps:,} steps on {gpus} GPU(s), executor {args.executor}"
+    )
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for g in (1.0, 0.25):
+            wall = measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor)
+            rows.append((g, wall, total / wall))
+            print(f"  gpus_per_job={g:<5g} wall {wall:7.1f} s   {total / wall:9,.0f} env steps/s")
+    ratio = rows[1][2] / rows[0][2]
+    print(f"packing 4 runs per GPU: {ratio:.2f}x the throughput of one run per GPU (target >= 3x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,37 @@
+"""benchmarks/gpu_packing.py: its suites are valid rlbench suites that differ only in gpus_per_job, and on a
+machine without a GPU it says it measured nothing instead of reporting CPU figures as GPU packing."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+from rlbench_cli.grid import expand
+from rlbench_cli.spec import parse_suite
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_packing.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("gpu_packing", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_two_suites_are_the_same_runs_packed_differently():
+    mod = _module()
+    for algo in ("ppo", "dqn"):
+        whole = parse_suite(mod.suite("a", algo, 8, 1000, 1.0))
+        quarter = parse_suite(mod.suite("a", algo, 8, 1000, 0.25))
+        assert (whole.resources.gpus_per_job, quarter.resources.gpus_per_job) == (1.0, 0.25)
+        assert [r.run_id for r in expand(whole)] == [r.run_id for r in expand(quarter)]
+        assert len(expand(whole)) == 8
+
+
+def test_without_a_gpu_it_measures_nothing_and_says_so():
+    env = {"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, str(SCRIPT), "--runs", "2", "--steps", "100"], capture_output=True,
+                       text=True, timeout=120, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "no NVIDIA GPU visible" in r.stdout and "steps/s" not in r.stdout
