@@ -67,6 +67,14 @@ class ShardSink:
     def log_scalar(self, step: int, name: str, value: float) -> None:
         self._buf.append((step, time.time(), {name: value}))
 
+    def log_columns(self, step: int, names: tuple[str, ...], values: Any) -> None:
+        """The columnar call, for loops that log the same names every step (vectorised agents): ``names``
+        a tuple built once and passed again each call, ``values`` a sequence or 1-D array of as many
+        numbers. No dict is built per call; the flush stacks the values of calls with the same names."""
+        if len(values) != len(names):
+            raise ValueError(f"log_columns: {len(names)} names but {len(values)} values")
+        self._buf.append((step, time.time(), names, values))
+
     # -- flushing --------------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
@@ -103,11 +111,44 @@ class ShardSink:
         self.flush()
 
 
-def _to_table(buf: list[tuple[int, float, dict[str, float]]]) -> Any:
+def _to_table(buf: list[tuple[Any, ...]]) -> Any:
     """Columns from buffered calls: steps and times repeated per value, values flattened, names
-    dictionary-encoded per distinct set of keys (a training loop logs the same keys again and again)."""
+    dictionary-encoded per distinct set of keys (a training loop logs the same keys again and again).
+    Entries are ``(step, time, {name: value})`` from ``log``/``log_many`` or ``(step, time, names, values)``
+    from ``log_columns``."""
     import numpy as np
     import pyarrow as pa
+
+    mapping = [c for c in buf if len(c) == 3]
+    columnar = [c for c in buf if len(c) == 4]
+    parts = []
+    if mapping:
+        parts.append(_mapping_columns(mapping))
+    if columnar:
+        parts.append(_columnar_columns(columnar))
+    names: dict[str, int] = {}
+    cols: dict[str, list[Any]] = {"step": [], "name": [], "value": [], "wall_time": []}
+    for steps, keys, idx, values, times in parts:
+        remap = np.array([names.setdefault(k, len(names)) for k in keys], np.int32)
+        cols["step"].append(steps)
+        cols["name"].append(remap[idx] if len(idx) else idx.astype(np.int32))
+        cols["value"].append(values)
+        cols["wall_time"].append(times)
+    if len(parts) == 1:
+        steps, name_idx, values, times = (cols[k][0] for k in ("step", "name", "value", "wall_time"))
+    else:
+        steps, name_idx, values, times = (
+            np.concatenate(cols[k]) for k in ("step", "name", "value", "wall_time")
+        )
+    name_col = pa.DictionaryArray.from_arrays(
+        pa.array(name_idx, pa.int32()), pa.array(list(names), pa.string())
+    )
+    return pa.table({"step": steps, "name": name_col, "value": values, "wall_time": times})
+
+
+def _mapping_columns(buf: list[tuple[int, float, dict[str, float]]]) -> tuple[Any, list[str], Any, Any, Any]:
+    """(steps, names, name index per row, values, times) of ``log``/``log_many`` entries."""
+    import numpy as np
 
     n_calls = len(buf)
     keysets: dict[tuple[str, ...], int] = {}
@@ -127,10 +168,37 @@ def _to_table(buf: list[tuple[int, float, dict[str, float]]]) -> Any:
         values = np.fromiter(chain.from_iterable(c[2].values() for c in buf), np.float64, total)
     except (TypeError, ValueError):  # tensors and other number-likes: convert one by one
         values = np.array([float(v) for c in buf for v in c[2].values()], np.float64)
-    name_col = pa.DictionaryArray.from_arrays(
-        pa.array(name_idx, pa.int32()), pa.array(list(names), pa.string())
-    )
-    return pa.table({"step": steps, "name": name_col, "value": values, "wall_time": times})
+    return steps, list(names), name_idx, values, times
+
+
+def _columnar_columns(
+    buf: list[tuple[int, float, tuple[str, ...], Any]],
+) -> tuple[Any, list[str], Any, Any, Any]:
+    """(steps, names, name index per row, values, times) of ``log_columns`` entries, in call order."""
+    import numpy as np
+
+    n_calls = len(buf)
+    by_id: dict[int, int] = {}  # the same tuple object again and again: group by identity first
+    keysets: dict[tuple[str, ...], int] = {}
+    kid = np.empty(n_calls, np.int64)
+    for i, c in enumerate(buf):
+        k = by_id.get(id(c[2]))
+        if k is None:
+            k = by_id[id(c[2])] = keysets.setdefault(tuple(c[2]), len(keysets))
+        kid[i] = k
+    names: dict[str, int] = {}
+    codes = [np.array([names.setdefault(k, len(names)) for k in ks], np.int32) for ks in keysets]
+    sizes = np.array([len(c) for c in codes], np.int64)
+    counts = sizes[kid]
+    total = int(counts.sum())
+    name_idx = np.tile(codes[0], n_calls) if len(codes) == 1 else np.concatenate([codes[k] for k in kid])
+    try:
+        values = np.fromiter(chain.from_iterable(c[3] for c in buf), np.float64, total)
+    except (TypeError, ValueError):  # arrays of another dtype, tensors: convert row by row
+        values = np.concatenate([np.asarray(c[3], np.float64).reshape(-1) for c in buf])
+    steps = np.repeat(np.fromiter((c[0] for c in buf), np.int64, n_calls), counts)
+    times = np.repeat(np.fromiter((c[1] for c in buf), np.float64, n_calls), counts)
+    return steps, list(names), name_idx, values, times
 
 
 def list_shards(directory: str | Path) -> list[Path]:

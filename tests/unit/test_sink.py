@@ -1,0 +1,45 @@
+"""The metric sink's columnar call: the same rows as log_many, mixed with it in one shard, checked lengths."""
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from rlbench_cli.sink import ShardSink, list_shards
+
+
+def _rows(folder):
+    table = pq.read_table(list_shards(folder)).to_pandas()
+    return sorted(zip(table["step"], table["name"].astype(str), table["value"]))
+
+
+def test_log_columns_writes_the_same_rows_as_log_many(tmp_path):
+    names = ("a", "b", "c")
+    cols, mapping = ShardSink(tmp_path / "c", background=False), ShardSink(tmp_path / "m", background=False)
+    for step in range(50):
+        values = [step * 0.5, -step, float(step % 3)]
+        cols.log_columns(step, names, values if step % 2 else np.asarray(values, np.float32))
+        mapping.log_many(step, dict(zip(names, values)))
+    cols.close()
+    mapping.close()
+    assert _rows(tmp_path / "c") == _rows(tmp_path / "m")
+    assert len(_rows(tmp_path / "c")) == 150
+
+
+def test_columnar_and_mapping_calls_with_different_names_share_one_shard(tmp_path):
+    sink = ShardSink(tmp_path, background=False)
+    sink.log(0, x=1.0)
+    sink.log_columns(0, ("y", "z"), [2.0, 3.0])
+    sink.log_columns(1, ("z",), np.array([4.0]))
+    sink.log_many(1, {"x": 5.0, "y": 6.0})
+    sink.close()
+    assert len(list_shards(tmp_path)) == 1
+    assert _rows(tmp_path) == [(0, "x", 1.0), (0, "y", 2.0), (0, "z", 3.0), (1, "x", 5.0), (1, "y", 6.0),
+                               (1, "z", 4.0)]  # fmt: skip
+
+
+def test_log_columns_refuses_a_length_mismatch_at_the_call(tmp_path):
+    sink = ShardSink(tmp_path, background=False)
+    with pytest.raises(ValueError, match="2 names but 3 values"):
+        sink.log_columns(0, ("a", "b"), [1.0, 2.0, 3.0])
+    sink.close()
+    assert list_shards(tmp_path) == []
