@@ -140,3 +140,22 @@ def test_sigterm_to_the_coordinator_stops_its_workers_and_marks_runs_interrupted
     assert _group_gone(proc.pid), "workers outlived a terminated coordinator"
     runs = json.loads(rl("status", "crash", "--db", db, "--json").stdout)["runs"]
     assert sorted(r["status"] for r in runs) == ["interrupted", "interrupted", "pending"]
+
+
+def test_status_watch_follows_a_running_suite_to_its_end_and_the_runlock_is_removed(tmp_path):
+    db = tmp_path / "db.duckdb"
+    proc = _start(_suite(tmp_path, steps=150_000, seeds=2), db)
+    try:
+        _wait_for(proc, "start", 2)
+        watch = rl("status", "crash", "--db", db, "--watch", "--interval", "0.3", timeout=300).stdout
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    tables = [t for t in watch.split("crash: ") if t]
+    assert "running" in tables[0] and "local" in tables[0]  # seen while running, with its executor
+    assert tables[-1].startswith("2 runs: 2 finished")  # and followed to the end
+    runs = json.loads(rl("status", "crash", "--db", db, "--json").stdout)["runs"]
+    assert {r["executor"] for r in runs} == {"local"} and all(r["job_id"] for r in runs)
+    assert all(r["sys"]["sys/steps_per_second"] > 0 and r["sys"]["sys/rss_mb"] > 0 for r in runs)
+    assert not db.with_name("db.duckdb.runlock").exists()
