@@ -202,17 +202,21 @@ def run_suite(
     stop: threading.Event | None = None,
     executor: str | None = None,
     executor_options: dict[str, Any] | None = None,
+    select: Callable[[RunSpec], bool] | None = None,
+    extra_config: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Run every unfinished cell of ``suite``; see the module docstring. ``report`` gets progress events;
     setting ``stop`` (from a signal handler) ends the run cleanly, runs in flight marked interrupted.
     ``executor`` (local | ray | slurm; default the suite's ``resources.executor``) places the runs;
-    ``executor_options`` are its command-line settings (e.g. ``{"address": "auto"}``)."""
-    specs = expand(suite)
+    ``executor_options`` are its command-line settings (e.g. ``{"address": "auto"}``). ``select`` keeps only
+    some runs of the grid (``rlbench run --adaptive`` runs a batch of seeds at a time): only those are
+    recorded and run. ``extra_config`` is stored with the suite's config (the adaptive settings)."""
+    specs = [s for s in expand(suite) if select is None or select(s)]
     root = runs_root(store)
     summary = RunSummary(total=len(specs))
     executor_name = executor or suite.resources.executor
     with _RunLock(store.path):
-        config = suite.model_dump()
+        config = {**suite.model_dump(), **(extra_config or {})}
         refs = prepare_datasets(suite, source, report)
         if refs:
             config["dataset_references"] = refs

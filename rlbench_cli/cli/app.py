@@ -14,6 +14,7 @@ except ImportError:  # pragma: no cover - older typer on the click package
     from click import exceptions as _click_errors
 
 from .. import __version__
+from .compare import compare
 from .datasets import datasets_app
 from .fetch import fetch
 from .leaderboard import leaderboard
@@ -78,6 +79,7 @@ app.command()(fetch)
 app.command()(plot)
 app.command()(leaderboard)
 app.command()(validate)
+app.command()(compare)
 app.add_typer(datasets_app, name="datasets")
 
 

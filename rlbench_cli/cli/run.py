@@ -54,6 +54,12 @@ class Progress:
             self._print(f"building dataset {info['name']} -> {info['path']} (once; later runs reuse it)")
         elif event == "dataset_progress":
             self._print(f"  {info['msg']}")
+        elif event == "adaptive_look":
+            for t in info["tests"]:
+                left = [c for c in t.comparisons if c.decision == "continue"]
+                more = f"next batch for {', '.join(t.needs_more)}" if left and t.needs_more else "decided"
+                self._print(f"AdaStop, {t.task}: {t.looks} look(s), {len(left)} of {len(t.comparisons)} pairs "
+                            f"undecided; {more}")  # fmt: skip
         elif event == "started":
             self.running += 1
             self.workers = max(self.workers, self.running)  # runs seen in flight at once, for the ETA
@@ -141,10 +147,23 @@ def run(
             show_default=False,
         ),
     ] = None,  # fmt: skip
+    adaptive: Annotated[
+        bool, typer.Option("--adaptive", help="run seeds in batches until AdaStop has decided every pair")
+    ] = False,
+    alpha: Annotated[float, typer.Option("--alpha", help="--adaptive: family-wise error")] = 0.05,
+    batch: Annotated[
+        int, typer.Option("--batch", help="--adaptive: seeds per algorithm and task per look")
+    ] = 5,
+    max_batches: Annotated[int, typer.Option("--max-batches", help="--adaptive: looks at most")] = 5,
+    permutations: Annotated[
+        int, typer.Option("--permutations", help="--adaptive: permutations of the test")
+    ] = 10_000,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the grid, run nothing")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run a suite: every seed x algorithm x environment, skipping runs already finished.
+    """Run a suite: every seed x algorithm x environment, skipping runs already finished. With --adaptive,
+    seeds run in batches and AdaStop decides after each batch which algorithms need more (rlbench compare
+    shows the decisions).
 
     Example: rlbench run suites/quickstart.yaml --workers 2 --retries 1
     """
@@ -157,6 +176,12 @@ def run(
         raise UsageError(f"--retries must be 0 or more (got {retries})")
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be a positive number of seconds (got {timeout:g})")
+    settings = None
+    if adaptive:
+        from ..adaptive import AdaptiveSettings, check_settings
+
+        settings = AdaptiveSettings(alpha, batch, max_batches, permutations)
+        check_settings(settings, 2)  # the flags, before anything else; the suite's algorithms below
     suite = load_suite(suite_file)
     if datasets is not None:
         if datasets.exists() and not datasets.is_dir():
@@ -182,9 +207,16 @@ def run(
     t0 = time.monotonic()
     try:
         with _StopOnSignal() as stopper:
-            summary = run_suite(suite, str(suite_file), store, workers=workers, retries=retries,
-                                only_failed=only_failed, timeout=timeout, stop=stopper.event,
-                                report=(lambda e, i: None) if json_out else progress)  # fmt: skip
+            run_kwargs: dict[str, Any] = dict(
+                workers=workers, retries=retries, only_failed=only_failed, timeout=timeout, stop=stopper.event,
+                report=(lambda e, i: None) if json_out else progress)  # fmt: skip
+            if settings is not None:
+                from ..sequential import run_adaptive
+
+                result = run_adaptive(suite, str(suite_file), store, settings, run_suite, **run_kwargs)
+                _print_adaptive(suite.name, result, settings, json_out, time.monotonic() - t0)
+                return
+            summary = run_suite(suite, str(suite_file), store, **run_kwargs)
     finally:
         progress.close()
     wall = time.monotonic() - t0
@@ -203,3 +235,18 @@ def run(
                        f"rlbench run {suite_file} --only-failed")  # fmt: skip
     if summary.failed:
         raise RunFailed(f"{summary.failed} of {summary.total} runs of suite {suite.name!r} failed")
+
+
+def _print_adaptive(suite: str, result: Any, settings: Any, json_out: bool, wall: float) -> None:
+    from .compare import decisions_table
+
+    if json_out:
+        typer.echo(json.dumps({"suite": suite, "runs": result.runs, "fixed_budget_runs": result.budget,
+                               "runs_saved": result.saved, "batches_run": result.batches_run,
+                               "settings": settings.to_dict(), "wall_s": round(wall, 2),
+                               "decisions": [c.__dict__ for t in result.tests for c in t.comparisons]},
+                              default=str))  # fmt: skip
+        return
+    typer.echo(decisions_table([c.__dict__ for t in result.tests for c in t.comparisons], settings.to_dict()))
+    typer.echo(f"{suite}: AdaStop used {result.runs} runs where a fixed budget of {settings.batch} x "
+               f"{settings.max_batches} seeds would use {result.budget} ({result.saved} saved), in {wall:.1f}s")  # fmt: skip

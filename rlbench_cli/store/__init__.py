@@ -10,6 +10,7 @@ transaction with the record of which shards it loaded.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -293,6 +294,38 @@ class Store:
                 con.unregister(view)
         return len(new), added_rows
 
+    def save_decisions(
+        self, con: Any, suite: str, rows: Sequence[dict[str, Any]], settings: dict[str, Any]
+    ) -> None:
+        """Replace a suite's AdaStop decisions (``adaptive.Comparison`` fields as dicts), in one transaction."""
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute("DELETE FROM adaptive_decisions WHERE suite = ?", [suite])
+            con.executemany(
+                "INSERT INTO adaptive_decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
+                [[suite, r["task"], r["algo_a"], r["algo_b"], r["decision"], r["look"], r["runs_a"], r["runs_b"],
+                  _finite(r["mean_a"]), _finite(r["mean_b"]), json.dumps(settings)] for r in rows],
+            )  # fmt: skip
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    def decisions(self, con: Any, suite: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """A suite's stored AdaStop decisions and the settings they were made with (None: none stored)."""
+        if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
+                           "'adaptive_decisions'").fetchall()[0][0]:  # fmt: skip
+            return [], None  # a file of schema 2 or older, opened read-only: nothing stored
+        cur = con.execute(
+            """SELECT task, algo_a, algo_b, decision, look, runs_a, runs_b, mean_a, mean_b, settings
+               FROM adaptive_decisions WHERE suite = ? ORDER BY task, algo_a, algo_b""", [suite])  # fmt: skip
+        cols = [d[0] for d in cur.description]
+        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+        settings = json.loads(rows[0].pop("settings")) if rows else None
+        for r in rows:
+            r.pop("settings", None)
+        return rows, settings
+
     # -- reading ----------------------------------------------------------------------------------
     def runs(self, con: Any, suite: str | None = None) -> list[dict[str, Any]]:
         sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs"
@@ -383,3 +416,7 @@ def _not_duckdb(path: Path) -> str | None:
 
 def _first_line(e: BaseException) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = """
 CREATE TABLE schema_version (version INTEGER NOT NULL, applied_at TIMESTAMP DEFAULT now());
@@ -38,8 +38,19 @@ def _v2(con: Any) -> None:
     con.execute("ALTER TABLE runs ADD COLUMN job_id VARCHAR")
 
 
+def _v3(con: Any) -> None:
+    """AdaStop's decisions of ``rlbench run --adaptive``: one row per suite, task and pair of algorithms."""
+    con.execute(
+        """CREATE TABLE adaptive_decisions (
+            suite VARCHAR NOT NULL, task VARCHAR NOT NULL, algo_a VARCHAR NOT NULL, algo_b VARCHAR NOT NULL,
+            decision VARCHAR NOT NULL, look INTEGER, runs_a INTEGER, runs_b INTEGER, mean_a DOUBLE,
+            mean_b DOUBLE, settings JSON, updated_at TIMESTAMP,
+            PRIMARY KEY (suite, task, algo_a, algo_b))"""
+    )
+
+
 # version N -> function applying N-1 -> N
-MIGRATIONS: dict[int, Callable[[Any], None]] = {2: _v2}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {2: _v2, 3: _v3}
 
 
 def _version(con: Any) -> int | None:

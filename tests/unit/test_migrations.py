@@ -25,7 +25,7 @@ def test_a_schema_1_file_gains_executor_and_job_id_and_keeps_its_data(tmp_path, 
     store = _v1_file(tmp_path, monkeypatch)
     with store.writer() as con:
         versions = [r[0] for r in con.execute("SELECT version FROM schema_version ORDER BY 1").fetchall()]
-        assert versions == [1, 2]
+        assert versions == [1, 2, 3]
         (run,) = store.runs(con)
         assert (run["status"], run["host"], run["executor"], run["job_id"]) == ("finished", "h", None, None)
         assert con.execute("SELECT value FROM metrics").fetchall() == [(1.5,)]
@@ -37,18 +37,18 @@ def test_a_schema_1_file_gains_executor_and_job_id_and_keeps_its_data(tmp_path, 
 def test_an_older_file_is_migrated_and_keeps_its_data(tmp_path, monkeypatch):
     store = _v1_file(tmp_path, monkeypatch)
 
-    def v3(con):
+    def v4(con):
         con.execute("ALTER TABLE runs ADD COLUMN tags JSON")
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(schema.MIGRATIONS, 3, v3)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 4)
+    monkeypatch.setitem(schema.MIGRATIONS, 4, v4)
     with store.writer() as con:
         versions = [r[0] for r in con.execute("SELECT version FROM schema_version ORDER BY 1").fetchall()]
-        assert versions == [1, 2, 3]
+        assert versions == [1, 2, 3, 4]
         assert con.execute("SELECT tags FROM runs").fetchall() == [(None,)]
         assert con.execute("SELECT value FROM metrics").fetchall() == [(1.5,)]
     with store.writer() as con:  # a second open migrates nothing more
-        assert con.execute("SELECT count(*) FROM schema_version").fetchall()[0][0] == 3
+        assert con.execute("SELECT count(*) FROM schema_version").fetchall()[0][0] == 4
 
 
 def test_a_failing_migration_leaves_the_file_as_it_was(tmp_path, monkeypatch):
@@ -58,8 +58,8 @@ def test_a_failing_migration_leaves_the_file_as_it_was(tmp_path, monkeypatch):
         con.execute("ALTER TABLE runs ADD COLUMN tags JSON")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(schema.MIGRATIONS, 3, broken)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 4)
+    monkeypatch.setitem(schema.MIGRATIONS, 4, broken)
     with pytest.raises(RuntimeError, match="disk full"):
         with store.writer():
             pass

@@ -34,7 +34,7 @@ INJECTIONS = [
     "\\'; DROP TABLE suites; --",
     "tiny\x00",
 ]
-TABLES = ("suites", "runs", "metrics", "shards", "artifacts", "schema_version")
+TABLES = ("suites", "runs", "metrics", "shards", "artifacts", "schema_version", "adaptive_decisions")
 RUNS = [(algo, "CartPole-v1", seed, [(1000, 10.0 + seed), (2000, 20.0 + seed)]) for algo in ("ppo", "random")
         for seed in (0, 1)]  # fmt: skip
 

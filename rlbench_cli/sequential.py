@@ -1,0 +1,156 @@
+"""``rlbench run --adaptive`` and ``rlbench compare``: seeds in batches until AdaStop has decided.
+
+The suite's grid is expanded over the adaptive seed schedule (``adaptive.seed_schedule``: batch x max-batches
+seeds). Look by look, each task runs the next batch of seeds of the algorithms still in an undecided pair,
+through the ordinary coordinator (so on any executor, skipping what is finished, resuming after a kill), then
+the runs' scores (the suite's score rule) go through ``adaptive.decide`` and the decisions are stored. A
+killed ``rlbench run --adaptive`` picks up where it stopped: the decisions are recomputed from the stored runs
+by the same seeded procedure, so they are the ones stored before, and the settings must be the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from .adaptive import AdaptiveSettings, TaskTest, check_settings, decide, seed_schedule
+from .errors import RunFailed, UsageError
+from .grid import RunSpec, expand
+from .spec import Suite
+from .store import Store
+
+__all__ = ["run_adaptive", "stored_scores", "compare_suite", "AdaptiveResult"]
+
+
+class AdaptiveResult:
+    def __init__(self, tests: list[TaskTest], runs: int, budget: int, batches_run: int):
+        self.tests, self.runs, self.budget, self.batches_run = tests, runs, budget, batches_run
+
+    @property
+    def saved(self) -> int:
+        """Runs a fixed budget of batch x max-batches seeds per algorithm and task would have added."""
+        return self.budget - self.runs
+
+
+def stored_scores(
+    store: Store, suite: str, metric: str, rule: str, drop_first: int, seeds: list[int] | None = None
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[str]]]:
+    """Each finished run's score by the rule, as ``{task: {algo: [scores in seed order]}}``, plus the
+    algorithms with runs on each task. ``seeds``: keep only these (the adaptive schedule), in that order."""
+    import warnings
+
+    from . import stats
+
+    with store.reader() as con:
+        table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
+    df = table.to_pandas()
+    if df.empty:
+        return {}, {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.StatsWarning)
+        scored = stats.run_scores(df[["run_id", "algo", "env", "seed", "step", "value"]], rule, drop_first)
+    rank = {s: i for i, s in enumerate(seeds)} if seeds is not None else None
+    if rank is not None:
+        scored = scored[scored["seed"].isin(rank)]
+    scored = scored.assign(order=scored["seed"].map(rank) if rank is not None else scored["seed"])
+    out: dict[str, dict[str, list[float]]] = {}
+    for (task, algo), g in scored.sort_values("order").groupby(["env", "algo"], sort=False):
+        out.setdefault(str(task), {})[str(algo)] = [float(v) for v in g["score"]]
+    return out, {t: sorted(a) for t, a in out.items()}
+
+
+def _algos_per_task(specs: list[RunSpec]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for s in specs:
+        names = out.setdefault(s.env, [])
+        if s.algo not in names:
+            names.append(s.algo)
+    return out
+
+
+def _store_decisions(store: Store, suite: str, tests: list[TaskTest], settings: AdaptiveSettings) -> None:
+    with store.writer() as con:
+        store.save_decisions(
+            con, suite, [asdict(c) for t in tests for c in t.comparisons], settings.to_dict()
+        )
+
+
+def run_adaptive(
+    suite: Suite,
+    source: str,
+    store: Store,
+    settings: AdaptiveSettings,
+    run: Callable[..., Any],
+    report: Callable[[str, dict[str, Any]], None] = lambda e, i: None,
+    **run_kwargs: Any,
+) -> AdaptiveResult:
+    """Run ``suite`` adaptively; ``run`` is ``coordinator.run_suite`` (passed in, so this module stays above
+    the coordinator in the import order), called once per look with the runs of that look selected."""
+    schedule = seed_schedule(suite.seed_list, settings)
+    full = suite.model_copy(update={"seeds": schedule})
+    specs = expand(full)
+    algos = _algos_per_task(specs)
+    check_settings(settings, max(len(a) for a in algos.values()))
+    before = None
+    if store.exists():
+        with store.reader() as con:
+            if suite.name in store.suites(con):
+                _, before = store.decisions(con, suite.name)
+    if before is not None and before != settings.to_dict():
+        changed = ", ".join(
+            f"{k} {before.get(k)} -> {v}" for k, v in settings.to_dict().items() if before.get(k) != v
+        )
+        raise UsageError(f"suite {suite.name!r} was run adaptively with other settings ({changed}); pass the same "
+                         "--alpha/--batch/--max-batches/--permutations/--seed to go on, or use another --db")  # fmt: skip
+    metric, rule, drop = suite.score.metric, suite.score.rule, suite.score.drop_first
+    batches_run = 0
+    while True:
+        scores = stored_scores(store, suite.name, metric, rule, drop, schedule)[0] if store.exists() else {}
+        tests = decide({t: scores.get(t, {}) for t in algos}, algos, settings)
+        if store.exists():
+            _store_decisions(store, suite.name, tests, settings)
+        report("adaptive_look", {"tests": tests})
+        todo: set[tuple[str, str, int]] = set()  # (task, algo, seed) of the next look
+        for t in tests:
+            if t.finished or t.looks >= settings.max_batches:
+                continue
+            seeds = schedule[t.looks * settings.batch : (t.looks + 1) * settings.batch]
+            todo |= {(t.task, a, s) for a in t.needs_more for s in seeds}
+        if not todo:
+            break
+        summary = run(full, source, store, select=lambda s, todo=todo: (s.env, s.algo, s.seed) in todo,
+                      extra_config={"adaptive": settings.to_dict()}, report=report, **run_kwargs)  # fmt: skip
+        batches_run += 1
+        if summary.failed or summary.interrupted:
+            what = f"{summary.failed} failed" if summary.failed else f"{summary.interrupted} interrupted"
+            raise RunFailed(f"--adaptive: {what} in this batch, so AdaStop cannot look at it; see rlbench status "
+                            f"{suite.name}, then run the same command again to go on")  # fmt: skip
+    runs = sum(c for t in tests for c in _runs_per_algo(t).values())
+    budget = settings.batch * settings.max_batches * sum(len(a) for a in algos.values())
+    return AdaptiveResult(tests, runs, budget, batches_run)
+
+
+def _runs_per_algo(test: TaskTest) -> dict[str, int]:
+    runs: dict[str, int] = {}
+    for c in test.comparisons:
+        runs[c.algo_a] = max(runs.get(c.algo_a, 0), c.runs_a)
+        runs[c.algo_b] = max(runs.get(c.algo_b, 0), c.runs_b)
+    return runs
+
+
+def compare_suite(
+    store: Store, suite: str, settings: AdaptiveSettings | None, metric: str, rule: str, drop_first: int
+) -> tuple[list[TaskTest] | list[dict[str, Any]], AdaptiveSettings | dict[str, Any]]:
+    """The decisions ``rlbench compare`` shows: the stored ones of an adaptive run when no settings are given,
+    else AdaStop on the finished runs there are (imported runs too), in seed order."""
+    with store.reader() as con:
+        rows, stored = store.decisions(con, suite)
+    if settings is None and stored is not None:
+        return rows, stored
+    settings = settings or AdaptiveSettings()
+    scores, algos = stored_scores(store, suite, metric, rule, drop_first)
+    if not scores:
+        raise UsageError(f"suite {suite!r} has no finished runs with metric {metric!r} to compare")
+    check_settings(settings, max(len(a) for a in algos.values()))
+    return decide(scores, algos, settings), settings
