@@ -405,7 +405,7 @@ def plot_aggregates(
         _style(ax, title=title, xlabel=None if own else label)
         ax.grid(False, axis="y")
     if own:
-        note = "; optimality gap: lower is better" if "optimality_gap" in metrics else ""
+        note = "; optimality gap: lower is better" if "optimality_gap" in metrics and xlabel is None else ""
         fig.supxlabel(label + note, fontsize=LABEL_SIZE)
     axes[0].tick_params(axis="y", labelsize=LABEL_SIZE)
     return fig
