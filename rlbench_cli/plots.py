@@ -288,7 +288,7 @@ def _step_axis(ax: Axes) -> None:
     from matplotlib.ticker import EngFormatter, MaxNLocator
 
     ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+    ax.xaxis.set_major_locator(MaxNLocator(nbins="auto", steps=[1, 2, 2.5, 5, 10]))  # fewer on small axes
 
 
 def _algo_order(frame: pd.DataFrame, column: str, table: stats.ScoreTable | None) -> list[str]:
@@ -318,11 +318,13 @@ def rank_order(aggregates_df: pd.DataFrame) -> list[str]:
     return keys["algo"].tolist()
 
 
-def _dark(color: str) -> bool:
-    from matplotlib.colors import to_rgb
+def _estimate(ax: Axes, x: float, y: float) -> None:
+    """The point estimate on an interval bar: black with a white halo, visible on any bar colour (black too)
+    and on a bar narrower than the mark."""
+    from matplotlib import patheffects
 
-    r, g, b = to_rgb(color)
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.25
+    halo = [patheffects.withStroke(linewidth=4.0, foreground="white")]
+    ax.vlines(x, y - 0.3, y + 0.3, color="black", linewidth=2.0, path_effects=halo)
 
 
 # ------------------------------------------------------------------------------------------ aggregates
@@ -386,8 +388,7 @@ def plot_aggregates(
                 alpha=0.75,
                 edgecolor=color,
             )
-            mark = "white" if _dark(color) else "black"  # the estimate stays visible on a black bar
-            ax.vlines(row["estimate"], yi - 0.3, yi + 0.3, color=mark, linewidth=2.0)
+            _estimate(ax, row["estimate"], yi)
         ax.set_yticks(y, algos)
         ax.set_ylim(-0.6, len(algos) - 0.4)
         ends = sub[["lower", "upper", "estimate"]].to_numpy(dtype=float)
@@ -500,8 +501,7 @@ def plot_probability_of_improvement(
     for yi, r in zip(y, rows.itertuples(index=False), strict=True):
         color = colors[r.algo_x]
         ax.barh(yi, r.upper - r.lower, left=r.lower, height=0.6, color=color, alpha=0.75, edgecolor=color)
-        mark = "white" if _dark(color) else "black"
-        ax.vlines(r.estimate, yi - 0.3, yi + 0.3, color=mark, linewidth=2.0)
+        _estimate(ax, r.estimate, yi)
     ax.set_yticks(y, [f"P({r.algo_x} > {r.algo_y})" for r in rows.itertuples(index=False)])
     ax.axvline(0.5, color="0.3", linestyle="--", linewidth=1.2)
     ax.set_xlim(-0.02, 1.02)
@@ -869,7 +869,8 @@ def _suite_title(
     runs = int(table.per_run["in_table"].sum())
     where = ""
     if group is not None and group.name:
-        where = f"task group {group.name} (the tasks run by {', '.join(group.algos)})"
+        who = ", ".join(group.algos) if len(group.algos) <= 4 else f"{len(group.algos)} algorithms"
+        where = f"task group {group.name} (the tasks run by {who})"
     if title:
         return f"{title}: {where}" if where else title
     counts = (
