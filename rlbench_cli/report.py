@@ -122,9 +122,16 @@ def make_report(
         frame = md = None
         for group in groups:
             rows = df.loc[df["env"].astype(str).isin(group.tasks)]
-            table = stats.score_table(
-                rows, rule=rule, drop_first=drop_first, normalize=normalize, metric=metric
-            )
+            try:
+                table = stats.score_table(
+                    rows, rule=rule, drop_first=drop_first, normalize=normalize, metric=metric
+                )
+            except stats.StatsError as e:
+                if len(groups) == 1:
+                    raise
+                warnings.warn(f"task group {group.name or 'of every algorithm'}: {e}; its aggregate figures are "
+                              "not drawn", stats.StatsWarning, stacklevel=2)  # fmt: skip
+                continue
             agg = stats.aggregates(table, reps=reps, seed=seed)
             poi = (
                 stats.probability_of_improvement(table, reps=poi_reps, seed=seed)

@@ -88,18 +88,18 @@ TitleOpt = Annotated[
 ]
 XlabelOpt = Annotated[
     str | None,
-    typer.Option("--xlabel", help="x label of the learning curves and sample efficiency [default: what a "
-                 "step is: Environment steps, Gradient steps]", show_default=False),
+    typer.Option("--xlabel", help="x label of the learning curves and sample efficiency (default: what a "
+                 "step is: Environment steps, Gradient steps)", show_default=False),
 ]  # fmt: skip
 YlabelOpt = Annotated[
     str | None,
     typer.Option("--ylabel", help="label of the score axis: y of the learning curves and sample efficiency, x "
-                 "of the aggregates [default: Return, or Normalised score (and by what)]", show_default=False),
+                 "of the aggregates (default: Return, or Normalised score and by what)", show_default=False),
 ]  # fmt: skip
 FigsizeOpt = Annotated[
     str | None,
-    typer.Option("--figsize", metavar="W,H", help="size of every figure in inches, e.g. 6,4 [default: fitted "
-                 "to each figure]", show_default=False),
+    typer.Option("--figsize", metavar="W,H", help="size of every figure in inches, e.g. 6,4 (default: fitted "
+                 "to each figure)", show_default=False),
 ]  # fmt: skip
 
 
@@ -126,14 +126,13 @@ def plot(
     """rliable figures and a leaderboard for a suite: aggregates with 95% bootstrap CIs, performance
     profile, probability of improvement, sample efficiency, learning curves.
 
-    Each algorithm keeps one colour (colour-blind-safe) in every figure, and one line style and marker in
-    the curves. When the algorithms do not all run on the same tasks, the aggregate figures are drawn per
-    group of tasks run by the same algorithms (aggregates-GROUP.png, ...). PDFs embed TrueType fonts.
+    Colour-blind-safe colours, one per algorithm in every figure; curves also differ by line style and marker.
+
+    Algorithms that do not all run on the same tasks: aggregate figures per task group (aggregates-GROUP.png, ...).
 
     Example: rlbench plot quickstart --score final --reps 50000 --seed 0
 
-    Example, for a paper: rlbench plot quickstart --format pdf --title "CartPole and Acrobot"
-    --ylabel "Normalised return" --figsize 6,3.5
+    Example, for a paper (TrueType fonts in the PDF): rlbench plot quickstart --format pdf --figsize 6,3.5 --title "Classic control" --ylabel "Normalised return"
     """
     from .. import plots, report
 

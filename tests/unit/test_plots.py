@@ -432,3 +432,16 @@ def test_report_draws_aggregates_per_task_group_and_says_so(tmp_path: Path) -> N
     )
     assert any("no task has runs of every algorithm" in w for w in result.warnings)
     assert "| td3 | Pendulum-v1 |" in result.leaderboard_md  # the leaderboard keeps its rule: per task
+
+
+def test_a_task_group_that_cannot_be_scored_is_said_and_the_others_drawn(tmp_path: Path) -> None:
+    from rlbench_cli import report
+
+    df = groups_df()
+    df.loc[df["env"] == "Pendulum-v1", "value"] = np.nan  # nothing to score in the Pendulum-v1 group
+    result = report.make_report("cc", df, metric="eval/return", rule="final", drop_first=0, normalize=None,
+                                reps=200, seed=0, out_dir=tmp_path)  # fmt: skip
+    names = [p.name for p in result.paths]
+    assert "aggregates-dqn-ppo.png" in names and not any("Pendulum" in n for n in names)
+    assert any(w.startswith("task group Pendulum-v1: ") and w.endswith("its aggregate figures are not drawn")
+               for w in result.warnings), result.warnings  # fmt: skip
