@@ -43,6 +43,7 @@ __all__ = [
     "to_json",
     "to_latex",
     "latex_escape",
+    "decimals",
 ]
 
 COLUMNS = (
@@ -160,7 +161,16 @@ def header_lines(
     ]
 
 
-def _fmt(value: object) -> str:
+def decimals(values: Sequence[object] | pd.Series) -> int:
+    """Decimal places for a column of numbers, from its largest finite magnitude: 3, 2 from 100, 1 from 1,000."""
+    finite = [abs(float(v)) for v in values if isinstance(v, (float, np.floating)) and math.isfinite(v)]
+    largest = max(finite, default=0.0)
+    return 1 if largest >= 1000 else 2 if largest >= 100 else 3
+
+
+def _fmt(value: object, places: int | None = None) -> str:
+    """One cell: floats with ``places`` decimals (default: ``decimals`` of the value alone) and a thousands
+    separator, never ``-0.000``; NaN as ``n/a``; text with ``|`` escaped."""
     if isinstance(value, (bool, np.bool_)):
         return str(value)
     if isinstance(value, (int, np.integer)):
@@ -168,19 +178,19 @@ def _fmt(value: object) -> str:
     if isinstance(value, (float, np.floating)):
         if not math.isfinite(value):
             return "n/a"
-        magnitude = abs(value)
-        if magnitude >= 1000:
-            return f"{value:,.1f}"
-        if magnitude >= 100:
-            return f"{value:.2f}"
-        return f"{value:.3f}"
+        places = decimals([value]) if places is None else places
+        text = f"{value:,.{places}f}"
+        return text[1:] if text.startswith("-") and not text.strip("-0.,") else text  # -0.000 -> 0.000
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _cells(df: pd.DataFrame, fmt: Callable[[object], str]) -> tuple[list[str], list[list[str]], list[bool]]:
+def _cells(
+    df: pd.DataFrame, fmt: Callable[[object, int | None], str]
+) -> tuple[list[str], list[list[str]], list[bool]]:
     """Column titles, formatted cells (one list per column) and which columns are numeric.
 
-    The IQM and its interval share one column, ``iqm [lower, upper]``, when all three are present.
+    Every number of a column has the same decimal places (``decimals`` of the column). The IQM and its
+    interval share one column, ``iqm [lower, upper]``, when all three are present.
     """
     columns = list(df.columns)
     combined = {"iqm", "iqm_lower", "iqm_upper"} <= set(columns)
@@ -192,16 +202,18 @@ def _cells(df: pd.DataFrame, fmt: Callable[[object], str]) -> tuple[list[str], l
             continue
         if combined and col == "iqm":
             titles.append("iqm [lower, upper]")
+            d = decimals(pd.concat([df["iqm"], df["iqm_lower"], df["iqm_upper"]]).tolist())
             cells.append(
                 [
-                    f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
+                    f"{fmt(v, d)} [{fmt(lo, d)}, {fmt(hi, d)}]"
                     for v, lo, hi in zip(df["iqm"], df["iqm_lower"], df["iqm_upper"], strict=True)
                 ]
             )
             numeric.append(True)
             continue
         titles.append(str(col))
-        cells.append([fmt(v) for v in df[col]])
+        d = decimals(df[col].tolist())
+        cells.append([fmt(v, d) for v in df[col]])
         numeric.append(pd.api.types.is_numeric_dtype(df[col]))
     return titles, cells, numeric
 
@@ -210,7 +222,8 @@ def to_markdown(df: pd.DataFrame, header_lines: Sequence[str] = ()) -> str:
     """Renders a leaderboard as a plain markdown table (no ``tabulate`` needed).
 
     The IQM and its interval share one column, ``iqm [lower, upper]``, when all three are present.
-    Numbers get 3 decimals (2 from 100, 1 from 1,000), NaN shows as ``n/a``.
+    Every number of a column gets the same decimals, from the column's largest magnitude (3; 2 from 100; 1
+    from 1,000), a zero never shows a sign (``0.000``, not ``-0.000``), NaN shows as ``n/a``.
 
     Args:
         df: ``leaderboard`` output (any DataFrame works).
@@ -493,8 +506,8 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(c, c) for c in str(text))
 
 
-def _latex_cell(value: object) -> str:
-    text = _fmt(value)
+def _latex_cell(value: object, places: int | None = None) -> str:
+    text = _fmt(value, places)
     if text == "n/a":
         return "--"
     if isinstance(value, (float, np.floating, int, np.integer)) and text.startswith("-"):
@@ -505,7 +518,7 @@ def _latex_cell(value: object) -> str:
 def to_latex(df: pd.DataFrame, header_lines: Sequence[str] = ()) -> str:
     """A booktabs table (``\\usepackage{booktabs}``) with the header lines as its caption.
 
-    Numbers are rounded as in ``to_markdown``; NaN shows as ``--``; text is escaped (``latex_escape``).
+    Numbers are rounded as in ``to_markdown`` (one number of decimals per column); NaN shows as ``--``; text is escaped (``latex_escape``).
     """
     titles, cells, numeric = _cells(df, _latex_cell)
     titles = [latex_escape(t).replace(r"[lower, upper]", r"[95\% CI]") for t in titles]

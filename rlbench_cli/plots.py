@@ -7,12 +7,22 @@ to the user's matplotlib backend. Matplotlib is imported inside the functions, s
 cheap.
 
 Each algorithm has one colour in every figure: ``algo_colors`` maps the sorted algorithm names onto a fixed
-colour-blind-friendly palette; pass the same mapping (``colors=``) to every function, as ``write_all`` does.
+colour-blind-safe palette (Okabe-Ito, then Paul Tol's muted set); pass the mapping of the suite's full list of
+algorithms (``colors=``) to every function, as ``rlbench plot`` does, so that a figure of some of them keeps
+their colours. Lines also differ by style and marker (``algo_styles``), so curves stay apart in greyscale.
+
+Labels say what is drawn in words: ``Return`` or ``Normalised score (0 = random policy, 1 = reference
+agent)`` rather than a metric path (``score_label``, ``metric_label``), and ``Environment steps`` or
+``Gradient steps`` for the step axis (``steps_label``). ``save_figure`` writes PDF and PS with TrueType fonts
+(``pdf.fonttype 42``), which conference submission systems accept, not matplotlib's default Type 3.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,38 +37,67 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PALETTE",
+    "LINESTYLES",
+    "MARKERS",
+    "FigureOptions",
+    "TaskGroup",
     "algo_colors",
+    "algo_styles",
+    "metric_label",
+    "score_label",
+    "steps_label",
+    "rank_order",
+    "task_groups",
+    "save_figure",
     "plot_aggregates",
     "plot_performance_profile",
     "plot_probability_of_improvement",
     "plot_sample_efficiency",
     "plot_learning_curves",
     "write_all",
+    "write_learning_curves",
 ]
 
-# seaborn's "colorblind" palette (Okabe-Ito family), then the 10 extra hues of matplotlib's tab20.
+# Okabe & Ito's colour-blind-safe palette (black and yellow last: yellow is faint on white), then 8 hues of
+# Paul Tol's "muted" set. Every pair of the first 8 stays apart under deuteranopia, protanopia and tritanopia
+# (CIELAB distance > 15, tested). Past 8 algorithms the line style and marker tell curves apart.
 PALETTE = (
-    "#0173B2",
-    "#DE8F05",
-    "#029E73",
-    "#D55E00",
-    "#CC78BC",
-    "#CA9161",
-    "#FBAFE4",
-    "#949494",
-    "#ECE133",
-    "#56B4E9",
-    "#AEC7E8",
-    "#FFBB78",
-    "#98DF8A",
-    "#FF9896",
-    "#C5B0D5",
-    "#C49C94",
-    "#F7B6D2",
-    "#C7C7C7",
-    "#DBDB8D",
-    "#9EDAE5",
+    "#0072B2",  # blue
+    "#E69F00",  # orange
+    "#009E73",  # bluish green
+    "#D55E00",  # vermillion
+    "#CC79A7",  # reddish purple
+    "#56B4E9",  # sky blue
+    "#000000",  # black
+    "#F0E442",  # yellow
+    "#332288",  # indigo
+    "#117733",  # green
+    "#882255",  # wine
+    "#44AA99",  # teal
+    "#999933",  # olive
+    "#AA4499",  # purple
+    "#DDCC77",  # sand
+    "#CC6677",  # rose
 )
+# the second cue of each algorithm's line, so curves stay apart in greyscale: the i-th colour of PALETTE
+# takes LINESTYLES[i % 4] and MARKERS[i % 8]
+LINESTYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+# what the x axis of curves counts, by the kinds of task drawn (see ``steps_label``)
+STEP_LABELS = {
+    "online": "Environment steps",
+    "offline": "Gradient steps",
+    "mixed": "Training steps (environment steps online, gradient steps offline)",
+    None: "Training steps",
+}
+# readable names of common metrics, for axis labels; other metrics keep their own name
+METRIC_NAMES = {
+    "eval/return": "Return",
+    "eval/success": "Success rate",
+    "eval/length": "Episode length",
+    "train/episode_return": "Training episode return",
+}
 
 TITLE_SIZE = 13
 LABEL_SIZE = 11
@@ -67,7 +106,10 @@ LEGEND_SIZE = 10
 
 
 def algo_colors(algos: Sequence[str]) -> dict[str, str]:
-    """One colour per algorithm: the sorted unique names take ``PALETTE`` in order (cycling past 20).
+    """One colour per algorithm: the sorted unique names take ``PALETTE`` in order (cycling past 16).
+
+    Derive it from the suite's FULL list of algorithms and pass it to every figure: an algorithm then keeps
+    its colour in a figure that shows only some of them (a task group, a subset).
 
     Args:
         algos: Algorithm names, in any order, duplicates allowed.
@@ -77,6 +119,124 @@ def algo_colors(algos: Sequence[str]) -> dict[str, str]:
     """
     names = sorted(set(map(str, algos)))
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+
+
+def algo_styles(colors: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """The second cue of each algorithm's line, ``{algo: (linestyle, marker)}``, tied to its colour.
+
+    The i-th colour of ``PALETTE`` always gets ``LINESTYLES[i % 4]`` and ``MARKERS[i % 8]``, so the cue is as
+    stable as the colour; a colour used again (past 16 algorithms) shifts both, and a colour not in
+    ``PALETTE`` takes them by its position in ``colors``.
+    """
+    index = {c.upper(): i for i, c in enumerate(PALETTE)}
+    seen: dict[str, int] = {}
+    out = {}
+    for pos, (algo, color) in enumerate(colors.items()):
+        key = str(color).upper()
+        i = index.get(key, pos)
+        again = seen.get(key, 0)
+        seen[key] = again + 1
+        out[algo] = (LINESTYLES[(i + again) % len(LINESTYLES)], MARKERS[(i + 3 * again) % len(MARKERS)])
+    return out
+
+
+def metric_label(metric: str) -> str:
+    """A readable axis label for a metric: ``eval/return`` -> ``Return``; unknown names are kept as they are."""
+    return METRIC_NAMES.get(metric, metric)
+
+
+def score_label(table: stats.ScoreTable) -> tuple[str, str | None]:
+    """What the scores of a table are, for an axis: ``(name, note)``.
+
+    ``("Return", None)`` for raw returns (``metric_label`` of other metrics), ``("Normalised score", "0 =
+    random policy, 1 = reference agent")`` for scores normalised by a reference table, and for a suite's own
+    references the range and where they came from.
+    """
+    if not table.normalized:
+        return metric_label(table.metric), None
+    desc = table.norm_description
+    if "; 0 = " in desc:  # a built-in table: "...; 0 = random policy, 1 = reference agent (x 100, ...)"
+        note = desc.rsplit("; ", 1)[1].split(" (")[0]
+    elif desc.startswith("suite references (") and "):" in desc:
+        note = f"0 to {table.scale:g}: " + desc[len("suite references (") : desc.index("):")]
+    else:
+        note = f"{table.normalized} references" + (f", x{table.scale:g}" if table.scale != 1 else "")
+    return "Normalised score", note
+
+
+def _score_text(table: stats.ScoreTable, sep: str = " ") -> str:
+    name, note = score_label(table)
+    return name if note is None else f"{name}{sep}({note})"
+
+
+def _iqm_label(table: stats.ScoreTable) -> str:
+    name, note = score_label(table)
+    name = (
+        name[:1].lower() + name[1:] if name in METRIC_NAMES.values() or name == "Normalised score" else name
+    )
+    return f"IQM of {name}" + (f"\n({note})" if note else "")
+
+
+def steps_label(kinds: Iterable[str | None]) -> str:
+    """The x label of curves over training: what a step is for the kinds of task drawn.
+
+    Args:
+        kinds: ``"online"`` (environment steps) or ``"offline"`` (gradient steps on a dataset) per task drawn;
+            None where unknown.
+
+    Returns:
+        ``"Environment steps"`` when every task is online, ``"Gradient steps"`` when every task is offline,
+        the mixed text only when both are there, ``"Training steps"`` when it is not known.
+    """
+    found = {k for k in kinds if k in ("online", "offline")}
+    if len(found) == 2:
+        return STEP_LABELS["mixed"]
+    return STEP_LABELS[found.pop()] if found else STEP_LABELS[None]
+
+
+@dataclass(frozen=True)
+class FigureOptions:
+    """What a user sets on the figures of a suite (``rlbench plot --title --xlabel --ylabel --figsize``).
+
+    None keeps the default of each figure.
+
+    Attributes:
+        title: The figure title (suptitle) in place of the suite name and counts; a task group's figures add
+            the group.
+        xlabel: The step axis: x label of the learning curves and of sample efficiency.
+        ylabel: The score axis: y label of the learning curves and of sample efficiency, x label of the
+            aggregate panels.
+        figsize: ``(width, height)`` in inches of every figure.
+    """
+
+    title: str | None = None
+    xlabel: str | None = None
+    ylabel: str | None = None
+    figsize: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class TaskGroup:
+    """Tasks run by the same set of algorithms, whose aggregates can be drawn together.
+
+    Attributes:
+        name: Short name for file names (``aggregates-<name>.png``); ``""`` for the group of every algorithm,
+            whose files keep their plain names.
+        algos: The algorithms that ran on every task of the group (sorted).
+        tasks: The tasks (sorted).
+    """
+
+    name: str
+    algos: tuple[str, ...]
+    tasks: tuple[str, ...]
+
+    def describe(self) -> str:
+        """``Pendulum-v1: 4 algorithms (ddpg, ppo, sac, td3) on 1 task (Pendulum-v1)``."""
+        head = f"{self.name}: " if self.name else "all algorithms: "
+        return (
+            f"{head}{_count(len(self.algos), 'algorithm')} ({', '.join(self.algos)}) on "
+            f"{_count(len(self.tasks), 'task')} ({', '.join(self.tasks)})"
+        )
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -124,17 +284,11 @@ def _rule(table: stats.ScoreTable) -> str:
     return table.rule + (f" (first {table.drop_first} evals dropped)" if table.drop_first else "")
 
 
-def _norm_note(table: stats.ScoreTable) -> str:
-    if table.normalized:
-        return f"normalised: {table.normalized} refs" + (f", x{table.scale:g}" if table.scale != 1 else "")
-    return "raw, not normalised"
-
-
 def _step_axis(ax: Axes) -> None:
     from matplotlib.ticker import EngFormatter, MaxNLocator
 
     ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+    ax.xaxis.set_major_locator(MaxNLocator(nbins="auto", steps=[1, 2, 2.5, 5, 10]))  # fewer on small axes
 
 
 def _algo_order(frame: pd.DataFrame, column: str, table: stats.ScoreTable | None) -> list[str]:
@@ -144,6 +298,35 @@ def _algo_order(frame: pd.DataFrame, column: str, table: stats.ScoreTable | None
     return sorted(present)
 
 
+def rank_order(aggregates_df: pd.DataFrame) -> list[str]:
+    """Algorithms best first, as the leaderboard ranks them: IQM, then median (both descending), then name.
+
+    Args:
+        aggregates_df: ``stats.aggregates`` output, columns ``algo, metric, estimate, lower, upper``.
+    """
+    wide = aggregates_df.pivot_table(index="algo", columns="metric", values="estimate", aggfunc="first")
+    keys = pd.DataFrame(
+        {
+            "algo": wide.index.astype(str),
+            "iqm": wide["iqm"].to_numpy(float) if "iqm" in wide else np.nan,
+            "median": wide["median"].to_numpy(float) if "median" in wide else np.nan,
+        }
+    )
+    keys = keys.sort_values(
+        ["iqm", "median", "algo"], ascending=[False, False, True], kind="mergesort", na_position="last"
+    )
+    return keys["algo"].tolist()
+
+
+def _estimate(ax: Axes, x: float, y: float) -> None:
+    """The point estimate on an interval bar: black with a white halo, visible on any bar colour (black too)
+    and on a bar narrower than the mark."""
+    from matplotlib import patheffects
+
+    halo = [patheffects.withStroke(linewidth=4.0, foreground="white")]
+    ax.vlines(x, y - 0.3, y + 0.3, color="black", linewidth=2.0, path_effects=halo)
+
+
 # ------------------------------------------------------------------------------------------ aggregates
 def plot_aggregates(
     aggregates_df: pd.DataFrame,
@@ -151,16 +334,22 @@ def plot_aggregates(
     axes: Sequence[Axes] | Axes | None = None,
     colors: Mapping[str, str] | None = None,
     metrics: Sequence[str] = stats.METRICS,
+    xlabel: str | None = None,
 ) -> Figure:
     """rliable-style interval plot: one panel per aggregate metric, one horizontal CI bar per algorithm.
 
+    Algorithms are ranked as in the leaderboard (``rank_order``: best IQM at the top). A new figure is compact
+    (about 2.4 inches per panel) with one shared x label; given axes each get the label.
+
     Args:
         aggregates_df: ``stats.aggregates`` output, columns ``algo, metric, estimate, lower, upper``.
-        table: The score table the aggregates came from (for the labels: metric, rule, normalisation).
+        table: The score table the aggregates came from (for the labels: metric, normalisation).
         axes: One Axes per entry of ``metrics`` (a single Axes when there is one metric), or None for a
             new figure with one row of panels.
         colors: ``{algo: colour}``; defaults to ``algo_colors`` of the algorithms shown.
         metrics: Which metrics to draw, in order.
+        xlabel: The score axis label; default ``score_label`` (``Normalised score (0 = ..., 1 = ...)``,
+            ``Return``).
 
     Returns:
         The Figure drawn into.
@@ -168,10 +357,13 @@ def plot_aggregates(
     metrics = [m for m in metrics if m in set(aggregates_df["metric"])]
     if table.normalized is None:  # optimality gap is NaN on raw scores
         metrics = [m for m in metrics if m != "optimality_gap"] or metrics
-    algos = _algo_order(aggregates_df, "algo", table)
+    present = set(aggregates_df["algo"].astype(str))
+    algos = [a for a in rank_order(aggregates_df) if a in present]
     colors = _colors(colors, algos)
-    if axes is None:
-        fig = _new_figure(3.6 * len(metrics) + 0.8, max(2.4, 1.3 + 0.45 * len(algos)))
+    label = xlabel if xlabel is not None else _score_text(table)
+    own = axes is None
+    if own:
+        fig = _new_figure(2.4 * len(metrics) + 1.3, max(1.9, 1.1 + 0.34 * len(algos)))
         axes = fig.subplots(1, len(metrics), sharey=True, squeeze=False)[0]
     elif not isinstance(axes, Sequence | np.ndarray):
         axes = [axes]
@@ -196,7 +388,7 @@ def plot_aggregates(
                 alpha=0.75,
                 edgecolor=color,
             )
-            ax.vlines(row["estimate"], yi - 0.3, yi + 0.3, color="black", linewidth=2.0)
+            _estimate(ax, row["estimate"], yi)
         ax.set_yticks(y, algos)
         ax.set_ylim(-0.6, len(algos) - 0.4)
         ends = sub[["lower", "upper", "estimate"]].to_numpy(dtype=float)
@@ -205,11 +397,17 @@ def plot_aggregates(
             low, high = float(ends.min()), float(ends.max())
             pad = 0.08 * (high - low) if high > low else max(0.05 * abs(high), 0.05)
             ax.set_xlim(low - pad, high + pad)
-        label = f"{stats.METRIC_LABELS.get(metric, metric)} of {_rule(table)} {table.metric}\n({_norm_note(table)})"
-        _style(ax, title=stats.METRIC_LABELS.get(metric, metric), xlabel=label)
-        ax.grid(False, axis="y")
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+        title = stats.METRIC_LABELS.get(metric, metric)
         if metric == "optimality_gap":
-            ax.set_title("Optimality gap (lower is better)", fontsize=TITLE_SIZE)
+            title += " \u2193"  # lower is better; said in the x label of a new figure too
+        _style(ax, title=title, xlabel=None if own else label)
+        ax.grid(False, axis="y")
+    if own:
+        note = "; optimality gap: lower is better" if "optimality_gap" in metrics and xlabel is None else ""
+        fig.supxlabel(label + note, fontsize=LABEL_SIZE)
     axes[0].tick_params(axis="y", labelsize=LABEL_SIZE)
     return fig
 
@@ -227,27 +425,35 @@ def plot_performance_profile(
         profile_df: ``stats.performance_profile`` output, columns ``algo, tau, estimate, lower, upper``.
         table: The score table (for the labels).
         ax: Axes to draw into, or None for a new figure.
-        colors: ``{algo: colour}``.
+        colors: ``{algo: colour}``; each line also takes its algorithm's ``algo_styles`` line style.
 
     Returns:
         The Figure drawn into.
     """
     algos = _algo_order(profile_df, "algo", table)
     colors = _colors(colors, algos)
+    styles = algo_styles(colors)
     own = ax is None
     if own:
-        ax = _new_figure(8.0, 4.8).subplots()
+        ax = _new_figure(7.0, 4.2).subplots()
     for algo in algos:
         sub = profile_df.loc[profile_df["algo"] == algo].sort_values("tau")
-        ax.plot(sub["tau"], sub["estimate"], color=colors[algo], linewidth=2.2, label=algo)
+        ax.plot(
+            sub["tau"],
+            sub["estimate"],
+            color=colors[algo],
+            linestyle=styles[algo][0],
+            linewidth=2.2,
+            label=algo,
+        )
         ax.fill_between(sub["tau"], sub["lower"], sub["upper"], color=colors[algo], alpha=0.2, linewidth=0)
     if table.normalized:
-        ax.axvline(1.0, color="0.4", linestyle=":", linewidth=1.2)
+        ax.axvline(1.0 * table.scale, color="0.4", linestyle=":", linewidth=1.2)
     ax.set_ylim(-0.02, 1.02)
     _style(
         ax,
         title="Performance profile",
-        xlabel=f"Score threshold \u03c4 on {_rule(table)} {table.metric} ({_norm_note(table)})",
+        xlabel=f"Threshold \u03c4: {_score_text(table)}",
         ylabel="Fraction of runs with score > \u03c4",
     )
     _legend(ax, outside=own)
@@ -290,12 +496,12 @@ def plot_probability_of_improvement(
     algos = sorted(set(poi_df["algo_x"]) | set(poi_df["algo_y"]))
     colors = _colors(colors, algos)
     if ax is None:
-        ax = _new_figure(7.5, 1.4 + 0.5 * max(len(rows), 1)).subplots()
+        ax = _new_figure(6.5, 1.4 + 0.4 * max(len(rows), 1)).subplots()
     y = np.arange(len(rows))[::-1]
     for yi, r in zip(y, rows.itertuples(index=False), strict=True):
         color = colors[r.algo_x]
         ax.barh(yi, r.upper - r.lower, left=r.lower, height=0.6, color=color, alpha=0.75, edgecolor=color)
-        ax.vlines(r.estimate, yi - 0.3, yi + 0.3, color="black", linewidth=2.0)
+        _estimate(ax, r.estimate, yi)
     ax.set_yticks(y, [f"P({r.algo_x} > {r.algo_y})" for r in rows.itertuples(index=False)])
     ax.axvline(0.5, color="0.3", linestyle="--", linewidth=1.2)
     ax.set_xlim(-0.02, 1.02)
@@ -303,10 +509,7 @@ def plot_probability_of_improvement(
     _style(
         ax,
         title="Probability of improvement",
-        xlabel=(
-            f"P(a run of X scores higher than a run of Y), mean over tasks\n"
-            f"{_rule(table)} {table.metric} ({_norm_note(table)}; P is unchanged by normalisation)"
-        ),
+        xlabel=f"P(a run of X scores higher than a run of Y), mean over tasks ({_rule(table)} {table.metric})",
     )
     ax.grid(False, axis="y")
     ax.tick_params(axis="y", labelsize=LABEL_SIZE)
@@ -319,35 +522,51 @@ def plot_sample_efficiency(
     table: stats.ScoreTable,
     ax: Axes | None = None,
     colors: Mapping[str, str] | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    step_kinds: Mapping[str, str] | None = None,
 ) -> Figure:
-    """IQM over runs and tasks against environment steps, with its bootstrap band.
+    """IQM over runs and tasks against training steps, with its bootstrap band.
 
     Args:
         se_df: ``stats.sample_efficiency`` output, columns ``algo, step, estimate, lower, upper``.
         table: The score table (for the metric name and normalisation in the labels).
         ax: Axes to draw into, or None for a new figure.
-        colors: ``{algo: colour}``.
+        colors: ``{algo: colour}``; each line also takes its algorithm's ``algo_styles`` style and marker.
+        xlabel: x label; default ``steps_label`` of the table's tasks in ``step_kinds``.
+        ylabel: y label; default ``IQM`` and the ``score_label``.
+        step_kinds: ``{task: "online" | "offline"}``, what a step is on each task.
 
     Returns:
         The Figure drawn into.
     """
     algos = _algo_order(se_df, "algo", table)
     colors = _colors(colors, algos)
+    styles = algo_styles(colors)
     own = ax is None
     if own:
-        ax = _new_figure(8.0, 4.8).subplots()
+        ax = _new_figure(7.0, 4.2).subplots()
     for algo in algos:
         sub = se_df.loc[se_df["algo"] == algo].sort_values("step")
         ax.plot(
-            sub["step"], sub["estimate"], color=colors[algo], linewidth=2.2, marker="o", ms=3.5, label=algo
+            sub["step"],
+            sub["estimate"],
+            color=colors[algo],
+            linestyle=styles[algo][0],
+            marker=styles[algo][1],
+            markevery=max(1, len(sub) // 10),
+            linewidth=2.2,
+            ms=5,
+            label=algo,
         )
         ax.fill_between(sub["step"], sub["lower"], sub["upper"], color=colors[algo], alpha=0.2, linewidth=0)
     _step_axis(ax)
+    kinds = [(step_kinds or {}).get(t) for t in table.tasks]
     _style(
         ax,
         title="Sample efficiency",
-        xlabel="Training steps (env steps online, gradient steps offline)",
-        ylabel=f"IQM of {table.metric}\n({_norm_note(table)})",
+        xlabel=xlabel if xlabel is not None else steps_label(kinds),
+        ylabel=ylabel if ylabel is not None else _iqm_label(table),
     )
     _legend(ax, outside=own)
     return ax.figure
@@ -360,16 +579,25 @@ def plot_learning_curves(
     colors: Mapping[str, str] | None = None,
     metric: str = "eval/return",
     ncols: int = 3,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    step_kinds: Mapping[str, str] | None = None,
 ) -> Figure:
     """Raw learning curves: one panel per environment, mean over seeds with a shaded 95% bootstrap interval.
+
+    Each algorithm has its colour and, so that curves stay apart in greyscale, its line style and marker
+    (``algo_styles``).
 
     Args:
         lc_df: ``stats.learning_curves`` output, columns ``algo, env, step, mean, lower, upper, n``.
         axes: One Axes per environment (sorted names), a single Axes for one environment, or None for a new
             figure with up to ``ncols`` panels per row.
         colors: ``{algo: colour}``.
-        metric: Metric name for the y label.
+        metric: Metric name; the y label is its ``metric_label`` (``eval/return`` -> ``Return``).
         ncols: Panels per row of a new figure.
+        xlabel: x label of every panel; default ``steps_label`` of the panel's task in ``step_kinds``.
+        ylabel: y label of every panel; default ``metric_label(metric)``.
+        step_kinds: ``{task: "online" | "offline"}``, what a step is on each task.
 
     Returns:
         The Figure drawn into.
@@ -377,11 +605,12 @@ def plot_learning_curves(
     envs = sorted(lc_df["env"].astype(str).unique())
     algos = sorted(lc_df["algo"].astype(str).unique())
     colors = _colors(colors, algos)
+    styles = algo_styles(colors)
     new = axes is None
     if new:
         cols = min(ncols, len(envs))
         nrows = -(-len(envs) // cols)
-        fig = _new_figure(4.6 * cols + 0.4, 3.6 * nrows + 0.7)
+        fig = _new_figure(4.2 * cols + 0.4, 3.3 * nrows + 0.8)
         grid = fig.subplots(nrows, cols, squeeze=False)
         axes = list(grid.ravel())
         for extra in axes[len(envs) :]:
@@ -401,7 +630,7 @@ def plot_learning_curves(
             sub = sub_env.loc[sub_env["algo"] == algo].sort_values("step")
             if sub.empty:
                 continue
-            ax.plot(sub["step"], sub["mean"], color=colors[algo], linewidth=2.0, label=algo)
+            ax.plot(sub["step"], sub["mean"], label=algo, **_line_kw(colors[algo], styles[algo], len(sub)))
             ax.fill_between(
                 sub["step"], sub["lower"], sub["upper"], color=colors[algo], alpha=0.2, linewidth=0
             )
@@ -409,10 +638,10 @@ def plot_learning_curves(
         _style(
             ax,
             title=env,
-            xlabel="Training steps (env steps online, gradient steps offline)",
-            ylabel=f"{metric} (raw)",
+            xlabel=xlabel if xlabel is not None else steps_label([(step_kinds or {}).get(env)]),
+            ylabel=ylabel if ylabel is not None else metric_label(metric),
         )
-    handles = [_line(colors[a], a) for a in algos]
+    handles = [_line(colors[a], styles[a], a) for a in algos]
     if new:
         fig.legend(
             handles=handles,
@@ -429,13 +658,76 @@ def plot_learning_curves(
     return fig
 
 
-def _line(color: str, label: str) -> Any:
+def _line_kw(color: str, style: tuple[str, str], points: int) -> dict[str, Any]:
+    return {"color": color, "linestyle": style[0], "marker": style[1], "markevery": max(1, points // 8),
+            "ms": 5, "linewidth": 2.0}  # fmt: skip
+
+
+def _line(color: str, style: tuple[str, str], label: str) -> Any:
     from matplotlib.lines import Line2D
 
-    return Line2D([], [], color=color, linewidth=2.0, label=label)
+    return Line2D([], [], label=label, **_line_kw(color, style, 1))
+
+
+# --------------------------------------------------------------------------------------------- groups
+def task_groups(df: pd.DataFrame, max_name: int = 40) -> list[TaskGroup]:
+    """Groups the tasks by the set of algorithms that ran on them.
+
+    rliable's aggregates compare algorithms over the same tasks; when the algorithms do not all share them
+    (discrete- and continuous-action algorithms in one suite), each group is one comparison.
+
+    Args:
+        df: Metric rows with columns ``algo, env``.
+        max_name: Longest name made of algorithm names.
+
+    Returns:
+        The groups, most tasks first (then most algorithms, then names). The group of every algorithm (the
+        tasks ``leaderboard.common_tasks`` keeps) is named ``""``; another is named by its task when it has
+        one, else the tasks' common prefix, else its algorithms joined by ``-`` (up to ``max_name``
+        characters), else ``group<N>``; names are unique and safe in file names.
+    """
+    data = df.assign(algo=df["algo"].astype(str), env=df["env"].astype(str))
+    ran = data.groupby("env")["algo"].agg(lambda s: tuple(sorted(set(s))))
+    every = tuple(sorted(set(data["algo"])))
+    by_algos: dict[tuple[str, ...], list[str]] = {}
+    for task, algos in ran.items():
+        by_algos.setdefault(algos, []).append(str(task))
+    ordered = sorted(by_algos.items(), key=lambda kv: (-len(kv[1]), -len(kv[0]), kv[0]))
+    groups: list[TaskGroup] = []
+    used: set[str] = {""}
+    for i, (algos, tasks) in enumerate(ordered, 1):
+        tasks = sorted(tasks)
+        if algos == every:
+            name = ""
+        else:
+            prefix = os.path.commonprefix(tasks).rstrip("-_. ")
+            joined = "-".join(algos)
+            candidates = [tasks[0]] if len(tasks) == 1 else []
+            candidates += [prefix] if len(prefix) >= 3 else []
+            candidates += [joined] if len(joined) <= max_name else []
+            candidates = [_safe(c) for c in candidates]
+            name = next((c for c in candidates if c and c not in used), f"group{i}")
+        used.add(name)
+        groups.append(TaskGroup(name, algos, tuple(tasks)))
+    return groups
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", name).strip("._")
 
 
 # ---------------------------------------------------------------------------------------------- write
+def save_figure(fig: Figure, path: str | Path, dpi: int = 150) -> Path:
+    """Saves a figure with TrueType fonts in PDF and PS (``pdf.fonttype 42``): many conference submission
+    systems reject the Type 3 fonts matplotlib embeds by default. Returns the path."""
+    import matplotlib
+
+    path = Path(path)
+    with matplotlib.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):
+        fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.15)
+    return path
+
+
 def write_all(
     suite_name: str,
     df_metric: pd.DataFrame,
@@ -449,11 +741,19 @@ def write_all(
     dpi: int = 150,
     aggregate_reps: int | None = None,
     curves_df: pd.DataFrame | None = None,
+    *,
+    colors: Mapping[str, str] | None = None,
+    group: TaskGroup | None = None,
+    step_kinds: Mapping[str, str] | None = None,
+    options: FigureOptions | None = None,
+    learning_curves: bool = True,
 ) -> list[Path]:
-    """Writes every figure of a suite and returns their paths.
+    """Writes every figure of a suite (or of one of its task groups) and returns their paths.
 
     Files: ``aggregates``, ``performance_profile``, ``probability_of_improvement`` (only with two or more
     algorithms), ``sample_efficiency`` and ``learning_curves``, each ``.{fmt}``, in ``out_dir`` (created).
+    For a named task group the aggregate figures are ``aggregates-<group>.{fmt}`` and so on, and their title
+    says which group. PDF and PS files embed TrueType fonts (``save_figure``).
 
     Args:
         suite_name: Suite name for the figure titles.
@@ -471,46 +771,52 @@ def write_all(
             (named in that figure's title).
         curves_df: Rows for the learning curves when they should show more than the table (e.g. tasks
             left out of the aggregates because not every algorithm ran them); default ``df_metric``.
+        colors: ``{algo: colour}`` of the whole suite, so that an algorithm keeps its colour in every group;
+            default ``algo_colors`` of the algorithms here.
+        group: The task group drawn (``task_groups``), for file names and titles; None: the whole table.
+        step_kinds: ``{task: "online" | "offline"}``, for the step axis labels (``steps_label``).
+        options: Title, labels and size set by the user.
+        learning_curves: Also write ``learning_curves`` (from ``curves_df``).
 
     Returns:
         Paths of the files written, in the order above.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    colors = algo_colors(list(table.algos) + list(df_metric["algo"].astype(str).unique()))
+    opts = options or FigureOptions()
+    if colors is None:
+        colors = algo_colors(list(table.algos) + list(df_metric["algo"].astype(str).unique()))
+    suffix = f"-{group.name}" if group is not None and group.name else ""
     paths: list[Path] = []
 
-    def save(fig: Figure, name: str) -> None:
-        path = out / f"{name}.{fmt}"
-        fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.15)
-        paths.append(path)
+    def save(fig: Figure, name: str, reps_used: int) -> None:
+        fig.suptitle(_suite_title(suite_name, table, reps_used, group, opts.title), fontsize=TITLE_SIZE)
+        paths.append(_save(fig, out / f"{name}{suffix}.{fmt}", dpi, opts))
 
     if aggregates_df is None:
         aggregates_df = stats.aggregates(table, reps=reps, seed=seed)
-    fig = plot_aggregates(aggregates_df, table, colors=colors)
-    fig.suptitle(_suite_title(suite_name, table, aggregate_reps or reps), fontsize=TITLE_SIZE)
-    save(fig, "aggregates")
+    save(plot_aggregates(aggregates_df, table, colors=colors, xlabel=opts.ylabel), "aggregates",
+         aggregate_reps or reps)  # fmt: skip
 
-    fig = plot_performance_profile(
-        stats.performance_profile(table, reps=reps, seed=seed), table, colors=colors
-    )
-    fig.suptitle(_suite_title(suite_name, table, reps), fontsize=TITLE_SIZE)
-    save(fig, "performance_profile")
+    profile = stats.performance_profile(table, reps=reps, seed=seed)
+    save(plot_performance_profile(profile, table, colors=colors), "performance_profile", reps)
 
     if len(table.algos) >= 2:
         if poi_df is None:
             poi_df = stats.probability_of_improvement(table, reps=reps, seed=seed)
-        fig = plot_probability_of_improvement(poi_df, table, colors=colors)
-        fig.suptitle(_suite_title(suite_name, table, reps), fontsize=TITLE_SIZE)
-        save(fig, "probability_of_improvement")
+        save(
+            plot_probability_of_improvement(poi_df, table, colors=colors), "probability_of_improvement", reps
+        )
 
     se = stats.sample_efficiency(df_metric, normalize=table.resolved, reps=reps, seed=seed)
-    fig = plot_sample_efficiency(se, table, colors=colors)
-    fig.suptitle(_suite_title(suite_name, table, reps), fontsize=TITLE_SIZE)
-    save(fig, "sample_efficiency")
+    fig = plot_sample_efficiency(se, table, colors=colors, xlabel=opts.xlabel, ylabel=opts.ylabel,
+                                 step_kinds=step_kinds)  # fmt: skip
+    save(fig, "sample_efficiency", reps)
 
-    paths.append(write_learning_curves(suite_name, df_metric if curves_df is None else curves_df, table.metric,
-                                       out, fmt=fmt, reps=reps, seed=seed, dpi=dpi, colors=colors))  # fmt: skip
+    if learning_curves:
+        paths.append(write_learning_curves(suite_name, df_metric if curves_df is None else curves_df,
+                                           table.metric, out, fmt=fmt, reps=reps, seed=seed, dpi=dpi,
+                                           colors=colors, step_kinds=step_kinds, options=opts))  # fmt: skip
     return paths
 
 
@@ -524,29 +830,54 @@ def write_learning_curves(
     seed: int = 0,
     dpi: int = 150,
     colors: Mapping[str, str] | None = None,
+    step_kinds: Mapping[str, str] | None = None,
+    options: FigureOptions | None = None,
 ) -> Path:
-    """Writes ``learning_curves.{fmt}``: raw mean over seeds per environment, bootstrap band. Returns its path."""
+    """Writes ``learning_curves.{fmt}``: raw mean over seeds per environment, bootstrap band. Returns its path.
+
+    ``colors``, ``step_kinds`` and ``options`` as in ``write_all``.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    opts = options or FigureOptions()
     colors = colors or algo_colors(list(df_metric["algo"].astype(str).unique()))
     fig = plot_learning_curves(
-        stats.learning_curves(df_metric, reps=reps, seed=seed), colors=colors, metric=metric
+        stats.learning_curves(df_metric, reps=reps, seed=seed), colors=colors, metric=metric,
+        xlabel=opts.xlabel, ylabel=opts.ylabel, step_kinds=step_kinds,
+    )  # fmt: skip
+    title = (
+        opts.title
+        or f"{suite_name}: mean {metric} over seeds, shaded 95% bootstrap CI of the mean (raw scores)"
     )
-    fig.suptitle(
-        f"{suite_name}: mean {metric} over seeds, shaded 95% bootstrap CI of the mean (raw scores)",
-        fontsize=TITLE_SIZE,
-    )
-    path = out / f"learning_curves.{fmt}"
-    fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.15)
-    return path
+    fig.suptitle(title, fontsize=TITLE_SIZE)
+    return _save(fig, out / f"learning_curves.{fmt}", dpi, opts)
 
 
-def _suite_title(suite_name: str, table: stats.ScoreTable, reps: int) -> str:
+def _save(fig: Figure, path: Path, dpi: int, opts: FigureOptions) -> Path:
+    if opts.figsize is not None:
+        fig.set_size_inches(*opts.figsize)
+    return save_figure(fig, path, dpi)
+
+
+def _suite_title(
+    suite_name: str,
+    table: stats.ScoreTable,
+    reps: int,
+    group: TaskGroup | None = None,
+    title: str | None = None,
+) -> str:
     runs = int(table.per_run["in_table"].sum())
-    return (
-        f"{suite_name}: {_count(len(table.algos), 'algorithm')}, {_count(len(table.tasks), 'task')}, "
-        f"{_count(runs, 'run')}; 95% stratified bootstrap CIs ({reps:,} reps)"
+    where = ""
+    if group is not None and group.name:
+        who = ", ".join(group.algos) if len(group.algos) <= 4 else f"{len(group.algos)} algorithms"
+        where = f"task group {group.name} (the tasks run by {who})"
+    if title:
+        return f"{title}: {where}" if where else title
+    counts = (
+        f"{_count(len(table.algos), 'algorithm')}, {_count(len(table.tasks), 'task')}, {_count(runs, 'run')}"
     )
+    head = f"{suite_name}, {where}:\n" if where else f"{suite_name}: "
+    return f"{head}{counts}; {_rule(table)} {table.metric}, 95% stratified bootstrap CIs ({reps:,} reps)"
 
 
 def _count(n: int, noun: str) -> str:

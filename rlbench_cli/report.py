@@ -19,6 +19,7 @@ class Report:
     paths: list[Path]
     leaderboard_md: str
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was drawn how (task groups), for stdout
 
 
 def _suite_config(store: Any, suite: str) -> dict[str, Any]:
@@ -73,49 +74,87 @@ def make_report(
     seed: int,
     out_dir: Path,
     fmt: str = "png",
+    step_kinds: dict[str, str] | None = None,
+    options: Any = None,
 ) -> Report:
-    """Score runs, compute rliable statistics, write every figure and the leaderboard (md + csv)."""
+    """Score runs, compute rliable statistics, write every figure and the leaderboard (md + csv).
+
+    When the algorithms do not all run on the same tasks, the tasks are grouped by the algorithms that ran
+    on them (``plots.task_groups``) and the aggregate figures are drawn per group, ``aggregates-<group>``
+    and so on (the group of every algorithm, if any, keeps the plain names); ``Report.notes`` says so. The
+    leaderboard keeps its rule (``leaderboard.common_tasks``): ranked on the tasks every algorithm has, else
+    the per-task table. Every figure gives an algorithm the same colour (``plots.algo_colors`` of the suite).
+
+    Args:
+        step_kinds: ``{task: "online" | "offline"}``, for the step axis labels.
+        options: ``plots.FigureOptions`` (title, labels, size) for every figure.
+    """
     from . import leaderboard, plots, stats
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    colors = plots.algo_colors(list(df["algo"].astype(str).unique()))
+    groups = plots.task_groups(df)
+    kw = {"fmt": fmt, "seed": seed, "colors": colors, "step_kinds": step_kinds, "options": options}
+    poi_reps = min(reps, CURVE_REPS)
+    notes: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)
         try:  # the same rule as `rlbench leaderboard`: rank on the tasks every algorithm has
             data, _, left_out = leaderboard.common_tasks(df)
         except stats.StatsError as e:
             data, left_out = None, {}
-            warnings.warn(f"{e}; writing learning curves and the per-task table only", stats.StatsWarning,
-                          stacklevel=2)  # fmt: skip
-        if data is None:
-            board = leaderboard.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
-                                      normalize=normalize, reps=reps, seed=seed, per_task=True)  # fmt: skip
-            paths = [
-                plots.write_learning_curves(suite, df, metric, out_dir, fmt=fmt, reps=CURVE_REPS, seed=seed)
-            ]
-            frame, md = board.frame, leaderboard.render(board, "md").rstrip("\n")
-        else:
-            if left_out:
-                why = "; ".join(f"{t} (no runs of {', '.join(a)})" for t, a in left_out.items())
-                warnings.warn(f"tasks left out of the aggregate figures, as not every algorithm has runs there: "
-                              f"{why}; their learning curves are still drawn", stats.StatsWarning, stacklevel=2)  # fmt: skip
-            table = stats.score_table(
-                data, rule=rule, drop_first=drop_first, normalize=normalize, metric=metric
+            warnings.warn(f"{e}; the leaderboard is the per-task table and the aggregate figures are drawn per "
+                          "task group", stats.StatsWarning, stacklevel=2)  # fmt: skip
+        if left_out:
+            why = "; ".join(f"{t} (no runs of {', '.join(a)})" for t, a in left_out.items())
+            warnings.warn(f"tasks left out of the leaderboard and of aggregates.{fmt}, as not every algorithm has "
+                          f"runs there: {why}; their aggregate figures are drawn per task group and their "
+                          "learning curves with the others", stats.StatsWarning, stacklevel=2)  # fmt: skip
+        if len(groups) > 1:
+            notes.append(
+                "the algorithms do not all run on the same tasks, so the aggregate figures (aggregates, "
+                "performance_profile, probability_of_improvement, sample_efficiency) are drawn per group of "
+                "tasks run by the same algorithms, one file per group:"
             )
+            notes += [f"  {g.describe()} -> aggregates{'-' + g.name if g.name else ''}.{fmt}" for g in groups]
+        paths: list[Path] = []
+        frame = md = None
+        for group in groups:
+            rows = df.loc[df["env"].astype(str).isin(group.tasks)]
+            try:
+                table = stats.score_table(
+                    rows, rule=rule, drop_first=drop_first, normalize=normalize, metric=metric
+                )
+            except stats.StatsError as e:
+                if len(groups) == 1:
+                    raise
+                warnings.warn(f"task group {group.name or 'of every algorithm'}: {e}; its aggregate figures are "
+                              "not drawn", stats.StatsWarning, stacklevel=2)  # fmt: skip
+                continue
             agg = stats.aggregates(table, reps=reps, seed=seed)
-            poi_reps = min(reps, CURVE_REPS)
             poi = (
                 stats.probability_of_improvement(table, reps=poi_reps, seed=seed)
                 if len(table.algos) > 1
                 else None
             )
-            paths = plots.write_all(suite, data, table, out_dir, fmt=fmt, reps=poi_reps, seed=seed,
-                                    aggregates_df=agg, poi_df=poi, aggregate_reps=reps, curves_df=df)  # fmt: skip
-            frame = leaderboard.leaderboard(table, agg, poi)
-            header = leaderboard.header_lines(suite, table, reps=reps, seed=seed, poi_reps=poi_reps)
-            md = leaderboard.to_markdown(frame, header)
+            paths += plots.write_all(suite, rows, table, out_dir, reps=poi_reps, aggregates_df=agg, poi_df=poi,
+                                     aggregate_reps=reps, group=group if len(groups) > 1 else None,
+                                     learning_curves=False, **kw)  # fmt: skip
+            if not group.name:  # the tasks every algorithm has: the leaderboard's table
+                frame = leaderboard.leaderboard(table, agg, poi)
+                header = leaderboard.header_lines(suite, table, reps=reps, seed=seed, poi_reps=poi_reps)
+                md = leaderboard.to_markdown(frame, header)
+        paths.append(plots.write_learning_curves(suite, df, metric, out_dir, reps=CURVE_REPS, **kw))
+        if data is None or frame is None:
+            board = leaderboard.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
+                                      normalize=normalize, reps=reps, seed=seed, per_task=True)  # fmt: skip
+            frame, md = board.frame, leaderboard.render(board, "md").rstrip("\n")
+    md = md.rstrip("\n")
     (out_dir / "leaderboard.md").write_text(md + "\n")
     leaderboard.to_csv(frame, out_dir / "leaderboard.csv")
     paths += [out_dir / "leaderboard.md", out_dir / "leaderboard.csv"]
-    notes = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)))
-    return Report(paths=paths, leaderboard_md=md, warnings=notes)
+    messages = list(
+        dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning))
+    )
+    return Report(paths=paths, leaderboard_md=md, warnings=messages, notes=notes)

@@ -55,6 +55,54 @@ def load_metric(store, suite: str, metric: str):  # noqa: ANN001, ANN201
     return df, unfinished
 
 
+def step_kinds(store, suite: str) -> dict[str, str]:  # noqa: ANN001
+    """``{task: "online" | "offline"}`` of a suite's finished runs: offline where a run trained on a dataset,
+    online where rlbench recorded none; tasks of runs imported without that (e.g. d3rlpy logs) are left out."""
+    with store.reader() as con:
+        rows = con.execute(
+            "SELECT env, CASE WHEN bool_or(config->>'$.dataset' IS NOT NULL) THEN 'offline' "
+            "WHEN bool_and(json_exists(config, '$.dataset')) THEN 'online' END "
+            "FROM runs WHERE suite = ? AND status = 'finished' GROUP BY env", [suite]
+        ).fetchall()  # fmt: skip
+    return {str(env): kind for env, kind in rows if env is not None and kind is not None}
+
+
+def parse_figsize(value: str | None) -> tuple[float, float] | None:
+    """``"6,4"`` -> ``(6.0, 4.0)``; UsageError naming ``--figsize`` unless two positive numbers up to 100."""
+    if value is None:
+        return None
+    parts = value.replace("x", ",").split(",")
+    try:
+        size = tuple(float(p) for p in parts)
+    except ValueError:
+        size = ()
+    if len(size) != 2 or not all(math.isfinite(v) and 0 < v <= 100 for v in size):
+        raise UsageError(
+            f"--figsize {value!r}: give WIDTH,HEIGHT in inches, two numbers from 0 to 100 such as 6,4"
+        )
+    return size  # type: ignore[return-value]
+
+
+TitleOpt = Annotated[
+    str | None, typer.Option("--title", help="title of every figure (a task group's figures add the group)")
+]
+XlabelOpt = Annotated[
+    str | None,
+    typer.Option("--xlabel", help="x label of the learning curves and sample efficiency (default: what a "
+                 "step is: Environment steps, Gradient steps)", show_default=False),
+]  # fmt: skip
+YlabelOpt = Annotated[
+    str | None,
+    typer.Option("--ylabel", help="label of the score axis: y of the learning curves and sample efficiency, x "
+                 "of the aggregates (default: Return, or Normalised score and by what)", show_default=False),
+]  # fmt: skip
+FigsizeOpt = Annotated[
+    str | None,
+    typer.Option("--figsize", metavar="W,H", help="size of every figure in inches, e.g. 6,4 (default: fitted "
+                 "to each figure)", show_default=False),
+]  # fmt: skip
+
+
 @handle_errors
 def plot(
     suite: SuiteArg,
@@ -70,26 +118,41 @@ def plot(
         typer.Option("--out", help="folder for figures [default: results/figures/SUITE]", show_default=False),
     ] = None,  # fmt: skip
     fmt: Annotated[FigFormat, typer.Option("--format", help="figure file format")] = FigFormat.png,
+    title: TitleOpt = None,
+    xlabel: XlabelOpt = None,
+    ylabel: YlabelOpt = None,
+    figsize: FigsizeOpt = None,
 ) -> None:
     """rliable figures and a leaderboard for a suite: aggregates with 95% bootstrap CIs, performance
     profile, probability of improvement, sample efficiency, learning curves.
 
-    Example: rlbench plot quickstart --score final --reps 50000 --seed 0
-    """
-    from .. import report
+    Colour-blind-safe colours, one per algorithm in every figure; curves also differ by line style and marker.
 
+    Algorithms that do not all run on the same tasks: aggregate figures per task group (aggregates-GROUP.png, ...).
+
+    Example: rlbench plot quickstart --score final --reps 50000 --seed 0
+
+    Example, for a paper (TrueType fonts in the PDF): rlbench plot quickstart --format pdf --figsize 6,3.5 --title "Classic control" --ylabel "Normalised return"
+    """
+    from .. import plots, report
+
+    size = parse_figsize(figsize)
     store = store_for(db)
     check_score_flags(score, drop_first)
     metric, rule, drop_first = report.suite_scoring(store, suite, metric, score, drop_first)
     df, unfinished = load_metric(store, suite, metric)
     out_dir = out or store.path.parent / "figures" / suite
+    options = plots.FigureOptions(title=title, xlabel=xlabel, ylabel=ylabel, figsize=size)
     result = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first,
                                 normalize=report.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
-                                out_dir=out_dir, fmt=fmt.value)  # fmt: skip
+                                out_dir=out_dir, fmt=fmt.value, step_kinds=step_kinds(store, suite),
+                                options=options)  # fmt: skip
     if unfinished:
         typer.echo(f"warning: {unfinished} runs of {suite!r} are not finished and are left out", err=True)
     for w in result.warnings:
         typer.echo(f"warning: {w}", err=True)
+    for note in result.notes:
+        typer.echo(note)
     typer.echo(result.leaderboard_md)
     for p in result.paths:
         typer.echo(f"wrote {p}")

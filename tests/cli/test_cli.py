@@ -241,3 +241,76 @@ def test_status_shows_placement_and_watch_ends_when_every_run_has_ended(tmp_path
     assert "--interval must be a positive" in _one_line_error(
         invoke("status", "w", "--db", db, "--interval", "0")
     )
+
+
+# -- plot: figure flags and task groups (#13) ------------------------------------------------------------------
+@pytest.mark.parametrize("bad", ["6", "6,4,2", "a,b", "0,4", "-1,3", "nan,4", "1000,4", ""])
+def test_plot_figsize_is_validated_in_one_line(bad, tmp_path):
+    line = _one_line_error(invoke("plot", "s", "--db", tmp_path / "db.duckdb", "--figsize", bad))
+    assert line == (f"rlbench: error: --figsize {bad!r}: give WIDTH,HEIGHT in inches, two numbers from 0 to 100 "
+                    "such as 6,4")  # fmt: skip
+    assert not (tmp_path / "db.duckdb").exists()  # checked before anything is opened
+
+
+def test_plot_help_documents_the_figure_flags_with_an_example():
+    text = " ".join(invoke("plot", "--help").output.split())
+    for flag in ("--title", "--xlabel", "--ylabel", "--figsize"):
+        assert flag in text
+    assert "--figsize 6,3.5" in text and "--format pdf" in text
+
+
+def test_plot_flags_reach_every_figure_and_task_groups_are_said(tmp_path, make_results_db, monkeypatch):
+    from rlbench_cli import plots
+
+    runs = [(a, e, s, [(1000, 10.0 * s + len(a)), (2000, 20.0 * s + len(a))])
+            for a, envs in (("dqn", ("Acrobot-v1", "CartPole-v1")), ("td3", ("Pendulum-v1",)),
+                            ("ppo", ("Acrobot-v1", "CartPole-v1", "Pendulum-v1")))
+            for e in envs for s in (0, 1)]  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    make_results_db(db, runs, suite="mix")
+    figs = {}
+    real = plots.save_figure
+
+    def save(fig, path, dpi=150):
+        figs[Path(path).name] = fig
+        return real(fig, path, dpi)
+
+    monkeypatch.setattr(plots, "save_figure", save)
+    r = invoke("plot", "mix", "--db", db, "--reps", 200, "--out", tmp_path / "fig", "--format", "pdf",
+               "--title", "My suite", "--xlabel", "Steps", "--ylabel", "Score", "--figsize", "5,3")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "the algorithms do not all run on the same tasks" in r.stdout
+    assert (
+        "  dqn-ppo: 2 algorithms (dqn, ppo) on 2 tasks (Acrobot-v1, CartPole-v1) -> aggregates-dqn-ppo.pdf"
+        in (r.stdout)
+    )
+    expected = {f"{n}-{g}.pdf" for n in ("aggregates", "performance_profile", "probability_of_improvement",
+                                         "sample_efficiency") for g in ("dqn-ppo", "Pendulum-v1")}  # fmt: skip
+    assert set(figs) == expected | {"learning_curves.pdf"}
+    for name, fig in figs.items():
+        assert tuple(fig.get_size_inches()) == (5.0, 3.0), name
+        assert fig.get_suptitle().startswith("My suite"), name
+        assert b"/Type3" not in (tmp_path / "fig" / name).read_bytes(), name
+    assert figs["aggregates-Pendulum-v1.pdf"].get_suptitle() == (
+        "My suite: task group Pendulum-v1 (the tasks run by ppo, td3)"
+    )
+    assert figs["aggregates-dqn-ppo.pdf"].get_supxlabel() == "Score"
+    assert {
+        (ax.get_xlabel(), ax.get_ylabel()) for ax in figs["learning_curves.pdf"].axes if ax.get_visible()
+    } == {("Steps", "Score")}
+
+
+def test_step_kinds_of_the_reference_suites(tmp_path):
+    from rlbench_cli.cli.plot import step_kinds
+    from rlbench_cli.store import Store
+
+    db = tmp_path / "db.duckdb"
+    for name in ("classic-control", "offline-classic"):
+        r = invoke("fetch", "--from", f"rlbench:{ROOT}/results/reference/{name}", "--into", name, "--db", db)
+        assert r.exit_code == 0, r.output
+    store = Store(db)
+    assert step_kinds(store, "classic-control") == dict.fromkeys(
+        ["Acrobot-v1", "CartPole-v1", "MountainCar-v0", "Pendulum-v1"], "online"
+    )
+    offline = step_kinds(store, "offline-classic")
+    assert len(offline) == 6 and set(offline.values()) == {"offline"}

@@ -135,3 +135,37 @@ def test_latex_aggregate_titles() -> None:
     assert r"iqm [95\% CI] & median" in tex and r"p\_improve\_over\_next" in tex
     with pytest.raises(stats.StatsError, match="unknown table format"):
         lb.render(board, "html")
+
+
+def test_one_number_of_decimals_per_column_and_no_negative_zero() -> None:
+    df = pd.DataFrame(
+        {
+            "algo": ["a", "b", "c"],
+            "mean": [-1378.42, -89.233, 5.0],  # reaches 1,000: one decimal for the whole column
+            "std": [127.34, 5.683, 0.0],  # reaches 100: two
+            "norm": [-0.0004, 0.95, np.nan],  # below 100: three; -0.0004 rounds to 0.000, not -0.000
+        }
+    )
+    md = lb.to_markdown(df)
+    rows = [line.split(" | ") for line in md.splitlines()[2:]]
+    assert [r[1] for r in rows] == ["-1,378.4", "-89.2", "5.0"]
+    assert [r[2] for r in rows] == ["127.34", "5.68", "0.00"]
+    assert [r[3].rstrip(" |") for r in rows] == ["0.000", "0.950", "n/a"]
+    assert "-0.0" not in md
+    tex = lb.to_latex(df)
+    assert r"a & $-$1,378.4 & 127.34 & 0.000 \\" in tex and r"c & 5.0 & 0.00 & -- \\" in tex
+    assert lb.decimals([0.5, np.nan, 99.9]) == 3 and lb.decimals([100.0]) == 2 and lb.decimals([-1e4]) == 1
+    assert lb.decimals([]) == 3
+
+
+def test_per_task_board_columns_keep_their_decimals_in_md_and_latex() -> None:
+    df = metric_rows()
+    df.loc[df["algo"] == "c", "value"] *= 100  # c's scores reach 3,300; a's and b's stay below 100
+    board = lb.build("s", df, metric="eval/return", normalize=None, per_task=True)
+    md = lb.render(board, "md")
+    rows = [line.split(" | ") for line in md.splitlines() if line.startswith(("| a ", "| b ", "| c "))]
+    assert [r[3] for r in rows] == ["12.0", "12.0", "22.0", "22.0", "3,200.0"]  # mean: one decimal in all
+    assert [r[4] for r in rows] == ["0.816", "0.816", "0.816", "0.816", "81.650"]  # std: three, below 100
+    tex = lb.render(board, "latex")
+    assert "a & t1 & 3 & 12.0 & 0.816 & 12.0 & 11.0 & 13.0 \\\\" in tex
+    assert "a,t1,3,12.0,0.816496580927726," in lb.render(board, "csv")  # CSV keeps full precision
