@@ -19,6 +19,7 @@ from .datasets import datasets_app
 from .fetch import fetch
 from .leaderboard import leaderboard
 from .plot import plot
+from .report import report
 from .run import run
 from .status import status
 from .validate import validate
@@ -80,6 +81,7 @@ app.command()(plot)
 app.command()(leaderboard)
 app.command()(validate)
 app.command()(compare)
+app.command()(report)
 app.add_typer(datasets_app, name="datasets")
 
 

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .common import (
+    DbOpt,
+    DropFirstOpt,
+    MetricOpt,
+    NormalizeOpt,
+    RepsOpt,
+    ScoreOpt,
+    SeedOpt,
+    SuiteArg,
+    check_score_flags,
+    handle_errors,
+    store_for,
+)
+
+
+@handle_errors
+def report(
+    suite: SuiteArg,
+    db: DbOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="the HTML file [default: results/reports/SUITE.html]", show_default=False
+        ),
+    ] = None,  # fmt: skip
+    metric: MetricOpt = None,
+    score: ScoreOpt = None,
+    drop_first: DropFirstOpt = None,
+    normalize: NormalizeOpt = "auto",
+    reps: RepsOpt = 50_000,
+    seed: SeedOpt = 0,
+) -> None:
+    """One self-contained HTML page with a suite's whole result: leaderboard and intervals, AdaStop decisions,
+    every figure, per-task table, runs (status, attempts, time, where they ran, score, errors), score rule,
+    suite file and reproducibility manifest. It needs no network to view; send it as it is.
+
+    Example: rlbench report quickstart --out quickstart.html
+    """
+    from .. import report as figures
+    from ..htmlreport import build_html
+    from .plot import step_kinds
+
+    check_score_flags(score, drop_first)
+    store = store_for(db)
+    metric, rule, drop_first = figures.suite_scoring(store, suite, metric, score, drop_first)
+    page, notes = build_html(store, suite, metric=metric, rule=rule, drop_first=drop_first,
+                             normalize=figures.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
+                             step_kinds=step_kinds(store, suite))  # fmt: skip
+    path = out or store.path.parent / "reports" / f"{suite}.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(path)
+    for n in notes:
+        typer.echo(f"note: {n}", err=True)
+    typer.echo(f"wrote {path} ({len(page.encode()) / 1024:,.0f} KiB)")

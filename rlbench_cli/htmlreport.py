@@ -1,0 +1,244 @@
+"""``rlbench report``: a suite's whole result as one self-contained HTML page.
+
+The page holds the leaderboard with its intervals, AdaStop's decisions (when the suite ran with --adaptive),
+every figure of ``rlbench plot`` inlined as SVG, the per-task table, the run table (status, attempts, duration,
+executor, host, device, job id, score, the error of failed runs), the score rule and normalisation, the suite
+file and the reproducibility manifest (code versions, interpreters, packages, hosts). Nothing is fetched
+when it is viewed: no scripts, fonts or images from elsewhere. Every string from the database is escaped.
+
+A suite with no finished runs gets a page that says so, with its run table.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+__all__ = ["build_html"]
+
+CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: #1a1a1a;
+       margin: 0; background: #fafafa; }
+main { max-width: 1180px; margin: 0 auto; padding: 16px 20px 48px; background: #fff; }
+h1 { font-size: 1.6em; margin: 0.4em 0 0.1em; } h2 { font-size: 1.25em; margin-top: 1.8em;
+     border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+p.sub { color: #555; margin-top: 0; }
+nav a { margin-right: 1em; white-space: nowrap; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; font-size: 0.88em; margin: 8px 0; }
+th, td { border-bottom: 1px solid #e4e4e4; padding: 4px 8px; text-align: right; white-space: nowrap; }
+th { background: #f2f4f7; position: sticky; top: 0; }
+td.text, th.text { text-align: left; }
+tr.failed td { background: #fff1f0; } tr.interrupted td { background: #fffbe6; }
+figure { margin: 14px 0 22px; } figure svg { max-width: 100%; height: auto; display: block; }
+figcaption { color: #555; font-size: 0.88em; }
+pre { background: #f6f8fa; padding: 10px; overflow-x: auto; font-size: 0.85em; max-width: 100%; }
+pre.err { white-space: pre-wrap; margin: 2px 0; padding: 4px 8px; max-width: 60em; }
+.note { background: #eef6ff; border-left: 4px solid #4a90d9; padding: 8px 12px; }
+"""
+
+# With #layout-check in the URL, the page writes the size of its tables and figures into #layout: the tests
+# render it in headless Chromium and read what a person would see (no overflow at a laptop's width).
+LAYOUT_CHECK = """
+if (location.hash === "#layout-check") {
+  const out = {viewport: innerWidth, page_width: document.documentElement.scrollWidth, items: []};
+  for (const el of document.querySelectorAll("[data-check]")) {
+    const r = el.getBoundingClientRect();
+    out.items.push({name: el.dataset.check, width: r.width, height: r.height, left: r.left, right: r.right});
+  }
+  document.getElementById("layout").textContent = JSON.stringify(out);
+}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _table(frame: Any, name: str, text_cols: tuple[str, ...] = (), row_class: list[str] | None = None) -> str:
+    """A DataFrame as an HTML table (escaped), numbers right-aligned, wrapped so it scrolls, not overflows."""
+    import math
+
+    cols = [str(c) for c in frame.columns]
+    head = "".join(f'<th class="{"text" if c in text_cols else ""}">{_e(c)}</th>' for c in cols)
+    rows = []
+    for i, rec in enumerate(frame.itertuples(index=False)):
+        cells = []
+        for c, v in zip(cols, rec):
+            if isinstance(v, float):
+                v = "" if math.isnan(v) else (f"{v:.4g}" if abs(v) < 1e5 else f"{v:,.0f}")
+            cls = "text" if c in text_cols else ""
+            cells.append(f'<td class="{cls}">{_e(v)}</td>')
+        klass = f' class="{row_class[i]}"' if row_class else ""
+        rows.append(f"<tr{klass}>{''.join(cells)}</tr>")
+    return (f'<div class="scroll" data-check="{_e(name)}"><table><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></div>")  # fmt: skip
+
+
+def _svg(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    start = text.find("<svg")
+    return re.sub(r"<!--.*?-->", "", text[start:], flags=re.S) if start >= 0 else ""
+
+
+def build_html(
+    store: Any,
+    suite: str,
+    *,
+    metric: str,
+    rule: str,
+    drop_first: int,
+    normalize: Any,
+    reps: int = 50_000,
+    seed: int = 0,
+    step_kinds: dict[str, str] | None = None,
+) -> tuple[str, list[str]]:
+    """The page for ``suite`` and the warnings met on the way (tasks left out, runs dropped, ...)."""
+    import pandas as pd
+
+    from . import leaderboard, report, stats
+    from .errors import UnknownName
+
+    with store.reader() as con:
+        if suite not in store.suites(con):
+            known = ", ".join(store.suites(con)) or "none yet"
+            raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
+        runs = store.runs(con, suite)
+        cfg_row = con.execute("SELECT config, source_path, description FROM suites WHERE name = ?",
+                              [suite]).fetchall()[0]  # fmt: skip
+        decisions, adaptive = store.decisions(con, suite)
+        table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
+    df = table.to_pandas()
+    config = json.loads(cfg_row[0]) if cfg_row[0] else {}
+    notes: list[str] = []
+    sections: list[tuple[str, str, str]] = []  # (anchor, title, html)
+    counts = ", ".join(
+        f"{n} {s}" for s, n in sorted(pd.Series([r["status"] for r in runs]).value_counts().items())
+    )
+    scoring = (f"Score rule: <b>{_e(rule)}</b> of <code>{_e(metric)}</code>"
+               + (f" after dropping the first {drop_first} evaluations" if drop_first else "") + "; normalisation: "
+               + _e(_describe_normalize(normalize)) + ".")  # fmt: skip
+    scores: dict[str, float] = {}
+    if df.empty:
+        sections.append(("results", "Results", f'<p class="note" data-check="no-results">No finished runs of '
+                         f"<code>{_e(metric)}</code> yet ({_e(counts) or 'no runs'}): there is nothing to rank "
+                         f"or draw. See <code>rlbench status {_e(suite)}</code>.</p>"))  # fmt: skip
+    else:
+        df = df[["run_id", "algo", "env", "seed", "step", "value"]]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", stats.StatsWarning)
+            per_run = stats.run_scores(df, rule, drop_first)
+            scores = dict(zip(per_run["run_id"], per_run["score"]))
+            try:
+                board = leaderboard.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
+                                          normalize=normalize, reps=reps, seed=seed)  # fmt: skip
+                header = "".join(f"<li>{_e(h)}</li>" for h in board.header)
+                sections.append(("leaderboard", "Leaderboard", f"<ul>{header}</ul>"
+                                 + _table(board.frame, "leaderboard", ("algo",))))  # fmt: skip
+            except stats.StatsError as e:
+                sections.append(("leaderboard", "Leaderboard", f'<p class="note">{_e(e)}.</p>'))
+            per_task = leaderboard.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
+                                         normalize=normalize, per_task=True)  # fmt: skip
+        notes += list(
+            dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning))
+        )
+        if decisions:
+            frame = pd.DataFrame(decisions)[["task", "algo_a", "decision", "algo_b", "look", "runs_a", "runs_b",
+                                             "mean_a", "mean_b"]]  # fmt: skip
+            s = adaptive or {}
+            sections.append(("adastop", "AdaStop decisions", (
+                f"<p>Family-wise error {_e(s.get('alpha'))} over every pair, task and look; batches of "
+                f"{_e(s.get('batch'))} runs, at most {_e(s.get('max_batches'))} looks. <i>larger</i>: A is better "
+                "than B.</p>" + _table(frame, "adastop", ("task", "algo_a", "decision", "algo_b")))))  # fmt: skip
+        with tempfile.TemporaryDirectory() as tmp:
+            made = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first,
+                                      normalize=normalize, reps=reps, seed=seed, out_dir=Path(tmp), fmt="svg",
+                                      step_kinds=step_kinds)  # fmt: skip
+            notes += [n for n in made.warnings if n not in notes]
+            figs = [p for p in made.paths if p.suffix == ".svg"]
+            body = "".join(
+                f'<figure data-check="figure:{_e(p.stem)}">{_svg(p)}<figcaption>{_e(p.stem.replace("_", " "))}'
+                f"</figcaption></figure>" for p in figs)  # fmt: skip
+        sections.append(("figures", "Figures", body))
+        sections.append(("per-task", "Per-task scores", _table(per_task.frame, "per-task", ("algo", "env"))))
+    sections.append(("runs", "Runs", _run_table(runs, scores)))
+    sections.append(("suite", "Suite file", _suite_file(cfg_row[1], config)))
+    sections.append(("manifest", "Reproducibility", _manifest(runs)))
+    nav = "".join(f'<a href="#{a}">{_e(t)}</a>' for a, t, _ in sections)
+    body = "".join(f'<section id="{a}"><h2>{_e(t)}</h2>{h}</section>' for a, t, h in sections)
+    warn = "".join(f"<li>{_e(n)}</li>" for n in notes)
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_e(suite)}: rlbench report</title><style>{CSS}</style></head>
+<body><main>
+<h1 data-check="title">{_e(suite)}</h1>
+<p class="sub">{_e(cfg_row[2] or "")}</p>
+<p class="sub">{len(runs)} runs ({_e(counts) or "none"}). {scoring}
+Generated by rlbench on {_e(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))} from {_e(store.path)}.</p>
+<nav>{nav}</nav>
+{f"<h2>Notes</h2><ul>{warn}</ul>" if warn else ""}
+{body}
+<pre id="layout" hidden></pre>
+</main><script>{LAYOUT_CHECK}</script></body></html>
+"""
+    return page, notes
+
+
+def _describe_normalize(normalize: Any) -> str:
+    if normalize is None or normalize == "none":
+        return "none (raw scores)"
+    if isinstance(normalize, dict):
+        return str(normalize.get("source") or normalize.get("table") or "the suite's normalize block")
+    return str(normalize)
+
+
+def _run_table(runs: list[dict[str, Any]], scores: dict[str, float]) -> str:
+    import pandas as pd
+
+    if not runs:
+        return "<p>No runs.</p>"
+    rows = [{"run_id": r["run_id"], "algo": r["algo"], "task": r["env"], "seed": r["seed"], "status": r["status"],
+             "attempts": r["attempts"], "duration s": r["duration_s"], "executor": r.get("executor"),
+             "host": r["host"], "device": r["device"], "job": r.get("job_id"), "score": scores.get(r["run_id"])}
+            for r in runs]  # fmt: skip
+    table = _table(pd.DataFrame(rows), "runs", ("run_id", "algo", "task", "status", "executor", "host", "device",
+                                                "job"), [str(r["status"]) for r in runs])  # fmt: skip
+    errors = "".join(f"<p><code>{_e(r['run_id'])}</code> {_e(r['algo'])} {_e(r['env'])} seed {_e(r['seed'])} "
+                     f"({_e(r['status'])}):</p><pre class=\"err\">{_e((r['error'] or '').strip()[-2000:])}</pre>"
+                     for r in runs if r["status"] in ("failed", "interrupted") and r["error"])  # fmt: skip
+    return table + (f"<h3>Errors</h3>{errors}" if errors else "")
+
+
+def _suite_file(source: str | None, config: dict[str, Any]) -> str:
+    if source and Path(source).is_file():
+        try:
+            return (
+                f"<p><code>{_e(source)}</code></p><pre>{_e(Path(source).read_text(encoding='utf-8'))}</pre>"
+            )
+        except (OSError, UnicodeDecodeError):
+            pass
+    return f"<p>As stored with the results:</p><pre>{_e(json.dumps(config, indent=1, default=str))}</pre>"
+
+
+def _manifest(runs: list[dict[str, Any]]) -> str:
+    def distinct(key: str) -> str:
+        values = sorted({str(r[key]) for r in runs if r.get(key) not in (None, "")})
+        return ", ".join(values) or "-"
+
+    packages: dict[str, set[str]] = {}
+    for r in runs:
+        raw = r.get("packages")
+        for name, version in (json.loads(raw) if isinstance(raw, str) else raw or {}).items():
+            packages.setdefault(name, set()).add(str(version))
+    items = [("git commit", distinct("git_commit")), ("uncommitted changes", distinct("git_dirty")),
+             ("python", distinct("python")), ("hosts", distinct("host")), ("devices", distinct("device")),
+             ("executors", distinct("executor"))]  # fmt: skip
+    items += [(name, ", ".join(sorted(v))) for name, v in sorted(packages.items())]
+    rows = "".join(f'<tr><th class="text">{_e(k)}</th><td class="text">{_e(v)}</td></tr>' for k, v in items)
+    return f'<div class="scroll" data-check="manifest"><table>{rows}</table></div>'
