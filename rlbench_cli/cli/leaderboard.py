@@ -73,6 +73,13 @@ def leaderboard(
     for w in board.warnings:
         typer.echo(f"warning: {w}", err=True)
     text = lb.render(board, fmt.value)
+    if fmt == TableFormat.md:  # AdaStop's decisions beside the intervals, when the suite ran with --adaptive
+        from .compare import decisions_table
+
+        with store.reader() as con:
+            decisions, settings = store.decisions(con, suite)
+        if decisions:
+            text = text.rstrip("\n") + "\n\n" + decisions_table(decisions, settings) + "\n"
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")

@@ -41,6 +41,8 @@ def test_equal_algorithms_run_every_batch_and_are_declared_equal(tmp_path):
     assert sorted({r["seed"] for r in status["runs"]}) == [0, 1, 2, 3, 4, 5]
     shown = rl("compare", "ada", "--db", db).stdout
     assert "| CartPole-v1 | random | = equal | same | 3 | 6 | 6 |" in shown
+    board = rl("leaderboard", "ada", "--db", db, "--reps", "1000").stdout
+    assert "AdaStop decisions" in board and "| CartPole-v1 | random | = equal | same |" in board
     again = rl("run", _suite(tmp_path), "--db", db, *ADAPTIVE, "--json").stdout.strip().splitlines()[-1]
     assert json.loads(again)["batches_run"] == 0  # everything decided: nothing more to run
     # on the stored runs with other settings, compare re-tests what is there (e.g. imported runs)
