@@ -19,6 +19,7 @@ from .fetch import fetch
 from .leaderboard import leaderboard
 from .plot import plot
 from .run import run
+from .sql import sql
 from .status import status
 from .validate import validate
 
@@ -78,6 +79,7 @@ app.command()(fetch)
 app.command()(plot)
 app.command()(leaderboard)
 app.command()(validate)
+app.command()(sql)
 app.add_typer(datasets_app, name="datasets")
 
 
