@@ -82,7 +82,10 @@ def _load(path: Path, kind: str) -> Any:
             import pyarrow.parquet as pq
 
             return pq.read_table(path).to_pandas()
+        _check_csv_lines(path)
         return pd.read_csv(path, low_memory=False)
+    except ImportInvalid:
+        raise
     except pd.errors.EmptyDataError:
         raise ImportInvalid(f"{path}: empty file, no header and no rows") from None
     except UnicodeDecodeError:
@@ -95,6 +98,24 @@ def _load(path: Path, kind: str) -> Any:
         raise ImportInvalid(
             f"{path}: not a readable {kind} file ({type(e).__name__}: {_clip(str(e))})"
         ) from None
+
+
+def _check_csv_lines(path: Path) -> None:
+    """Every record has as many fields as the header: a shorter one is a line cut off (pandas would read
+    it as empty cells), a longer one a damaged file."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None:
+            return
+        for record in reader:
+            if record and len(record) != len(header):
+                raise ImportInvalid(
+                    f"{path}: line {reader.line_num}: {len(record)} field(s), the header has {len(header)} "
+                    "(a truncated or damaged line?)"
+                )
 
 
 def _clip(text: str, limit: int = 80) -> str:
@@ -155,7 +176,7 @@ def _numbers(path: Path, series: Any, what: str, whole: bool = False) -> Any:
         v = values.to_numpy(dtype=float)
         if not np.all(v == np.round(v)):
             row = int(np.flatnonzero(v != np.round(v))[0])
-            raise ImportInvalid(f"{path}: row {row + 1}: {what} {v[row]!r} is not a whole number")
+            raise ImportInvalid(f"{path}: row {row + 1}: {what} {float(v[row]):g} is not a whole number")
         return values.astype("int64")
     return values.astype(float)
 
