@@ -339,7 +339,7 @@ def test_read_source_passes_options():
         ("run,step,x,note\nCartPole-v1__ppo__1__2,1,2,hi\n", {}, "column 'note' is not numeric"),
         ("run,step,x\nmyrun,1,2\n", {}, "run 'myrun': no algo, env, seed column, and its name does not fit"),
         ("run,algo,step,x\nCartPole-v1__ppo__1__2,a,1,2\nCartPole-v1__ppo__1__2,b,2,2\n", {}, "has 2 values in column 'algo'"),
-        ('run,step,x\n"unclosed,1,2\n', {}, "not a readable csv file"),
+        ('run,step,x\n"unclosed,1,2\n', {}, "line 2: 1 field(s), the header has 3"),
     ],
     ids=["empty", "header-only", "no-step", "mapped-missing", "tidy-half", "step-text", "step-fraction",
          "text-column", "name-no-fit", "algo-varies", "broken-quote"],
