@@ -292,16 +292,15 @@ def _nothing(store: Any, filters: dict[str, Any], metric: list[str] | None, wher
                       ("--status", "statuses")):  # fmt: skip
         value = filters.get(key)
         if value:
-            given.append(
-                f"{flag} {value!r}" if isinstance(value, str) else f"{flag} {','.join(map(str, value))}"
-            )
+            values = [value] if isinstance(value, str) else value
+            given.append(f"{flag} {','.join(map(repr, values))}")
     if metric:
-        given.append(f"--metric {','.join(metric)}")
+        given.append(f"--metric {','.join(map(repr, metric))}")
     if filters.get("step_min") is not None or filters.get("step_max") is not None:
         lo, hi = filters.get("step_min"), filters.get("step_max")
         given.append(f"--steps {'' if lo is None else lo}:{'' if hi is None else hi}")
     if where:
-        given.append("--where " + ",".join(f"{key}={text}" for key, _, text in where))
+        given.append("--where " + ",".join(repr(f"{key}={text}") for key, _, text in where))
     what = "runs to score" if scores else "metric rows"
     return (f"no {what} match {' '.join(given) or 'these filters'} in {store.path}; "
             "loosen the filters (see rlbench status for what is there)")  # fmt: skip
