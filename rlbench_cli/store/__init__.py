@@ -303,8 +303,13 @@ class Store:
         Returns:
             ``(new runs, new metric rows)``.
         """
+        import duckdb
+
         alias = "_rlbench_other"
-        con.execute(f"ATTACH ? AS {alias} (READ_ONLY)", [str(other)])
+        try:
+            con.execute(f"ATTACH ? AS {alias} (READ_ONLY)", [str(other)])
+        except duckdb.Error as e:  # a writer took the other file since it was checked, or it went away
+            raise StoreError(f"{other}: cannot be opened to merge ({_first_line(e)}); try again") from None
         try:
 
             def columns(catalog: str, table: str) -> list[str]:
