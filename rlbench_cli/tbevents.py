@@ -164,9 +164,32 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def read_complete(path: str | Path) -> list[Scalar]:
+def _event_texts(data: bytes) -> list[tuple[str, str]]:
+    """``(tag, text)`` of the text summaries of one Event (``add_text``: a DT_STRING tensor, string_val 8)."""
+    out = []
+    for field, wire, v in _fields(data):
+        if field != 5 or wire != 2:
+            continue
+        for f2, w2, val in _fields(v):
+            if f2 != 1 or w2 != 2:
+                continue
+            tag, text = None, None
+            for f3, w3, item in _fields(val):
+                if f3 == 1 and w3 == 2:
+                    tag = item.decode("utf-8", "replace")
+                elif f3 == 8 and w3 == 2:
+                    for f4, w4, x in _fields(item):
+                        if f4 == 8 and w4 == 2:
+                            text = x.decode("utf-8", "replace")
+            if tag is not None and text is not None:
+                out.append((tag, text))
+    return out
+
+
+def read_complete(path: str | Path, texts: list[tuple[str, str]] | None = None) -> list[Scalar]:
     """Every scalar of one event file that must be whole: unlike ``EventTail``, a record cut off at the end,
     or a record header whose checksum does not match (not an event file), is an error, not "later".
+    ``texts``, when given, receives the ``(tag, text)`` of every text summary (``add_text``).
 
     Raises:
         EventFileError: what is wrong and at which byte; ``OSError`` when the file cannot be read.
@@ -195,6 +218,8 @@ def read_complete(path: str | Path) -> list[Scalar]:
             )
         try:
             out.extend(_event_scalars(buf[i + 12 : i + 12 + length]))
+            if texts is not None:
+                texts.extend(_event_texts(buf[i + 12 : i + 12 + length]))
         except (IndexError, struct.error):
             raise EventFileError(f"damaged record at byte {i} (not a TensorBoard Event)") from None
         i = end

@@ -13,21 +13,27 @@ these, renamed to rlbench's names for the same thing:
     eval/mean_reward         -> eval/return              (Stable-Baselines3's EvalCallback)
     eval/mean_ep_length      -> eval/episode_length      (Stable-Baselines3's EvalCallback)
 
+The run's config is CleanRL's ``hyperparameters`` text summary (its ``|param|value|`` markdown table), values
+read as JSON where they are (numbers, ``True``/``False``), else kept as text; ``{}`` when there is none.
+
 Files are read whole, with their record checksums: a file cut mid-record is an error naming it, not a run
 with its last records missing. Nothing is decoded beyond scalars (``tbevents``); nothing is executed.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from pathlib import Path
+from typing import Any
 
 from ..errors import ImportInvalid
 from ..tbevents import EventFileError, read_complete
 from . import ImportedRun
 from .names import CLEANRL_PATTERN, RunNamePattern, parse_pattern
 
-__all__ = ["RENAMES", "find_run_folders", "read_run", "read"]
+__all__ = ["RENAMES", "find_run_folders", "hyperparameters", "read_run", "read"]
 
 RENAMES = {
     "charts/episodic_return": "train/episode_return",
@@ -80,9 +86,10 @@ def read_run(folder: Path, root: Path, pattern: RunNamePattern) -> ImportedRun:
             "pass --pattern to say how your run folders are named, e.g. --pattern '{algo}_{env}_{seed}'"
         )
     series: dict[str, tuple[list[int], list[float], list[float]]] = {}
+    texts: list[tuple[str, str]] = []
     for f in _event_files(folder):
         try:
-            scalars = read_complete(f)
+            scalars = read_complete(f, texts)
         except EventFileError as e:
             raise ImportInvalid(f"{f}: {e}") from None
         except OSError as e:
@@ -99,11 +106,37 @@ def read_run(folder: Path, root: Path, pattern: RunNamePattern) -> ImportedRun:
         algo=str(parts["algo"]),
         env=str(parts["env"]),
         seed=int(parts["seed"]),
-        config={},
+        config=hyperparameters(texts),
         metrics={k: (s, v) for k, (s, v, _) in series.items()},
         wall_times={k: w for k, (_, _, w) in series.items()},
         source=str(folder.resolve()),
     )
+
+
+def hyperparameters(texts: list[tuple[str, str]]) -> dict[str, Any]:
+    """CleanRL's ``hyperparameters`` text summary (``|param|value|`` rows) as a config dict."""
+    config: dict[str, Any] = {}
+    for tag, text in texts:
+        if tag.split("/")[0] != "hyperparameters":
+            continue
+        for line in text.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) != 2 or not cells[0] or set(cells[0]) <= {"-", ":"} or cells == ["param", "value"]:
+                continue
+            key, value = cells
+            literal = {"True": True, "False": False, "None": None}.get(value, _MISSING)
+            if literal is _MISSING:
+                try:
+                    literal = json.loads(value)
+                except json.JSONDecodeError:
+                    literal = value
+            if isinstance(literal, float) and not math.isfinite(literal):
+                literal = value
+            config[key] = literal
+    return config
+
+
+_MISSING = object()
 
 
 def read(path: Path, pattern: str | None = None, **_: object) -> list[ImportedRun]:

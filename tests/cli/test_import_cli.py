@@ -273,3 +273,17 @@ def test_duckdb_merge_bad_input(tmp_path, make_results_db, kind, needle):
     line = one_line_error(invoke("fetch", "--from", f"duckdb:{other}", *into, "--db", a))
     assert needle in line, line
     assert counts(a) == before
+
+
+def test_imported_cleanrl_runs_answer_where_on_their_hyperparameters(tmp_path):
+    db = tmp_path / "db.duckdb"
+    assert (
+        invoke(
+            "fetch", "--from", f"tensorboard:{FIXTURES / 'cleanrl_runs'}", "--into", "c", "--db", db
+        ).exit_code
+        == 0
+    )
+    r = invoke("fetch", "--db", db, "--where", "seed=2", "--where", "learning_rate=2.5e-4", "--format", "json",
+               "--metric", "train/episode_return")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert {(row["algo"], row["seed"]) for row in json.loads(r.stdout)} == {("ppo", 2)}

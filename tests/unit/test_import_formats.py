@@ -361,3 +361,11 @@ def test_parquet_bad_input(tmp_path):
         table_file.read(tmp_path / "nope.parquet", kind="parquet")
     with pytest.raises(ImportInvalid, match="not a file"):
         table_file.read(tmp_path, kind="csv")
+
+
+def test_cleanrl_hyperparameters_text_becomes_the_config(tmp_path):
+    runs = tensorboard_logs.read(CLEANRL)
+    assert runs[2].config == {"learning_rate": 0.00025, "seed": 2}
+    text = "|param|value|\n|-|-|\n|env_id|CartPole-v1|\n|capture_video|False|\n|gamma|0.99|\n|target|None|\n|x|nan|"
+    assert tensorboard_logs.hyperparameters([("hyperparameters/text_summary", text), ("notes/text_summary", "|a|1|")]) == {
+        "env_id": "CartPole-v1", "capture_video": False, "gamma": 0.99, "target": None, "x": "nan"}  # fmt: skip
