@@ -307,13 +307,13 @@ def _nothing(store: Any, filters: dict[str, Any], metric: list[str] | None, wher
 
 
 def _wide(table: Any) -> Any:
-    """Tidy rows -> one row per (run, step), one column per metric (the last value logged at that step)."""
+    """Tidy rows -> one row per (run, step), one column per metric (the last value logged at that step, NaN
+    included); rows only for the (run, step) pairs that have rows."""
     import pyarrow as pa
 
     df = table.select(WIDE_KEYS + ["name", "value"]).to_pandas()
-    wide = df.pivot_table(index=WIDE_KEYS, columns="name", values="value", aggfunc="last", dropna=False,
-                          sort=True)  # fmt: skip
-    wide = wide.dropna(how="all").reset_index()
+    df = df.drop_duplicates(WIDE_KEYS + ["name"], keep="last")
+    wide = df.set_index(WIDE_KEYS + ["name"])["value"].unstack("name").sort_index().reset_index()
     wide.columns.name = None
     return pa.Table.from_pandas(wide, preserve_index=False)
 

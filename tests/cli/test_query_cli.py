@@ -115,12 +115,14 @@ def test_wide_pivots_metrics_into_columns_and_reads_back_with_plain_read_csv(tmp
     make_results_db(tmp_path / "w2.duckdb", [], suite="x")
     with store.writer() as con:
         con.execute("INSERT INTO metrics SELECT run_id, step, 'train/loss', value / 10, NULL FROM metrics")
+        con.execute("INSERT INTO metrics SELECT run_id, 3, 'train/loss', 'nan'::DOUBLE, NULL FROM runs")
     out = tmp_path / "wide.csv"
     r = invoke("fetch", "--db", path, "--wide", "--format", "csv", "-o", out)
     assert r.exit_code == 0, r.output
     df = pd.read_csv(out)
     assert list(df.columns) == ["run_id", "suite", "algo", "env", "seed", "step", "eval/return", "train/loss"]
-    assert df["eval/return"].tolist() == [1.0, 2.0] and df["train/loss"].tolist() == [0.1, 0.2]
+    assert df["eval/return"].tolist()[:2] == [1.0, 2.0] and df["train/loss"].tolist()[:2] == [0.1, 0.2]
+    assert df["step"].tolist() == [1, 2, 3] and df.iloc[2].isna()[["eval/return", "train/loss"]].all()
 
 
 def test_tidy_csv_to_stdout_is_plain(db):
