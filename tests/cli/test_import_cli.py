@@ -287,3 +287,28 @@ def test_imported_cleanrl_runs_answer_where_on_their_hyperparameters(tmp_path):
                "--metric", "train/episode_return")  # fmt: skip
     assert r.exit_code == 0, r.output
     assert {(row["algo"], row["seed"]) for row in json.loads(r.stdout)} == {("ppo", 2)}
+
+
+def test_duckdb_merge_of_an_older_schema_file_reads_it_as_it_is(tmp_path, make_results_db, monkeypatch):
+    """A schema-1 file (no executor / job_id columns) merges without being migrated: it is only read."""
+    from rlbench_cli.store import Store, schema
+
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 1)
+    old = Store(tmp_path / "old" / "old.duckdb")
+    with old.writer() as con:
+        old.register_suite(con, "legacy", "", {}, "legacy.yaml")
+        old.add_runs(con, [{"run_id": "r1", "suite": "legacy", "algo": "ppo", "algo_name": "ppo", "env": "E",
+                            "seed": 0, "config": {"params": {"lr": 0.1}}}])  # fmt: skip
+        con.execute("UPDATE runs SET status = 'finished', attempts = 1, host = 'h', device = 'cpu'")
+        con.execute("INSERT INTO metrics VALUES ('r1', 0, 'eval/return', 1.5, 0.0)")
+    monkeypatch.undo()
+    before = checksums(old.path)
+    a = tmp_path / "a" / "a.duckdb"
+    _store(a, make_results_db, "mine", [0])
+    r = invoke("fetch", "--from", f"duckdb:{old.path}", "--db", a)
+    assert r.exit_code == 0 and "imported 1 runs (1 metric rows) into suite 'legacy'" in r.stdout, r.output
+    assert checksums(old.path) == before
+    assert rows(a, "SELECT status, host, device, executor, config FROM runs WHERE run_id = 'r1'") == [
+        ("finished", "h", "cpu", None, '{"params": {"lr": 0.1}}')
+    ]
+    assert rows(old.path, "SELECT max(version) FROM schema_version") == [(1,)]

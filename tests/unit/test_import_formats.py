@@ -190,8 +190,11 @@ def test_sb3_written_here_reads_back(tmp_path):
     run.mkdir(parents=True)
     env = Monitor(gym.make("CartPole-v1"), str(run / "0"))
     cb = EvalCallback(Monitor(gym.make("CartPole-v1")), eval_freq=100, n_eval_episodes=2, log_path=str(run))
-    model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
-    model.learn(200, callback=cb)
+    tb = tmp_path / "logs" / "tensorboard" / "CartPole-v1"
+    model = PPO(
+        "MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu", tensorboard_log=str(tb)
+    )
+    model.learn(200, callback=cb, tb_log_name="PPO")
     (got,) = sb3_logs.read(tmp_path / "logs")
     assert (got.algo, got.env, got.seed) == ("ppo", "CartPole-v1", 3)  # no args.yml: N is the seed
     data = np.load(run / "evaluations.npz")
