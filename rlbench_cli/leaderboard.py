@@ -44,6 +44,7 @@ __all__ = [
     "to_latex",
     "latex_escape",
     "decimals",
+    "meta_json",
 ]
 
 COLUMNS = (
@@ -252,7 +253,9 @@ def to_csv(df: pd.DataFrame, path: str | Path | None = None, header_lines: Seque
         df: ``leaderboard`` output.
         path: When given, the CSV is also written there (folders created).
         header_lines: Written first as comment lines, ``# line`` (read back with
-            ``pd.read_csv(..., comment="#")``).
+            ``pd.read_csv(..., comment="#")``). Empty by default: a plain CSV, which ``pd.read_csv(path)`` and
+            spreadsheets read as it is; ``render`` and ``rlbench leaderboard`` keep what a table shows in a
+            ``.meta.json`` sidecar (``meta_json``) instead.
 
     Returns:
         The CSV text.
@@ -544,13 +547,19 @@ def to_latex(df: pd.DataFrame, header_lines: Sequence[str] = ()) -> str:
 FORMATS = ("md", "csv", "json", "latex")
 
 
+def meta_json(board: Board) -> str:
+    """What a board shows (``Board.meta``: suite, metric, score rule, normalisation, header lines, ...) as
+    JSON: the sidecar of a plain CSV leaderboard."""
+    return json.dumps(_json_value(board.meta), indent=1) + "\n"
+
+
 def render(board: Board, fmt: str = "md") -> str:
-    """A ``Board`` as markdown (header as a bullet list), CSV (``# `` comment lines), JSON (a ``meta``
-    object) or LaTeX (a caption)."""
+    """A ``Board`` as markdown (header as a bullet list), plain CSV (header row and rows only; the header
+    lines go to a sidecar, see ``meta_json``), JSON (a ``meta`` object) or LaTeX (a caption)."""
     if fmt == "md":
         return to_markdown(board.frame, board.header)
     if fmt == "csv":
-        return to_csv(board.frame, header_lines=board.header)
+        return to_csv(board.frame)
     if fmt == "json":
         return to_json(board.frame, board.meta) + "\n"
     if fmt == "latex":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-__all__ = ["EventTail", "read_scalars", "find_event_files", "read_from"]
+__all__ = ["EventTail", "read_scalars", "find_event_files", "read_from", "read_complete", "EventFileError"]
 
 Scalar = tuple[int, str, float, float]  # step, tag, value, wall_time
 
@@ -136,3 +136,91 @@ def read_scalars(path: str | Path) -> list[Scalar]:
     p = Path(path)
     files = find_event_files(p) if p.is_dir() else [p]
     return [s for f in files for s in EventTail(f).read()]
+
+
+class EventFileError(ValueError):
+    """An event file that is not one, or is cut off: the message says where (a byte offset)."""
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def masked_crc32c(data: bytes) -> int:
+    """TensorBoard's record checksum: CRC-32C of ``data``, rotated right by 15 bits plus a constant."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = _CRC32C[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _event_texts(data: bytes) -> list[tuple[str, str]]:
+    """``(tag, text)`` of the text summaries of one Event (``add_text``: a DT_STRING tensor, string_val 8)."""
+    out = []
+    for field, wire, v in _fields(data):
+        if field != 5 or wire != 2:
+            continue
+        for f2, w2, val in _fields(v):
+            if f2 != 1 or w2 != 2:
+                continue
+            tag, text = None, None
+            for f3, w3, item in _fields(val):
+                if f3 == 1 and w3 == 2:
+                    tag = item.decode("utf-8", "replace")
+                elif f3 == 8 and w3 == 2:
+                    for f4, w4, x in _fields(item):
+                        if f4 == 8 and w4 == 2:
+                            text = x.decode("utf-8", "replace")
+            if tag is not None and text is not None:
+                out.append((tag, text))
+    return out
+
+
+def read_complete(path: str | Path, texts: list[tuple[str, str]] | None = None) -> list[Scalar]:
+    """Every scalar of one event file that must be whole: unlike ``EventTail``, a record cut off at the end,
+    or a record header whose checksum does not match (not an event file), is an error, not "later".
+    ``texts``, when given, receives the ``(tag, text)`` of every text summary (``add_text``).
+
+    Raises:
+        EventFileError: what is wrong and at which byte; ``OSError`` when the file cannot be read.
+    """
+    buf = Path(path).read_bytes()
+    if not buf:
+        raise EventFileError("empty file (0 bytes), not an event file")
+    out: list[Scalar] = []
+    i = 0
+    while i < len(buf):
+        if i + 12 > len(buf):
+            raise EventFileError(
+                f"cut off mid-record at byte {i} ({len(buf) - i} byte(s) of a record header)"
+            )
+        header = buf[i : i + 8]
+        (length,) = struct.unpack("<Q", header)
+        (crc,) = struct.unpack("<I", buf[i + 8 : i + 12])
+        if crc != masked_crc32c(header):
+            raise EventFileError(
+                f"not a TensorBoard event file (record header checksum mismatch at byte {i})"
+            )
+        end = i + 12 + length + 4
+        if end > len(buf):
+            raise EventFileError(
+                f"cut off mid-record at byte {i} (the record needs {length + 16} bytes, {len(buf) - i} left)"
+            )
+        try:
+            out.extend(_event_scalars(buf[i + 12 : i + 12 + length]))
+            if texts is not None:
+                texts.extend(_event_texts(buf[i + 12 : i + 12 + length]))
+        except (IndexError, struct.error):
+            raise EventFileError(f"damaged record at byte {i} (not a TensorBoard Event)") from None
+        i = end
+    return out

@@ -21,6 +21,7 @@ from .leaderboard import leaderboard
 from .plot import plot
 from .report import report
 from .run import run
+from .sql import sql
 from .status import status
 from .validate import validate
 
@@ -82,6 +83,7 @@ app.command()(leaderboard)
 app.command()(validate)
 app.command()(compare)
 app.command()(report)
+app.command()(sql)
 app.add_typer(datasets_app, name="datasets")
 
 

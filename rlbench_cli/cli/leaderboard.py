@@ -53,7 +53,9 @@ def leaderboard(
 ) -> None:
     """A suite's leaderboard: algorithms ranked by IQM with 95% bootstrap CIs, median, mean, optimality gap
     and the probability of improving on the next one (as rlbench plot prints it), or with --per-task one
-    row per algorithm and task. The score rule and normalisation are stated with every table.
+    row per algorithm and task. The score rule and normalisation are stated with every table: in it for
+    md, json and latex; a CSV stays plain (pandas.read_csv(path) reads it as it is), with them in a
+    FILE.meta.json next to it (-o FILE.csv), or on stderr.
 
     Example: rlbench leaderboard quickstart --per-task --score best --drop-first 1 --format latex
     """
@@ -84,5 +86,12 @@ def leaderboard(
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
         typer.echo(f"wrote {output} ({len(board.frame)} rows)", err=True)
+        if fmt is TableFormat.csv:  # a plain CSV; what it shows goes next to it
+            sidecar = output.with_suffix(".meta.json")
+            sidecar.write_text(lb.meta_json(board), encoding="utf-8")
+            typer.echo(f"wrote {sidecar} (suite, metric, score rule, normalisation, bootstrap)", err=True)
     else:
+        if fmt is TableFormat.csv:  # stdout stays a plain CSV; what it shows goes to stderr
+            for line in board.header:
+                typer.echo(f"# {line}", err=True)
         typer.echo(text, nl=False)

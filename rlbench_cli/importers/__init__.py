@@ -6,7 +6,10 @@ what is wrong. ``import_source`` reads everything first and then writes it in ON
 leaves the database as it was. A run's id is a hash of (suite, format, the run's key within its source,
 e.g. the d3rlpy folder name): importing the same runs again adds nothing.
 
-To add a format: a module here with ``read``, and a line in ``FORMATS``.
+``duckdb:FILE`` is the exception: another rlbench database keeps its run ids, suites and full manifests, so
+``duckdb_store.merge`` copies them in one transaction instead of going through ``ImportedRun``.
+
+To add a format: a module here with ``read(path, **options)``, and a line in ``FORMATS``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from typing import Any
 
 from ..errors import ImportInvalid, UsageError
 
-__all__ = ["FORMATS", "ImportedRun", "ImportResult", "parse_source", "read_source", "import_source"]
+__all__ = [
+    "FORMATS", "OPTIONS", "ImportedRun", "ImportResult", "parse_source", "read_source", "import_source",
+    "check_options",
+]  # fmt: skip
 
 # format -> (module that reads it, what it reads)
 FORMATS: dict[str, tuple[str, str]] = {
@@ -31,6 +37,31 @@ FORMATS: dict[str, tuple[str, str]] = {
         "rlbench_cli.importers.rlbench_bundle",
         "an rlbench results bundle folder, e.g. results/reference/classic-control",
     ),
+    "tensorboard": (
+        "rlbench_cli.importers.tensorboard_logs",
+        "TensorBoard event files, one run per folder (CleanRL's runs/<env>__<exp_name>__<seed>__<time>/; "
+        "--pattern for other folder names)",
+    ),
+    "sb3": (
+        "rlbench_cli.importers.sb3_logs",
+        "Stable-Baselines3 / rl-baselines3-zoo logs: monitor.csv files and evaluations.npz in ALGO/ENV_N/",
+    ),
+    "csv": (
+        "rlbench_cli.importers.table_file",
+        "a CSV file, tidy (run, step, name, value) or wide (one column per metric), e.g. a W&B export; "
+        "--columns to map its column names",
+    ),
+    "parquet": ("rlbench_cli.importers.table_file", "a Parquet file laid out like csv:FILE"),
+    "duckdb": (
+        "rlbench_cli.importers.duckdb_store",
+        "another rlbench results database: its suites and runs, with their run ids and manifests",
+    ),
+}
+
+# options that only some formats take: option -> (formats, the flag that sets it)
+OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "pattern": (("tensorboard", "csv", "parquet"), "--pattern"),
+    "columns": (("csv", "parquet"), "--columns"),
 }
 
 
@@ -46,6 +77,8 @@ class ImportedRun:
         config: Hyperparameters, stored as the run's config JSON.
         metrics: ``{metric name: (steps, values)}``, e.g. ``{"eval/return": ([1000, 2000], [12.0, 30.5])}``.
         source: Where it was read from (a folder), recorded as the run's ``source`` artifact.
+        wall_times: ``{metric name: wall-clock times}`` (seconds since the epoch) where the tool logged them,
+            one per step of ``metrics[name]``; metrics without them get NULL.
     """
 
     key: str
@@ -55,6 +88,7 @@ class ImportedRun:
     config: dict[str, Any]
     metrics: Mapping[str, tuple[Sequence[int], Sequence[float]]]
     source: str = ""
+    wall_times: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
     @property
     def num_rows(self) -> int:
@@ -63,7 +97,8 @@ class ImportedRun:
 
 @dataclass
 class ImportResult:
-    """What ``import_source`` did: runs found, newly added, and already in the database."""
+    """What ``import_source`` did: runs found, newly added, and already in the database (``suites``: every
+    suite a ``duckdb:FILE`` merge touched)."""
 
     suite: str
     source: str
@@ -72,16 +107,24 @@ class ImportResult:
     new_rows: int
     present: int
     warnings: list[str] = field(default_factory=list)
+    suites: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
+        into = f"suite {self.suite!r}"
+        if len(self.suites) > 1 or (self.suites and self.suites != [self.suite]):
+            into = (
+                f"suites {', '.join(map(repr, self.suites))}"
+                if len(self.suites) > 1
+                else f"suite {self.suites[0]!r}"
+            )
         return (
-            f"imported {self.new_runs} runs ({self.new_rows} metric rows) into suite {self.suite!r} "
+            f"imported {self.new_runs} runs ({self.new_rows} metric rows) into {into} "
             f"from {self.source}, {self.present} already present"
         )
 
 
 def _known() -> str:
-    return ", ".join(f"{name}:PATH ({what})" for name, (_, what) in FORMATS.items())
+    return ", ".join(f"{name}:PATH" for name in FORMATS) + " (see rlbench fetch --help)"
 
 
 def parse_source(text: str) -> tuple[str, Path]:
@@ -102,11 +145,31 @@ def parse_source(text: str) -> tuple[str, Path]:
     return scheme, Path(rest)
 
 
-def read_source(text: str) -> tuple[str, Path, list[ImportedRun]]:
-    """Reads every run of a ``FORMAT:PATH`` source, touching no database."""
+def check_options(scheme: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The options given (not None) that ``scheme`` takes; a UsageError names a flag it does not take."""
+    given = {k: v for k, v in (options or {}).items() if v is not None}
+    for name in given:
+        formats, flag = OPTIONS[name]
+        if scheme not in formats:
+            raise UsageError(
+                f"{flag} applies to --from {' / '.join(f + ':' for f in formats)} sources, not {scheme}:"
+            )
+    if scheme in ("csv", "parquet"):
+        given["kind"] = scheme
+    return given
+
+
+def read_source(text: str, options: Mapping[str, Any] | None = None) -> tuple[str, Path, list[ImportedRun]]:
+    """Reads every run of a ``FORMAT:PATH`` source, touching no database.
+
+    Args:
+        text: ``FORMAT:PATH``.
+        options: Format options (``pattern``, ``columns``); None values are ignored, others must apply.
+    """
     scheme, path = parse_source(text)
+    kwargs = check_options(scheme, options)
     module = importlib.import_module(FORMATS[scheme][0])
-    return scheme, path, module.read(path)
+    return scheme, path, module.read(path, **kwargs)
 
 
 def _check_keys(runs: Sequence[ImportedRun]) -> list[str]:
@@ -129,7 +192,9 @@ def _check_keys(runs: Sequence[ImportedRun]) -> list[str]:
     ]
 
 
-def import_source(store: Any, source: str, suite: str) -> ImportResult:
+def import_source(
+    store: Any, source: str, suite: str | None, options: Mapping[str, Any] | None = None
+) -> ImportResult:
     """Imports every run of ``source`` (``FORMAT:PATH``) into ``suite``, as finished runs, in one transaction.
 
     Runs already in the database (same suite and key) are left as they are and their files are not loaded
@@ -138,17 +203,27 @@ def import_source(store: Any, source: str, suite: str) -> ImportResult:
     Args:
         store: A ``rlbench_cli.store.Store``.
         source: ``FORMAT:PATH``, see ``FORMATS``.
-        suite: Suite name the runs go in.
+        suite: Suite name the runs go in. For ``duckdb:FILE`` (runs keep their suites and ids), None for
+            every suite of the file, or the one suite of it to import.
+        options: Format options, see ``OPTIONS``.
     """
     import numpy as np
     import pyarrow as pa
 
     from ..grid import run_id_of
 
-    scheme, path, runs = read_source(source)
+    scheme, path = parse_source(source)
+    if scheme == "duckdb":
+        check_options(scheme, options)
+        from .duckdb_store import merge
+
+        return merge(store, path, suite)
+    if suite is None:
+        raise UsageError(f"--from {source}: add --into SUITE to name the suite the imported runs go in")
+    scheme, path, runs = read_source(source, options)
     warnings = _check_keys(runs)
     rows: list[dict[str, Any]] = []
-    ids, names, steps, values, counts = [], [], [], [], []
+    ids, names, steps, values, walls, counts = [], [], [], [], [], []
     for run in runs:
         run_id = run_id_of({"suite": suite, "format": scheme, "run": run.key})
         rows.append({"run_id": run_id, "suite": suite, "algo": run.algo, "algo_name": run.algo, "env": run.env,
@@ -159,14 +234,15 @@ def import_source(store: Any, source: str, suite: str) -> ImportResult:
             counts.append(len(s))
             steps.append(np.asarray(s, dtype=np.int64))
             values.append(np.asarray(v, dtype=np.float64))
-    total = int(sum(counts))
+            w = run.wall_times.get(name)
+            walls.append(np.asarray(w, dtype=np.float64) if w is not None else np.full(len(s), np.nan))
     metrics = pa.table(
         {
             "run_id": pa.array(np.repeat(np.asarray(ids, dtype=object), counts), pa.string()),
             "step": pa.array(np.concatenate(steps) if steps else np.zeros(0, np.int64)),
             "name": pa.array(np.repeat(np.asarray(names, dtype=object), counts), pa.string()),
             "value": pa.array(np.concatenate(values) if values else np.zeros(0)),
-            "wall_time": pa.nulls(total, pa.float64()),
+            "wall_time": pa.array(np.concatenate(walls) if walls else np.zeros(0), from_pandas=True),
         }
     )
     where = path.resolve()

@@ -165,6 +165,6 @@ def read_run(folder: Path) -> ImportedRun:
     )
 
 
-def read(path: Path) -> list[ImportedRun]:
+def read(path: Path, **options: object) -> list[ImportedRun]:
     """Every run under ``path`` (see ``find_run_folders``). Stops at the first malformed folder or file."""
     return [read_run(folder) for folder in find_run_folders(Path(path))]

@@ -19,7 +19,7 @@ _RUN_COLS = {"run_id", "algo", "env", "seed", "config"}
 _METRIC_COLS = {"run_id", "step", "name", "value"}
 
 
-def read(path: Path) -> list[ImportedRun]:
+def read(path: Path, **options: object) -> list[ImportedRun]:
     import numpy as np
     import pyarrow.parquet as pq
 

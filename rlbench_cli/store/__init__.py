@@ -326,6 +326,67 @@ class Store:
             r.pop("settings", None)
         return rows, settings
 
+    def merge_from(self, con: Any, other: Path, suites: Sequence[str]) -> tuple[int, int]:
+        """Copy the runs of ``suites`` from another rlbench database, attached read-only, in ONE transaction.
+
+        Runs keep their run ids and every manifest column both files have; run ids already here are skipped
+        with their metric rows and artifacts; suites already here keep their row. The caller checks the
+        other file's schema version first (``Store(other).reader()``).
+
+        Returns:
+            ``(new runs, new metric rows)``.
+        """
+        import duckdb
+
+        alias = "_rlbench_other"
+        try:
+            con.execute(f"ATTACH ? AS {alias} (READ_ONLY)", [str(other)])
+        except duckdb.Error as e:  # a writer took the other file since it was checked, or it went away
+            raise StoreError(f"{other}: cannot be opened to merge ({_first_line(e)}); try again") from None
+        try:
+
+            def columns(catalog: str, table: str) -> list[str]:
+                return [r[0] for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_catalog = ? "
+                    "AND table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", [catalog, table],
+                ).fetchall()]  # fmt: skip
+
+            here = con.execute("SELECT current_database()").fetchall()[0][0]
+            theirs = set(columns(alias, "runs"))
+            cols = ", ".join(f'"{c}"' for c in columns(here, "runs") if c in theirs)
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(
+                    f"""CREATE TEMP TABLE _rlbench_merge AS SELECT run_id FROM {alias}.runs
+                        WHERE list_contains(?::VARCHAR[], suite) AND run_id NOT IN (SELECT run_id FROM runs)""",
+                    [list(suites)],
+                )
+                con.execute(
+                    f"""INSERT INTO suites SELECT name, description, config, source_path, created_at, updated_at
+                        FROM {alias}.suites WHERE list_contains(?::VARCHAR[], name) ON CONFLICT (name) DO NOTHING""",
+                    [list(suites)],
+                )
+                new_runs = con.execute(
+                    f"INSERT INTO runs ({cols}) SELECT {cols} FROM {alias}.runs "
+                    "WHERE run_id IN (SELECT run_id FROM _rlbench_merge)"
+                ).fetchall()[0][0]
+                new_rows = con.execute(
+                    f"INSERT INTO metrics SELECT run_id, step, name, value, wall_time FROM {alias}.metrics "
+                    "WHERE run_id IN (SELECT run_id FROM _rlbench_merge)"
+                ).fetchall()[0][0]
+                con.execute(
+                    f"INSERT INTO artifacts SELECT run_id, kind, path, created_at FROM {alias}.artifacts "
+                    "WHERE run_id IN (SELECT run_id FROM _rlbench_merge)"
+                )
+                con.execute("DROP TABLE _rlbench_merge")
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        finally:
+            con.execute(f"DETACH {alias}")
+        return int(new_runs), int(new_rows)
+
     # -- reading ----------------------------------------------------------------------------------
     def runs(self, con: Any, suite: str | None = None) -> list[dict[str, Any]]:
         sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs"
@@ -350,9 +411,24 @@ class Store:
         seeds: Sequence[int] = (),
         metrics: Sequence[str] = (),
         statuses: Sequence[str] = (),
+        run_ids: Sequence[str] | None = None,
+        step_min: int | None = None,
+        step_max: int | None = None,
     ) -> Any:
-        """Tidy metric rows joined with their run, as a pyarrow Table. Every filter is a bound parameter."""
+        """Tidy metric rows joined with their run, as a pyarrow Table. Every filter is a bound parameter.
+
+        ``run_ids`` (None: any run) keeps those runs; ``step_min`` / ``step_max`` bound the step, inclusive.
+        """
         where, params = [], []
+        if run_ids is not None:
+            where.append("list_contains(?::VARCHAR[], r.run_id)")
+            params.append(list(run_ids))
+        if step_min is not None:
+            where.append("m.step >= ?")
+            params.append(step_min)
+        if step_max is not None:
+            where.append("m.step <= ?")
+            params.append(step_max)
         if suite is not None:
             where.append("r.suite = ?")
             params.append(suite)
@@ -369,6 +445,49 @@ class Store:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY r.suite, r.algo, r.env, r.seed, m.name, m.step"
         return con.sql(sql, params=params).to_arrow_table()
+
+    def select(self, con: Any, sql: str) -> Any:
+        """Runs ONE read-only query (``SELECT``, ``WITH``, ``FROM``, ``SHOW``, ``DESCRIBE``, ``SUMMARIZE``,
+        ``VALUES``, ``EXPLAIN``) on a reader connection and returns its result as a pyarrow Table.
+
+        Anything else is refused before it runs, with one line saying why: statements that write (INSERT,
+        UPDATE, DELETE, CREATE, ...; the connection is read-only anyway), and those a read-only connection
+        would still let through: COPY and EXPORT (they write files), ATTACH, INSTALL / LOAD, SET, PRAGMA,
+        CALL. Reading files (``read_csv``, ``read_parquet``) stays allowed; extensions are never downloaded.
+
+        Raises:
+            UsageError: no statement, several, a refused one, or DuckDB's own error (first line).
+        """
+        import duckdb
+
+        from ..errors import UsageError
+
+        try:
+            statements = con.extract_statements(sql)
+        except duckdb.Error as e:
+            raise UsageError(f"sql: {_first_line(e)}") from None
+        if not statements:
+            raise UsageError(
+                'sql: no statement to run; e.g. rlbench sql "SELECT suite, count(*) FROM runs GROUP BY ALL"'
+            )
+        if len(statements) > 1:
+            raise UsageError(f"sql: {len(statements)} statements; rlbench sql runs one query at a time")
+        kind = statements[0].type
+        if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+            name = str(kind).rsplit(".", 1)[-1]
+            hint = (
+                "to export a result, use -o FILE with --format csv, json or parquet"
+                if name in ("COPY", "EXPORT")
+                else "the results database is written only by rlbench run and rlbench fetch --from"
+            )
+            raise UsageError(
+                f"sql: {name} statements are refused: rlbench sql runs one read-only query; {hint}"
+            )
+        try:
+            con.execute("SET autoinstall_known_extensions = false")
+            return con.sql(sql).to_arrow_table()
+        except duckdb.Error as e:
+            raise UsageError(f"sql: {_first_line(e)}") from None
 
     def export_bundle(self, con: Any, suite: str, out: Path) -> tuple[int, int]:
         """Write a suite's finished runs as a results bundle: ``runs.parquet`` (every runs column, config as

@@ -10,7 +10,7 @@ from rlbench_cli.cli.app import app
 
 runner = CliRunner()
 ROOT = Path(__file__).parents[2]
-COMMANDS = ["run", "status", "fetch", "plot", "leaderboard", "validate", "compare", "report"]
+COMMANDS = ["run", "status", "fetch", "plot", "leaderboard", "validate", "compare", "report", "sql"]
 
 
 def invoke(*args, **kw):
@@ -125,8 +125,8 @@ def _d3rlpy_run(root, name, env_rows=("1,1000,10.0", "2,2000,30.0"), params='{"l
 
 def test_fetch_from_needs_a_known_format_and_into(tmp_path):
     db = tmp_path / "db.duckdb"
-    line = _one_line_error(invoke("fetch", "--from", "tensorboard:runs", "--into", "s", "--db", db))
-    assert "unknown format 'tensorboard'" in line and "known: d3rlpy:PATH" in line
+    line = _one_line_error(invoke("fetch", "--from", "mlflow:mlruns", "--into", "s", "--db", db))
+    assert "unknown format 'mlflow'" in line and "known: d3rlpy:PATH" in line and "tensorboard:PATH" in line
     line = _one_line_error(invoke("fetch", "--from", "runs", "--into", "s", "--db", db))
     assert "FORMAT:PATH" in line and "d3rlpy:PATH" in line
     line = _one_line_error(invoke("fetch", "--from", f"d3rlpy:{tmp_path}", "--db", db))

@@ -29,6 +29,8 @@ SUBPROCESS_CASES = [
     "db-sqlite",
     "plot-format-xml",
     "fetch-from-without-into",
+    "import-tensorboard-cut-mid-record",
+    "sql-write-refused",
 ]
 POINTS = [(1000, 10.0), (2000, 30.0), (3000, 50.0)]
 

@@ -42,11 +42,10 @@ def atari(tmp_path_factory):
 
 
 def per_task(db, *args):
-    text = rl("leaderboard", "atari", "--db", db, "--per-task", "--format", "csv", *args).stdout
-    header = [line for line in text.splitlines() if line.startswith("#")]
-    rows = list(
-        csv.DictReader(io.StringIO("\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))))
-    )
+    r = rl("leaderboard", "atari", "--db", db, "--per-task", "--format", "csv", *args)
+    header = [line for line in r.stderr.splitlines() if line.startswith("#")]  # stdout is a plain CSV
+    assert not any(line.startswith("#") for line in r.stdout.splitlines())
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
     return header, {(r["algo"], r["task"]): r for r in rows}
 
 

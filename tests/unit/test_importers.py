@@ -112,8 +112,8 @@ def test_find_run_folders(tmp_path):
 def test_parse_source_lists_known_formats():
     assert parse_source("d3rlpy:some/path")[0] == "d3rlpy"
     assert "d3rlpy" in FORMATS
-    with pytest.raises(UsageError, match=r"unknown format 'csv'; known: d3rlpy:PATH"):
-        parse_source("csv:x.csv")
+    with pytest.raises(UsageError, match=r"unknown format 'mlflow'; known: d3rlpy:PATH"):
+        parse_source("mlflow:mlruns")
     with pytest.raises(UsageError, match="no path after 'd3rlpy:'"):
         parse_source("d3rlpy:")
 

@@ -101,12 +101,16 @@ def test_build_per_task_passes_on_dropped_runs() -> None:
     assert any("non-finite" in w for w in board.warnings)
 
 
-def test_csv_header_lines_are_comments_and_round_trip() -> None:
+def test_csv_is_plain_and_round_trips_with_no_arguments() -> None:
     board = lb.build("s", metric_rows(), metric="eval/return", normalize=None, per_task=True)
     text = lb.render(board, "csv")
-    assert text.splitlines()[0] == "# Suite: s"
-    back = pd.read_csv(io.StringIO(text), comment="#")
+    assert not any(line.startswith("#") for line in text.splitlines())
+    back = pd.read_csv(io.StringIO(text))
     pd.testing.assert_frame_equal(back, board.frame, check_dtype=False)
+    meta = json.loads(lb.meta_json(board))
+    assert meta["suite"] == "s" and meta["score_rule"] == "final" and meta["header"][0] == "Suite: s"
+    # the comment lines are still there for a caller who asks for them
+    assert lb.to_csv(board.frame, header_lines=board.header).startswith("# Suite: s\n")
 
 
 def test_json_keeps_full_precision_and_nulls_nan() -> None:
