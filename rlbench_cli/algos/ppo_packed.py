@@ -76,6 +76,26 @@ PACKABLE: frozenset[str] = frozenset({"ppo"})  # algorithms whose seeds can shar
 # -- stacked networks -----------------------------------------------------------------------------------
 
 
+class _NumpyTanh(torch.autograd.Function):
+    """tanh with NumPy's CPU kernel forward (about 15x faster than torch's on some AVX-512 CPUs) and
+    torch's own backward formula, grad * (1 - y^2). Values agree with ``torch.tanh`` to an ulp or so."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = torch.from_numpy(np.tanh(x.detach().numpy()))
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y)
+
+
+def _tanh(x: torch.Tensor) -> torch.Tensor:
+    return _NumpyTanh.apply(x) if x.device.type == "cpu" else torch.tanh(x)
+
+
 class _StackedMLP:
     """N copies of one MLP as stacked tensors: weights (N, out, in), biases (N, 1, out)."""
 
@@ -89,7 +109,7 @@ class _StackedMLP:
             nn.Parameter(torch.stack([ls[j].bias.detach() for ls in per_seed]).unsqueeze(1).to(device))
             for j in range(len(per_seed[0]))
         ]
-        self.act = torch.tanh if activation == "tanh" else torch.relu
+        self.act = _tanh if activation == "tanh" else torch.relu
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         last = len(self.weights) - 1
@@ -380,6 +400,12 @@ class _Seed:
     failure: str | None = None
 
 
+def _by_seed(a: np.ndarray, device: torch.device) -> torch.Tensor:
+    """(T, N, E) rollout array -> (N, T * E) tensor, each seed's rows in ppo.py's (t, env) order."""
+    t, n, e = a.shape
+    return torch.from_numpy(np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(n, t * e)).to(device)
+
+
 # -- training -----------------------------------------------------------------------------------------------
 
 
@@ -634,10 +660,7 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
             advantages[t] = last
         returns = advantages + values
 
-        def by_seed(a: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(N, n)).to(device)
-
-        b_adv, b_returns, b_values = by_seed(advantages), by_seed(returns), by_seed(values)
+        b_adv, b_returns, b_values = (_by_seed(a, device) for a in (advantages, returns, values))
 
         # -- update: one Adam over the stacks, per-seed losses, per-seed gradient-norm clip ---------------
         params = net.parameters()
