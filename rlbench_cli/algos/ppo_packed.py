@@ -96,65 +96,122 @@ def _tanh(x: torch.Tensor) -> torch.Tensor:
     return _NumpyTanh.apply(x) if x.device.type == "cpu" else torch.tanh(x)
 
 
-class _StackedMLP:
-    """N copies of one MLP as stacked tensors: weights (N, out, in), biases (N, 1, out)."""
-
-    def __init__(self, mlps: Sequence[nn.Sequential], activation: str, device: torch.device):
-        per_seed = [[m for m in mlp if isinstance(m, nn.Linear)] for mlp in mlps]
-        self.weights = [
-            nn.Parameter(torch.stack([ls[j].weight.detach() for ls in per_seed]).to(device))
-            for j in range(len(per_seed[0]))
-        ]
-        self.biases = [
-            nn.Parameter(torch.stack([ls[j].bias.detach() for ls in per_seed]).unsqueeze(1).to(device))
-            for j in range(len(per_seed[0]))
-        ]
-        self.act = _tanh if activation == "tanh" else torch.relu
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        last = len(self.weights) - 1
-        for j, (w, b) in enumerate(zip(self.weights, self.biases)):
-            x = torch.baddbmm(b, x, w.mT)  # per seed: x @ w.T + b, nn.Linear's maths
-            if j < last:
-                x = self.act(x)
-        return x
-
-    def parameters(self) -> list[nn.Parameter]:
-        return [p for wb in zip(self.weights, self.biases) for p in wb]  # nn.Sequential's order
-
-
 class _StackedAgent:
-    """``ppo._Agent`` x N: critic and actor MLPs and (continuous actions) a log-std, stacked by seed."""
+    """``ppo._Agent`` x N, stacked by seed, with the critic's and the actor's hidden layers in ONE tensor.
+
+    Hidden layer j is ``w[j]`` (2N, out, in) and ``b[j]`` (2N, 1, out): rows 0..N-1 are the seeds' critics,
+    rows N..2N-1 their actors (both MLPs have the same hidden sizes), so the update's forward and backward
+    pass through both networks with one batched matmul per hidden layer. The heads are separate: the value
+    head (N, 1, H) and the policy head (N, n_act, H); a continuous policy's log-std is (N, 1, n_act).
+    """
 
     def __init__(self, agents: Sequence[_Agent], cfg: PPOConfig, device: torch.device):
-        self.critic = _StackedMLP([a.critic for a in agents], cfg.activation, device)
-        self.actor = _StackedMLP([a.actor for a in agents], cfg.activation, device)
+        def linears(mlp: nn.Sequential) -> list[nn.Linear]:
+            return [m for m in mlp if isinstance(m, nn.Linear)]
+
+        critics = [linears(a.critic) for a in agents]
+        actors = [linears(a.actor) for a in agents]
+        depth = len(cfg.hidden_sizes)
+
+        def param(ts: list[torch.Tensor]) -> nn.Parameter:
+            return nn.Parameter(torch.stack([t.detach() for t in ts]).to(device))
+
+        self.w = [param([ls[j].weight for ls in critics + actors]) for j in range(depth)]
+        self.b = [param([ls[j].bias[None] for ls in critics + actors]) for j in range(depth)]
+        self.vw, self.vb = (
+            param([ls[-1].weight for ls in critics]),
+            param([ls[-1].bias[None] for ls in critics]),
+        )
+        self.aw, self.ab = (
+            param([ls[-1].weight for ls in actors]),
+            param([ls[-1].bias[None] for ls in actors]),
+        )
         self.logstd: nn.Parameter | None = None
         if agents[0].actor_logstd is not None:
-            self.logstd = nn.Parameter(torch.stack([a.actor_logstd.detach() for a in agents]).to(device))
+            self.logstd = param([a.actor_logstd for a in agents])
+        self.act = _tanh if cfg.activation == "tanh" else torch.relu
+
+    @property
+    def n(self) -> int:
+        return self.vw.shape[0]
 
     def parameters(self) -> list[nn.Parameter]:
-        """In ``_Agent.parameters()``'s order (it decides the order of the per-seed norm of norms)."""
-        return (
-            self.critic.parameters()
-            + self.actor.parameters()
-            + ([self.logstd] if self.logstd is not None else [])
+        return [*self.w, *self.b, self.vw, self.vb, self.aw, self.ab] + (
+            [self.logstd] if self.logstd is not None else []
         )
 
-    def set_parameters(self, params: list[nn.Parameter]) -> None:
-        it = iter(params)
-        for mlp in (self.critic, self.actor):
-            for j in range(len(mlp.weights)):
-                mlp.weights[j], mlp.biases[j] = next(it), next(it)
+    def rows(self, p: torch.Tensor, seeds: torch.Tensor) -> torch.Tensor:
+        """The rows of ``p``'s leading axis that hold ``seeds`` (hidden layers hold each seed twice)."""
+        return torch.cat([seeds, seeds + self.n]) if p.shape[0] == 2 * self.n else seeds
+
+    def select(self, seeds: torch.Tensor) -> list[tuple[nn.Parameter, nn.Parameter, torch.Tensor]]:
+        """Keep only ``seeds``: returns (old parameter, new parameter, rows kept) for each parameter."""
+        out = []
+        for p in self.parameters():
+            rows = self.rows(p, seeds)
+            out.append((p, nn.Parameter(p.detach()[rows].clone()), rows))
+        new = iter(q for _, q, _ in out)
+        depth = len(self.w)
+        self.w = [next(new) for _ in range(depth)]
+        self.b = [next(new) for _ in range(depth)]
+        self.vw, self.vb, self.aw, self.ab = next(new), next(new), next(new), next(new)
         if self.logstd is not None:
-            self.logstd = next(it)
+            self.logstd = next(new)
+        return out
+
+    def per_seed_norms(self) -> torch.Tensor:
+        """(N, P): the gradient norm of each seed's slice of each of ``_Agent.parameters()`` in its order."""
+        n = self.n
+
+        def norms(p: torch.Tensor) -> torch.Tensor:
+            assert p.grad is not None
+            return torch.linalg.vector_norm(p.grad.reshape(p.shape[0], -1), dim=1)
+
+        hidden = [(norms(w), norms(b)) for w, b in zip(self.w, self.b)]
+        cols = [x[:n] for wb in hidden for x in wb] + [norms(self.vw), norms(self.vb)]
+        cols += [x[n:] for wb in hidden for x in wb] + [norms(self.aw), norms(self.ab)]
+        if self.logstd is not None:
+            cols.append(norms(self.logstd))
+        return torch.stack(cols, 1)
+
+    def scale_grads(self, coef: torch.Tensor) -> None:
+        """Multiply each seed's gradients by its ``coef`` (N,)."""
+        both = torch.cat([coef, coef])
+        for p in self.parameters():
+            assert p.grad is not None
+            c = both if p.shape[0] == 2 * self.n else coef
+            p.grad.mul_(c.view(-1, *([1] * (p.dim() - 1))))
+
+    def _hidden(self, x: torch.Tensor, part: slice | None = None) -> torch.Tensor:
+        for w, b in zip(self.w, self.b):
+            if part is not None:
+                w, b = w[part], b[part]
+            x = self.act(torch.baddbmm(b, x, w.mT))  # per seed: x @ w.T + b, nn.Linear's maths
+        return x
 
     def value(self, x: torch.Tensor) -> torch.Tensor:
-        return self.critic(x).squeeze(-1)
+        h = self._hidden(x, slice(0, self.n))
+        return torch.baddbmm(self.vb, h, self.vw.mT).squeeze(-1)
+
+    def actor_out(self, x: torch.Tensor) -> torch.Tensor:
+        h = self._hidden(x, slice(self.n, 2 * self.n))
+        return torch.baddbmm(self.ab, h, self.aw.mT)
 
     def logprob_entropy(self, x: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``_Agent.logprob_entropy`` with a leading seed axis: x (N, B, obs) -> (N, B), (N, B)."""
-        out = self.actor(x)
+        return self._dist(self.actor_out(x), action)
+
+    def evaluate(
+        self, x: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-probability, entropy and value at ``x``: both networks' hidden layers in one pass."""
+        n = self.n
+        h = self._hidden(torch.cat([x, x]))
+        value = torch.baddbmm(self.vb, h[:n], self.vw.mT).squeeze(-1)
+        logprob, entropy = self._dist(torch.baddbmm(self.ab, h[n:], self.aw.mT), action)
+        return logprob, entropy, value
+
+    def _dist(self, out: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.logstd is None:
             logp = torch.log_softmax(out, dim=-1)
             logprob = logp.gather(-1, action.unsqueeze(-1)).squeeze(-1)
@@ -166,14 +223,25 @@ class _StackedAgent:
         entropy = (0.5 + _HALF_LOG_2PI + logstd).sum(-1)
         return logprob, entropy
 
+    def actor_layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The actor's layers as (N, out, in) weights and (N, 1, out) biases."""
+        n = self.n
+        return [(w[n:], b[n:]) for w, b in zip(self.w, self.b)] + [(self.aw, self.ab)]
+
     def copy_into(self, k: int, agent: _Agent) -> None:
         """Seed ``k``'s weights into a plain ``_Agent`` (for evaluation and checkpoints)."""
+        n = self.n
         with torch.no_grad():
-            for stacked, mlp in ((self.critic, agent.critic), (self.actor, agent.actor)):
-                linears = [m for m in mlp if isinstance(m, nn.Linear)]
-                for lin, w, b in zip(linears, stacked.weights, stacked.biases):
-                    lin.weight.copy_(w[k])
-                    lin.bias.copy_(b[k, 0])
+            for mlp, row, (hw, hb) in (
+                (agent.critic, k, (self.vw, self.vb)),
+                (agent.actor, n + k, (self.aw, self.ab)),
+            ):
+                lins = [m for m in mlp if isinstance(m, nn.Linear)]
+                for lin, w, b in zip(lins, self.w, self.b):
+                    lin.weight.copy_(w[row])
+                    lin.bias.copy_(b[row, 0])
+                lins[-1].weight.copy_(hw[k])
+                lins[-1].bias.copy_(hb[k, 0])
             if self.logstd is not None and agent.actor_logstd is not None:
                 agent.actor_logstd.copy_(self.logstd[k])
 
@@ -190,10 +258,9 @@ class _NumpyStackedActor:
         self.refresh()
 
     def refresh(self) -> None:
-        net = self.agent.actor
         self.layers = [
             (w.detach().cpu().numpy().transpose(0, 2, 1).copy(), b.detach().cpu().numpy().copy())
-            for w, b in zip(net.weights, net.biases)
+            for w, b in self.agent.actor_layers()
         ]
         if self.agent.logstd is not None:
             self.std = np.exp(self.agent.logstd.detach().cpu().numpy())  # (N, 1, n_act)
@@ -531,15 +598,13 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
         nonlocal optimizer, N, next_obs, raw_obs, ep_ret, ep_len, disc_ret, seeds
         keep = np.array([k for k in range(N) if k not in failed], np.int64)
         keep_t = torch.from_numpy(keep).to(device)
-        old = net.parameters()
-        new = [nn.Parameter(p.detach()[keep_t].clone()) for p in old]
-        net.set_parameters(new)
         state = optimizer.state
-        optimizer = adam(new)
-        for p_old, p_new in zip(old, new):
+        moved = net.select(keep_t)
+        optimizer = adam([new for _, new, _ in moved])
+        for p_old, p_new, rows in moved:
             if p_old in state:
                 optimizer.state[p_new] = {
-                    k: (v[keep_t].clone() if v.dim() > 0 else v.clone()) for k, v in state[p_old].items()
+                    k: (v[rows].clone() if v.dim() > 0 else v.clone()) for k, v in state[p_old].items()
                 }
         np_actor.refresh()
         envs.keep(keep)
@@ -665,6 +730,8 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
         # -- update: one Adam over the stacks, per-seed losses, per-seed gradient-norm clip ---------------
         params = net.parameters()
         n_mb = min(cfg.num_minibatches, n)
+        sizes = [len(c) for c in torch.tensor_split(torch.arange(n), n_mb)]  # ppo.py's minibatch bounds
+        bounds = [(sum(sizes[:j]), sum(sizes[: j + 1])) for j in range(n_mb)]
         rows = torch.arange(N, device=device)[:, None]
         active = torch.ones(N, dtype=torch.bool, device=device)  # seeds still in this update's epochs
         frozen: dict[int, list[tuple[torch.Tensor, ...]]] = {}  # target_kl: slices to restore afterwards
@@ -674,25 +741,26 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
         bad = torch.zeros(N, 3, dtype=torch.bool, device=device)  # non-finite pg / v / entropy loss
         for _epoch in range(cfg.update_epochs):
             perms = torch.stack([torch.randperm(n, generator=s.perm_gen) for s in seeds]).to(device)
-            for mb in torch.tensor_split(perms, n_mb, dim=1):
-                mb_obs = b_obs[rows, mb]
-                newlogprob, entropy = net.logprob_entropy(mb_obs, b_actions[rows, mb])
-                newvalue = net.value(mb_obs)
-                logratio = newlogprob - b_logprobs[rows, mb]
+            # this epoch's batch in each seed's permuted order, gathered once; minibatches are then slices
+            e_obs, e_act, e_logp = b_obs[rows, perms], b_actions[rows, perms], b_logprobs[rows, perms]
+            e_adv, e_ret, e_val = b_adv[rows, perms], b_returns[rows, perms], b_values[rows, perms]
+            for lo, hi in bounds:
+                newlogprob, entropy, newvalue = net.evaluate(e_obs[:, lo:hi], e_act[:, lo:hi])
+                logratio = newlogprob - e_logp[:, lo:hi]
                 ratio = logratio.exp()
                 with torch.no_grad():
                     approx_kl = ((ratio - 1) - logratio).mean(1)
                     clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean(1)
-                mb_adv = b_adv[rows, mb]
-                if cfg.norm_adv and mb.shape[1] > 1:
+                mb_adv = e_adv[:, lo:hi]
+                if cfg.norm_adv and hi - lo > 1:
                     mb_adv = (mb_adv - mb_adv.mean(1, keepdim=True)) / (mb_adv.std(1, keepdim=True) + 1e-8)
                 pg_loss = torch.max(
                     -mb_adv * ratio, -mb_adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef)
                 ).mean(1)
-                mb_returns = b_returns[rows, mb]
+                mb_returns = e_ret[:, lo:hi]
                 v_loss_unclipped = (newvalue - mb_returns).pow(2)
                 if cfg.clip_vloss:
-                    mb_values = b_values[rows, mb]
+                    mb_values = e_val[:, lo:hi]
                     v_clipped = mb_values + torch.clamp(newvalue - mb_values, -cfg.clip_coef, cfg.clip_coef)
                     v_loss = 0.5 * torch.max(v_loss_unclipped, (v_clipped - mb_returns).pow(2)).mean(1)
                 else:
@@ -702,12 +770,9 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
                 optimizer.zero_grad(set_to_none=True)
                 loss.sum().backward()  # d sum / d theta_k = seed k's own gradient
                 with torch.no_grad():
-                    grads = [p.grad for p in params]
-                    norms = torch.stack([torch.linalg.vector_norm(g.reshape(N, -1), dim=1) for g in grads], 1)
-                    total_norm = torch.linalg.vector_norm(norms, dim=1)
-                    coef = torch.clamp(cfg.max_grad_norm / (total_norm + 1e-6), max=1.0)
-                    for g in grads:
-                        g.mul_(coef.view(N, *([1] * (g.dim() - 1))))
+                    # clip_grad_norm_ per seed: the norm of the per-tensor norms of the seed's own slices
+                    total_norm = torch.linalg.vector_norm(net.per_seed_norms(), dim=1)
+                    net.scale_grads(torch.clamp(cfg.max_grad_norm / (total_norm + 1e-6), max=1.0))
                     optimizer.step()
                     metrics = torch.stack([pg_loss, v_loss, entropy_loss, approx_kl], 1)
                     last_metrics = torch.where(active[:, None], metrics, last_metrics)
@@ -719,19 +784,26 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
                 for k in np.nonzero(active.cpu().numpy() & (kl > cfg.target_kl))[0]:
                     k = int(k)
                     st = optimizer.state
+                    idx = torch.tensor([k], device=device)
                     frozen[k] = [
-                        (p, p.detach()[k].clone(), *(st[p][m][k].clone() for m in ("exp_avg", "exp_avg_sq")))
+                        (
+                            p,
+                            r,
+                            p.detach()[r].clone(),
+                            *(st[p][m][r].clone() for m in ("exp_avg", "exp_avg_sq")),
+                        )
                         for p in params
+                        for r in (net.rows(p, idx),)
                     ]
                     active[k] = False
                 if not bool(active.any()):
                     break
         with torch.no_grad():
-            for k, saved in frozen.items():
-                for p, value, m1, m2 in saved:
-                    p[k] = value
-                    optimizer.state[p]["exp_avg"][k] = m1
-                    optimizer.state[p]["exp_avg_sq"][k] = m2
+            for saved in frozen.values():
+                for p, r, value, m1, m2 in saved:
+                    p[r] = value
+                    optimizer.state[p]["exp_avg"][r] = m1
+                    optimizer.state[p]["exp_avg_sq"][r] = m2
         np_actor.refresh()
         for s in seeds:
             assert s.policy is not None
