@@ -6,8 +6,11 @@ What it is
 different seeds) exactly as ``ppo.PPO().train(ctx)`` trains one, but with every per-seed quantity stacked
 along a leading seed axis so that one NumPy or torch call serves all seeds:
 
-- networks: each layer's weights are one tensor ``(N, out, in)`` and biases ``(N, 1, out)``; a forward
-  pass is one ``torch.baddbmm`` per layer (the rollout actor: one NumPy ``matmul`` on stacked arrays);
+- networks: each layer's weights are one tensor ``(N, out, in)`` and biases ``(N, 1, out)``, and the
+  critic's and actor's hidden layers share one ``(2N, out, in)`` tensor, so the update's forward pass is
+  one ``torch.baddbmm`` per hidden layer for both networks of all seeds, plus the two heads (the rollout
+  actor: one NumPy ``matmul`` per layer on stacked arrays). On CPU, tanh is NumPy's kernel with torch's
+  backward formula (``_NumpyTanh``): torch's CPU tanh is an order of magnitude slower on some AVX-512 CPUs;
 - optimiser: ONE Adam over the stacked parameters. Adam is elementwise, so it is N independent Adams as
   long as each seed's gradient is its own: the loss is the sum of the per-seed losses (d sum / d theta_k is
   seed k's gradient alone) and the gradient-norm clip is computed and applied PER SEED (the norm of seed
@@ -30,10 +33,12 @@ One process cannot ``seed_everything`` N times, so every random draw of seed ``s
 derived from ``s`` alone, the same ones ppo.py uses: the initial weights are drawn from torch's global
 generator right after ``torch.manual_seed(s)`` (one agent at a time, then stacked), actions from
 ``np.random.default_rng(s)``, minibatch permutations from ``torch.Generator().manual_seed(s)``, env ``i``
-is seeded ``s + i`` and evaluation uses ``eval_seeds(s)``. Every batched kernel used here (stacked NumPy
-matmul, ``baddbmm``, reductions over the per-seed axis) computes each seed's slice exactly as the unbatched
-call does on this machine, so with one context ``train_packed`` reproduces ``PPO().train`` step for step,
-and a seed's metrics are the same whichever other seeds share its job (both tested, to float tolerance).
+is seeded ``s + i`` and evaluation uses ``eval_seeds(s)``. The batched kernels (stacked NumPy matmul,
+``baddbmm``, reductions along a per-seed axis) compute each seed's slice as they would compute it alone,
+so a seed's metrics are bit for bit the same whichever other seeds share its job (tested, on CPU with a
+given thread count). With one context ``train_packed`` reproduces ``PPO().train`` step for step to float
+tolerance (tested: same rows, steps and episode lengths, values within 1e-4): the remaining differences
+are rounding, from NumPy's tanh and the order of a few reductions, not from the algorithm.
 Rollout random numbers are drawn per seed once per iteration (``rng.random((T, num_envs))``), which is the
 same stream as ppo.py's T draws of ``num_envs``.
 
