@@ -33,7 +33,7 @@ from .runner import ERROR_TAIL_LINES, SYSMON_INTERVAL_S, seed_everything, write_
 from .sink import ShardSink
 from .sysmon import SystemMonitor
 
-__all__ = ["can_pack", "pack_key", "run_packed"]
+__all__ = ["can_pack", "pack_key", "plan_packs", "unpackable", "run_packed"]
 
 PACKABLE_ALGOS = frozenset({"ppo"})  # mirrors algos.ppo_packed.PACKABLE without importing torch here
 
@@ -51,6 +51,37 @@ def pack_key(spec: RunSpec) -> str:
     d.pop("seed", None)
     d.pop("run_id", None)
     return canonical_json(d)
+
+
+def plan_packs(specs: list[RunSpec], seeds_per_job: int) -> list[list[RunSpec]]:
+    """Group runs into jobs: packable runs of one cell (``pack_key``), by seed, ``seeds_per_job`` at a time;
+    every other run alone. Pure; the order follows ``specs`` (each pack where its first run was)."""
+    if seeds_per_job <= 1:
+        return [[s] for s in specs]
+    cells: dict[str, list[RunSpec]] = {}
+    order: list[str | RunSpec] = []
+    for s in specs:
+        if not can_pack(s):
+            order.append(s)
+            continue
+        key = pack_key(s)
+        if key not in cells:
+            cells[key] = []
+            order.append(key)
+        cells[key].append(s)
+    jobs: list[list[RunSpec]] = []
+    for item in order:
+        if isinstance(item, RunSpec):
+            jobs.append([item])
+            continue
+        cell = sorted(cells[item], key=lambda s: s.seed)
+        jobs += [cell[i : i + seeds_per_job] for i in range(0, len(cell), seeds_per_job)]
+    return jobs
+
+
+def unpackable(specs: list[RunSpec]) -> list[str]:
+    """Algorithm labels whose runs cannot share a job (they run one seed per job)."""
+    return sorted({s.algo for s in specs if not can_pack(s)})
 
 
 def run_packed(
