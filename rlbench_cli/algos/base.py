@@ -14,7 +14,9 @@ episode's steps (a Decision Transformer) is an ``EpisodePolicy`` instead: evalua
 when n episodes start and its ``act(obs, rewards, idx)`` with the observations of the episodes still
 running, the rewards they got on their last step, and their indices in 0..n-1.
 
-Metric names: ``eval/return`` (mean over episodes), ``eval/return_std``, ``eval/length``,
+Metric names: ``eval/return`` (mean over episodes), ``eval/return_std``, ``eval/length``, logged at the
+suite's evaluation point (0, eval_every, 2 eval_every, ..., the budget) that the evaluation stands for, with
+``eval/actual_step``, the step training had reached (ppo, say, reaches a point at its next batch boundary);
 ``train/episode_return``, ``train/episode_length``, ``train/loss/<name>``, ``sys/sps_overall`` and
 ``sys/rss_peak_mb`` (whole run), and every few seconds the runner's ``sysmon``: ``sys/steps_per_second``,
 ``sys/cpu_percent``, ``sys/rss_mb`` and on a GPU ``sys/gpu_util``, ``sys/gpu_mem_mb``, at the step an
@@ -194,11 +196,15 @@ class RunContext:
         refs = self.references()
         if refs is not None:
             values["eval/normalized_return"] = 100.0 * (mean - refs[0]) / (refs[1] - refs[0])
-        self.sink.log(step, **values)
+        # logged at the suite's evaluation point this evaluation stands for (a multiple of eval_every, or the
+        # budget), so every algorithm's rows line up by step; the step training had reached is kept beside it
+        every = int(self.spec.budget["eval_every"])
+        due = [p for p in eval_points(self.steps, every) if self._last_eval_step < p <= step]
+        values["eval/actual_step"] = float(step)
+        self.sink.log(due[-1] if due else step, **values)
         self.evaluations += 1
         self.last_eval = mean
         self._last_eval_step = step
-        every = int(self.spec.budget["eval_every"])
         pts = [p for p in eval_points(self.steps, every) if p > step]
         self._next_eval = pts[0] if pts else self.steps + 1
         if self.on_evaluate is not None:
