@@ -14,6 +14,7 @@ except ImportError:  # pragma: no cover - older typer on the click package
     from click import exceptions as _click_errors
 
 from .. import __version__
+from .cancel import cancel
 from .datasets import datasets_app
 from .fetch import fetch
 from .leaderboard import leaderboard
@@ -74,6 +75,7 @@ def _main(
 
 app.command()(run)
 app.command()(status)
+app.command()(cancel)
 app.command()(fetch)
 app.command()(plot)
 app.command()(leaderboard)
