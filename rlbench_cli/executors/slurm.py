@@ -289,8 +289,10 @@ def create(suite: Any, n_jobs: int, workers: int | None, timeout: float | None,
     for key in ("qos", "account"):
         if cfg[key]:
             params[key] = cfg[key]
-    if additional:
-        params["additional_parameters"] = {str(k).replace("_", "-"): v for k, v in additional.items()}
+    extra = {"ntasks": 1} if gpus else {}  # sbatch takes --gpus-per-task only with a task count
+    extra.update({str(k).replace("_", "-"): v for k, v in additional.items()})
+    if extra:
+        params["additional_parameters"] = extra
     root = options.get("runs_root")
     if root is None:
         raise UsageError("--executor slurm: internal: no runs folder given")

@@ -58,7 +58,7 @@ JOBS = textwrap.dedent(
 
     def _start(ctx):
         ctx.sink.log(0, **{"train/progress": 0.0})
-        time.sleep(1.5)  # longer than the 1 s flush interval: what was logged is on disk
+        time.sleep(2.5)  # longer than the 1 s flush interval: what was logged is on disk
 
 
     def raises(ctx):
@@ -171,7 +171,9 @@ def test_a_suite_on_slurm_matches_local_and_a_rerun_skips_it(slurm, tmp_path):  
     assert "slurm job" in text and all(r["job_id"] in text for r in runs.values())
     # each run wrote into its attempt folder next to the database, where the task said it ran
     for run_id in runs:
-        place = json.loads((tmp_path / "slurm" / "runs" / "same" / run_id / "attempt-1" / "placement.json").read_text())
+        place = json.loads(
+            (tmp_path / "slurm" / "runs" / "same" / run_id / "attempt-1" / "placement.json").read_text()
+        )
         assert place["job_id"] == runs[run_id]["job_id"] and place["restart_count"] == 0
     again = json.loads(_rl(tmp_path, "run", suite, "--db", slurm_db, "--executor", "slurm", "--json").stdout)
     assert (again["skipped"], again["finished"]) == (4, 0)
@@ -215,7 +217,7 @@ def test_detach_then_status_reattaches_and_a_killed_coordinator_loses_nothing(sl
     suite = _suite(tmp_path, "bg", ["slow"], seeds=2)
     db = tmp_path / "db.duckdb"
     t0 = time.monotonic()
-    r = _rl(tmp_path, "run", suite, "--db", db, "--executor", "slurm", "--detach")
+    r = _rl(tmp_path, "run", suite, "--db", db, "--executor", "slurm", "--detach", "--gpus-per-task", "1")
     assert time.monotonic() - t0 < 30 and "queued or running in Slurm" in r.stdout, r.stdout
     runs = _runs(db, "bg")
     assert {x["status"] for x in runs.values()} == {"running"} and all(
@@ -230,6 +232,11 @@ def test_detach_then_status_reattaches_and_a_killed_coordinator_loses_nothing(sl
     )
     rows = _metric_rows(db, "bg", "train/tick")
     assert len(rows) == 2 * 13 and len(set(rows)) == len(rows)  # every row, none twice
+    # each task got its own (fake) GPU from Slurm's GRES
+    places = [
+        json.loads(p.read_text()) for p in (tmp_path / "runs" / "bg").glob("*/attempt-1/placement.json")
+    ]
+    assert len(places) == 2 and all(p["cuda_visible_devices"] for p in places), places
 
     # a coordinator killed with -9 while its jobs run; the next `rlbench run` re-attaches, resubmits nothing
     suite2 = _suite(tmp_path, "k9", ["slow"], seeds=2)
