@@ -285,30 +285,61 @@ def test_cancel_stops_queued_and_running_jobs(slurm, tmp_path):  # noqa: F811
                                                       or "PENDING" in x], 30)  # fmt: skip
     assert "no runs queued or running" in _rl(tmp_path, "cancel", "cx", "--db", db).stdout
 
+    # Ctrl-C on an attached run: its jobs are cancelled in Slurm and end interrupted
+    suite2 = _suite(tmp_path, "ctrlc", ["sleeps"], seeds=2)
+    env = {**os.environ, "RLBENCH_TEST_FIXED": str(tmp_path / "fixed")}
+    proc = subprocess.Popen([RLBENCH, "run", suite2, "--db", db, "--executor", "slurm"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        _wait("both tasks to run", lambda: len(list((tmp_path / "runs" / "ctrlc").glob("*/attempt-1/metrics/*"))) >= 2,
+              60, 0.3)  # fmt: skip
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out
+    runs = _runs(db, "ctrlc")
+    assert {x["status"] for x in runs.values()} == {"interrupted"}, runs
+    _wait("the jobs to leave the queue", lambda: not [x for x in _squeue(slurm, "ctrlc") if "RUNNING" in x
+                                                      or "PENDING" in x], 30)  # fmt: skip
+
 
 def test_a_requeued_task_comes_back_as_a_new_attempt(slurm, tmp_path):  # noqa: F811
-    suite = _suite(tmp_path, "rq", ["slow"])
-    db = tmp_path / "db.duckdb"
-    _rl(tmp_path, "run", suite, "--db", db, "--executor", "slurm", "--detach")
-    (run,) = _runs(db, "rq").values()
-    _wait("the task to run", lambda: (tmp_path / "runs" / "rq" / run["run_id"] / "attempt-1" / "placement.json").exists(),
-          60, 0.3)  # fmt: skip
-    r = slurm.cmd("scontrol", "requeue", run["job_id"])
-    assert r.returncode == 0, r.stderr
-    _wait(
-        "the requeued task to finish",
-        lambda: _status(tmp_path, db, "rq")["suites"]["rq"]["all_finished"],
-        120,
-        2,
-    )
-    (after,) = _runs(db, "rq").values()
-    assert after["attempts"] == 2 and after["job_id"] == run["job_id"] and after["status"] == "finished"
-    place = json.loads(
-        (tmp_path / "runs" / "rq" / run["run_id"] / "attempt-2" / "placement.json").read_text()
-    )
-    assert place["restart_count"] == 1
-    rows = _metric_rows(db, "rq", "train/tick")
-    assert len(rows) == 13 and len(set(rows)) == 13  # the new attempt's rows only
+    """Two suites at once, each with one task requeued while it runs: one followed by an attached
+    `rlbench run`, the other submitted with --detach and re-attached by `rlbench status`."""
+    db_a, db_d = tmp_path / "a" / "db.duckdb", tmp_path / "d" / "db.duckdb"
+    suite_a, suite_d = _suite(tmp_path, "rqa", ["slow"]), _suite(tmp_path, "rqd", ["slow"])
+    env = {**os.environ, "RLBENCH_TEST_FIXED": str(tmp_path / "fixed")}
+    attached = subprocess.Popen([RLBENCH, "run", suite_a, "--db", db_a, "--executor", "slurm"], cwd=tmp_path,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        _rl(tmp_path, "run", suite_d, "--db", db_d, "--executor", "slurm", "--detach")
+        folders = {db: db.parent / "runs" / name for db, name in ((db_a, "rqa"), (db_d, "rqd"))}
+        for db, runs in folders.items():
+            _wait(
+                f"the task of {db.parent.name} to run",
+                lambda runs=runs: list(runs.glob("*/attempt-1/placement.json")),
+                60,
+                0.3,
+            )
+        for runs in folders.values():
+            (placed,) = runs.glob("*/attempt-1/placement.json")
+            r = slurm.cmd("scontrol", "requeue", json.loads(placed.read_text())["job_id"])
+            assert r.returncode == 0, r.stderr
+        out, _ = attached.communicate(timeout=150)
+    finally:
+        attached.kill()
+    assert attached.returncode == 0 and "requeued" in out, out
+    _wait("the detached requeued task to finish", lambda: _status(tmp_path, db_d, "rqd")["suites"]["rqd"]["all_finished"],
+          150, 2)  # fmt: skip
+    for db, name in ((db_a, "rqa"), (db_d, "rqd")):
+        (run,) = _runs(db, name).values()
+        assert (run["attempts"], run["status"]) == (2, "finished"), run
+        folder = db.parent / "runs" / name / run["run_id"]
+        first, second = (json.loads((folder / f"attempt-{k}" / "placement.json").read_text()) for k in (1, 2))
+        assert first["job_id"] == second["job_id"] == run["job_id"] and second["restart_count"] == 1
+        rows = _metric_rows(db, name, "train/tick")
+        assert len(rows) == 13 and len(set(rows)) == 13  # the new attempt's rows, once
 
 
 def _sha(p: Path) -> str:
