@@ -58,6 +58,7 @@ STOP_GRACE_S = 15.0  # after scancel, how long to wait for tasks to flush their 
 RESULT_GRACE_S = 10.0  # a job Slurm calls finished, whose result.json is not visible yet (NFS caching)
 FORGOTTEN_GRACE_S = 60.0  # a job Slurm does not know at all (cancelled while pending, purged): ended
 SLURM_CMD_TIMEOUT_S = 30.0
+MAX_QUERY_FAILURES = 20  # squeue / sacct failing this many times in a row ends the wait (the jobs live on)
 _OPTION_FIELDS = ("partition", "time_min", "cpus_per_task", "mem_gb", "gpus_per_task", "qos", "account",
                   "array_parallelism", "folder")  # fmt: skip
 
@@ -109,6 +110,8 @@ def query_states(job_ids: Iterable[str]) -> dict[str, SlurmState]:
     bases = sorted({j.split("_")[0] for j in ids})
     out: dict[str, SlurmState] = {}
     r = _slurm(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(bases), "-o", "%i|%T|%N"], "squeue")
+    if r.returncode != 0 and "invalid job id" not in r.stderr.lower():  # controller down: know nothing
+        raise UsageError(f"squeue failed: {_first_line(r.stderr)}")
     if r.returncode == 0:  # non-zero when every id is unknown to it ("Invalid job id specified")
         for line in r.stdout.splitlines():
             parts = line.strip().split("|")
@@ -120,7 +123,9 @@ def query_states(job_ids: Iterable[str]) -> dict[str, SlurmState]:
             ["sacct", "-n", "-P", "-j", ",".join(need), "-o", "JobID,State,ExitCode,NodeList"], "sacct"
         )
         steps: dict[str, int] = {}
-        if r.returncode == 0:
+        if r.returncode != 0 and any(j not in out for j in need):  # no accounting: cannot tell it ended
+            raise UsageError(f"sacct failed: {_first_line(r.stderr)}")
+        if r.returncode == 0:  # else squeue's state, without the exit code
             for line in r.stdout.splitlines():
                 parts = line.strip().split("|")
                 if len(parts) < 4:
@@ -545,6 +550,7 @@ class SlurmExecutor:
         self._adopted = []
         queue = list(jobs)
         last_tick = time.monotonic()
+        failures = 0
         try:
             while queue or live:
                 if stop is not None and stop.is_set():
@@ -556,7 +562,15 @@ class SlurmExecutor:
                     if self.detach:
                         return
                 t0 = time.monotonic()
-                states = query_states(live)
+                try:
+                    states = query_states(live)
+                    failures = 0
+                except UsageError:  # slurmctld / slurmdbd busy or restarting: look again, conclude nothing
+                    failures += 1
+                    if failures > MAX_QUERY_FAILURES:
+                        raise
+                    self._sleep(self.poll * failures, stop)
+                    continue
                 for jid, t in list(live.items()):
                     again = self._follow(t, states.get(jid), on_start, on_end)
                     if again is not _KEEP:

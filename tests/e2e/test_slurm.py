@@ -183,7 +183,7 @@ def test_a_suite_on_slurm_matches_local_and_a_rerun_skips_it(slurm, tmp_path):  
 def test_faults_retries_timeout_and_only_failed(slurm, tmp_path):  # noqa: F811
     suite = _suite(tmp_path, "faults", ["good", "raises", "killed", "hangs_once"])
     db = tmp_path / "db.duckdb"
-    r = _rl(tmp_path, "run", suite, "--db", db, "--executor", "slurm", "--retries", "1", "--timeout", "12",
+    r = _rl(tmp_path, "run", suite, "--db", db, "--executor", "slurm", "--retries", "1", "--timeout", "8",
             "--json", check=False, timeout=240)  # fmt: skip
     assert r.returncode == 1, r.stdout + r.stderr
     out = json.loads(r.stdout)
