@@ -329,13 +329,12 @@ class _Task:
         visible = [
             v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip() not in ("", "-1")
         ]
-        device = "cpu"
-        if visible:
-            import torch
-
-            device = "cuda:0" if torch.cuda.is_available() else "cpu"
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[var] = str(threads)
+        import torch  # before placement.json: --timeout counts from there, as it does on a warm local worker
+
+        torch.set_num_threads(threads)
+        device = "cuda:0" if visible and torch.cuda.is_available() else "cpu"
         write_json_atomic(folder / PLACEMENT, {
             "job_id": _job_id_here(), "host": os.environ.get("SLURMD_NODENAME") or os.environ.get(
                 "SLURM_NODELIST") or os.uname().nodename, "device": device, "attempt": attempt,
@@ -350,9 +349,6 @@ class _Task:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
             try:
-                import torch
-
-                torch.set_num_threads(threads)
                 return run_one(spec, folder, device=device, stop_event=stop)
             finally:
                 sys.stdout.flush()

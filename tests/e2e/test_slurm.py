@@ -326,6 +326,9 @@ def test_a_requeued_task_comes_back_as_a_new_attempt(slurm, tmp_path):  # noqa: 
             (placed,) = runs.glob("*/attempt-1/placement.json")
             r = slurm.cmd("scontrol", "requeue", json.loads(placed.read_text())["job_id"])
             assert r.returncode == 0, r.stderr
+        # while the attached run holds the database, status only reads (and asks Slurm)
+        st = _status(tmp_path, db_a, "rqa")
+        assert st["runs"][0]["status"] in ("queued", "running") and JOB_ID.match(st["runs"][0]["job_id"]), st
         out, _ = attached.communicate(timeout=150)
     finally:
         attached.kill()
