@@ -565,7 +565,7 @@ class SlurmExecutor:
                     failures += 1
                     if failures > MAX_QUERY_FAILURES:
                         raise
-                    self._sleep(self.poll * failures, stop)
+                    self._sleep(min(10.0, self.poll * failures), stop)
                     continue
                 for jid, t in list(live.items()):
                     again = self._follow(t, states.get(jid), on_start, on_end)

@@ -152,7 +152,7 @@ def _squeue(slurm, name: str) -> list[str]:  # noqa: F811
     return [x for x in r.stdout.split() if x]
 
 
-JOB_ID = re.compile(r"^\d+_\d+$")
+JOB_ID = re.compile(r"^\d+(_\d+)?$")  # ARRAYID_TASK; a lone run is submitted as a plain job
 
 
 def test_a_suite_on_slurm_matches_local_and_a_rerun_skips_it(slurm, tmp_path):  # noqa: F811
@@ -329,7 +329,13 @@ def test_a_requeued_task_comes_back_as_a_new_attempt(slurm, tmp_path):  # noqa: 
         # while the attached run holds the database, status only reads (and asks Slurm)
         st = _status(tmp_path, db_a, "rqa")
         assert st["runs"][0]["status"] in ("queued", "running") and JOB_ID.match(st["runs"][0]["job_id"]), st
-        out, _ = attached.communicate(timeout=150)
+        try:
+            out, _ = attached.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            attached.kill()
+            out, _ = attached.communicate(timeout=30)
+            queue = slurm.cmd("squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%r").stdout
+            raise AssertionError(f"the attached run did not end:\n{out}\nsqueue:\n{queue}") from None
     finally:
         attached.kill()
     assert attached.returncode == 0 and "requeued" in out, out
