@@ -137,14 +137,17 @@ def _status(tmp: Path, db: Path, suite: str) -> dict:
     return json.loads(_rl(tmp, "status", suite, "--db", db, "--json", timeout=90).stdout)
 
 
-def _wait(what: str, cond, timeout: float = 90.0, every: float = 1.0):
+def _wait(what: str, cond, timeout: float = 90.0, every: float = 1.0, explain=None):
+    """Poll ``cond`` until it is true; past ``timeout`` fail, with ``explain()`` (e.g. the status) if given."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = cond()
         if v:
             return v
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    raise AssertionError(
+        f"timed out after {timeout:.0f}s waiting for {what}" + (f":\n{explain()}" if explain else "")
+    )
 
 
 def _squeue(slurm, name: str) -> list[str]:  # noqa: F811
@@ -340,7 +343,8 @@ def test_a_requeued_task_comes_back_as_a_new_attempt(slurm, tmp_path):  # noqa: 
         attached.kill()
     assert attached.returncode == 0 and "requeued" in out, out
     _wait("the detached requeued task to finish", lambda: _status(tmp_path, db_d, "rqd")["suites"]["rqd"]["all_finished"],
-          150, 2)  # fmt: skip
+          180, 2, lambda: json.dumps(_status(tmp_path, db_d, "rqd")["runs"], default=str)
+          + slurm.cmd("squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%r").stdout)  # fmt: skip
     for db, name in ((db_a, "rqa"), (db_d, "rqd")):
         (run,) = _runs(db, name).values()
         assert (run["attempts"], run["status"]) == (2, "finished"), run
