@@ -149,7 +149,7 @@ def _recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> 
     still queued or running in Slurm (``recover_slurm``: those are left 'running', not interrupted)."""
     recovered, live = recover_slurm(store, con, root, rows)
     for r in rows:
-        if r["status"] != "running" or r.get("executor") == "slurm":
+        if r["status"] != "running" or (r.get("executor") == "slurm" and r.get("job_id")):
             continue
         folder = attempt_dir(root, r["suite"], r["run_id"], r["attempts"])
         store.ingest_shards(con, r["run_id"], r["attempts"], list_shards(folder / "metrics"))
