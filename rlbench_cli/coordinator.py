@@ -9,6 +9,7 @@ with that result (no re-run); the others are restarted as a new attempt.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import platform
 import socket
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import StoreBusy, SuiteInvalid
+from .errors import StoreBusy, SuiteInvalid, UsageError
 from .executors import make_executor
 from .executors.base import Job, Outcome, Placement
 from .grid import RunSpec, expand
@@ -29,7 +30,10 @@ from .sink import list_shards
 from .spec import Suite
 from .store import Store
 
-__all__ = ["RunSummary", "run_suite", "prepare_datasets", "runs_root", "select_runs", "manifest_base"]
+__all__ = [
+    "RunSummary", "run_suite", "prepare_datasets", "runs_root", "select_runs", "manifest_base", "recover_slurm",
+    "slurm_rows",
+]  # fmt: skip
 
 PACKAGES = ("rlbench-cli", "torch", "gymnasium", "d3rlpy", "numpy", "duckdb", "rliable", "transformers")
 
@@ -47,6 +51,7 @@ class RunSummary:
     failed: int = 0
     interrupted: int = 0
     recovered: int = 0
+    queued: int = 0  # runs left queued or running in Slurm (--detach)
     failures: list[tuple[RunSpec, str]] = field(default_factory=list)
 
 
@@ -139,11 +144,12 @@ class _RunLock:
         self.fh.close()
 
 
-def _recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> int:
-    """Close runs a dead coordinator left 'running'. Returns how many had in fact finished."""
-    recovered = 0
+def _recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> tuple[int, list[Any]]:
+    """Close runs a dead coordinator left 'running'. Returns how many had in fact finished, and the runs
+    still queued or running in Slurm (``recover_slurm``: those are left 'running', not interrupted)."""
+    recovered, live = recover_slurm(store, con, root, rows)
     for r in rows:
-        if r["status"] != "running":
+        if r["status"] != "running" or (r.get("executor") == "slurm" and r.get("job_id")):
             continue
         folder = attempt_dir(root, r["suite"], r["run_id"], r["attempts"])
         store.ingest_shards(con, r["run_id"], r["attempts"], list_shards(folder / "metrics"))
@@ -156,7 +162,49 @@ def _recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> 
             store.end_attempt(con, r["run_id"], "interrupted",
                               {"error": "the coordinator stopped before this run ended"})  # fmt: skip
             r["status"] = "interrupted"
-    return recovered
+    return recovered, live
+
+
+def slurm_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs the store says are in Slurm: executor 'slurm', not ended."""
+    return [r for r in rows if r.get("executor") == "slurm" and r["status"] == "running" and r.get("job_id")]
+
+
+def recover_slurm(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> tuple[int, list[Any]]:
+    """Re-attach to runs on Slurm (after --detach, or a coordinator killed with -9): ask Slurm where each
+    stands, record a requeue as the new attempt it is, the node once the task has started, ingest every
+    shard written so far, and close the runs that have ended with their result or Slurm's cause.
+
+    Returns (how many had finished, the surveys of runs still queued or running in Slurm). ``rows`` are
+    updated in place. Without Slurm commands on PATH it raises UsageError and changes nothing."""
+    todo = slurm_rows(rows)
+    if not todo:
+        return 0, []
+    from .executors.slurm import survey
+
+    by_id = {r["run_id"]: r for r in todo}
+    finished, live = 0, []
+    for s in survey(root, todo):
+        r = by_id[s.run_id]
+        p = s.placement
+        if s.attempt != r["attempts"] or (p is not None and not r.get("host")):
+            store.start_attempt(con, s.run_id, s.attempt, {
+                "started_at": (p or {}).get("started_at") or time.time(), "host": (p or {}).get("host") or "",
+                "device": (p or {}).get("device") or "", "executor": "slurm", "job_id": s.job_id,
+                "git_commit": r.get("git_commit"), "git_dirty": r.get("git_dirty"), "python": r.get("python"),
+                "packages": json.loads(r["packages"]) if isinstance(r.get("packages"), str) else r.get("packages") or {},
+            })  # fmt: skip
+            r["attempts"], r["host"] = s.attempt, (p or {}).get("host") or ""
+        store.ingest_shards(con, s.run_id, s.attempt, list_shards(s.folder / "metrics"))
+        if s.outcome is None:
+            live.append(s)
+            continue
+        o = s.outcome
+        store.end_attempt(con, s.run_id, o.status, {"exit_code": o.exit_code, "error": o.error,
+                                                   "duration_s": o.duration_s, "ended_at": time.time()})  # fmt: skip
+        r["status"] = o.status
+        finished += o.status == "finished"
+    return finished, live
 
 
 def prepare_datasets(
@@ -215,7 +263,16 @@ def run_suite(
     root = runs_root(store)
     summary = RunSummary(total=len(specs))
     executor_name = executor or suite.resources.executor
+    timeout = timeout or suite.budget.timeout
+    options = dict(executor_options or {})
+    if executor_name == "slurm":
+        options["runs_root"] = str(root.resolve())
+    elif options.get("detach"):
+        raise UsageError(f"--detach works with --executor slurm only (this run uses {executor_name})")
     with _RunLock(store.path):
+        # checked (extra installed, cluster reachable, resources satisfiable) before anything is recorded
+        runner = None if executor_name == "local" else make_executor(
+            executor_name, suite, len(specs), workers, timeout, options)  # fmt: skip
         config = {**suite.model_dump(), **(extra_config or {})}
         refs = prepare_datasets(suite, source, report)
         if refs:
@@ -227,31 +284,42 @@ def run_suite(
                  "seed": s.seed, "config": s.to_dict()} for s in specs
             ])  # fmt: skip
             rows = store.runs(con, suite.name)
-            summary.recovered = _recover(store, con, root, rows)
+            summary.recovered, live = _recover(store, con, root, rows)
+        if live and executor_name != "slurm":
+            raise UsageError(f"{len(live)} runs of suite {suite.name!r} are still queued or running in Slurm; "
+                             f"wait for them with --executor slurm, or stop them with: rlbench cancel {suite.name}")  # fmt: skip
         status = {r["run_id"]: r["status"] for r in rows}
         attempts = {r["run_id"]: r["attempts"] or 0 for r in rows}
-        todo = select_runs(specs, status, only_failed)
-        summary.skipped = len(specs) - len(todo)
-        report("plan", {"total": len(specs), "todo": len(todo), "skipped": summary.skipped,
-                        "recovered": summary.recovered})  # fmt: skip
-        if not todo:
+        in_slurm = {s.run_id for s in live}
+        todo = [s for s in select_runs(specs, status, only_failed) if s.run_id not in in_slurm]
+        summary.skipped = len(specs) - len(todo) - len(in_slurm)
+        report("plan", {"total": len(specs), "todo": len(todo) + len(in_slurm), "skipped": summary.skipped,
+                        "recovered": summary.recovered, "in_slurm": len(in_slurm)})  # fmt: skip
+        if not todo and not (live and not options.get("detach")):
+            summary.queued = len(live)
             return summary
 
-        timeout = timeout or suite.budget.timeout
-        runner = make_executor(executor_name, suite, len(todo), workers, timeout, executor_options)
+        runner = runner or make_executor(executor_name, suite, len(todo), workers, timeout, options)
         base = manifest_base(Path(source).resolve().parent if source else Path.cwd())
         first_attempt = {s.run_id: attempts[s.run_id] + 1 for s in todo}
         jobs = [
             Job(s, attempt_dir(root, s, attempt=first_attempt[s.run_id]), first_attempt[s.run_id])
             for s in todo
         ]
+        by_id = {s.run_id: s for s in specs}
+        if live:  # already in Slurm: waited for, never submitted again
+            first_attempt.update({s.run_id: s.attempt for s in live})
+            runner.adopt([(Job(by_id[s.run_id], s.folder, s.attempt), s.job_id, s.placement is not None)
+                          for s in live])  # type: ignore[attr-defined]  # fmt: skip
         report("start", {"executor": runner.name, "describe": runner.describe()})
+        in_flight: set[str] = set()
 
         def on_start(job: Job, where: Placement) -> None:
             with store.writer() as con:
                 store.start_attempt(con, job.spec.run_id, job.attempt, {
                     **base, "started_at": time.time(), "device": where.device, "host": where.host,
                     "executor": where.executor, "job_id": where.job_id})  # fmt: skip
+            in_flight.add(job.spec.run_id)
             report("started", {"spec": job.spec, "attempt": job.attempt, "device": where.device,
                                "placement": where})  # fmt: skip
 
@@ -270,6 +338,10 @@ def run_suite(
                 store.end_attempt(con, job.spec.run_id, outcome.status, {
                     "exit_code": outcome.exit_code, "error": outcome.error, "duration_s": outcome.duration_s,
                     "ended_at": time.time()})  # fmt: skip
+            if outcome.result.get("requeued"):  # Slurm runs it again as the next attempt: not an end
+                report("requeued", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt})
+                return None
+            in_flight.discard(job.spec.run_id)
             tries = job.attempt - first_attempt[job.spec.run_id] + 1
             retry = outcome.status == "failed" and tries <= retries
             report("ended", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt, "retry": retry,
@@ -287,4 +359,5 @@ def run_suite(
             return None
 
         runner.run(jobs, on_start, on_end, on_tick, stop=stop)
+        summary.queued = len(in_flight) + (len(live) if options.get("detach") else 0)
     return summary

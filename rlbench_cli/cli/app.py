@@ -14,6 +14,7 @@ except ImportError:  # pragma: no cover - older typer on the click package
     from click import exceptions as _click_errors
 
 from .. import __version__
+from .cancel import cancel
 from .compare import compare
 from .datasets import datasets_app
 from .fetch import fetch
@@ -77,6 +78,7 @@ def _main(
 
 app.command()(run)
 app.command()(status)
+app.command()(cancel)
 app.command()(fetch)
 app.command()(plot)
 app.command()(leaderboard)

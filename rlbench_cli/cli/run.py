@@ -23,6 +23,7 @@ class Progress:
         self.workers = 1
         self.t0 = time.monotonic()
         self.last_line = 0.0
+        self.started: set[str] = set()
 
     def _eta(self) -> str:
         left = self.todo - self.done - self.failed
@@ -46,6 +47,8 @@ class Progress:
         if event == "plan":
             self.total, self.todo = info["total"], info["todo"]
             extra = f", {info['recovered']} recovered from an earlier stop" if info["recovered"] else ""
+            if info.get("in_slurm"):
+                extra += f", {info['in_slurm']} already in Slurm (waited for, not resubmitted)"
             self._print(f"{info['total']} runs in the suite: {info['skipped']} already done, "
                         f"{info['todo']} to run{extra}")  # fmt: skip
         elif event == "start":
@@ -61,13 +64,23 @@ class Progress:
                 self._print(f"AdaStop, {t.task}: {t.looks} look(s), {len(left)} of {len(t.comparisons)} pairs "
                             f"undecided; {more}")  # fmt: skip
         elif event == "started":
-            self.running += 1
-            self.workers = max(self.workers, self.running)  # runs seen in flight at once, for the ETA
-            s = info["spec"]
+            s, where = info["spec"], info["placement"]
             again = f" (attempt {info['attempt']})" if info["attempt"] > 1 else ""
-            self._print(f"  start  {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}")
+            job = f" slurm job {where.job_id}" if where.executor == "slurm" else ""
+            if not where.host:  # submitted to a queue, not running yet
+                self._print(f"  queued {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}{job}")
+            else:
+                self.started.add(s.run_id)
+                self.running = len(self.started)
+                self.workers = max(self.workers, self.running)  # runs seen in flight at once, for the ETA
+                on = f" on {where.host}" if where.executor == "slurm" else ""
+                self._print(f"  start  {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}{job}{on}")
+        elif event == "requeued":
+            s = info["spec"]
+            self._print(f"  requeued {s.algo} {s.env} seed={s.seed} [{s.run_id}]: {info['outcome'].error}")
         elif event == "ended":
-            self.running -= 1
+            self.started.discard(info["spec"].run_id)
+            self.running = len(self.started)
             s, o = info["spec"], info["outcome"]
             if o.status == "finished":
                 self.done += 1
@@ -160,6 +173,35 @@ def run(
     ] = 10_000,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the grid, run nothing")] = False,
     json_out: JsonOpt = False,
+    # -- where runs go (--executor) and Slurm's settings, overriding the suite's resources.slurm ----------
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            "--executor", help="local | ray | slurm [default: resources.executor]", show_default=False
+        ),
+    ] = None,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="slurm: submit and return; follow with rlbench status")
+    ] = False,
+    partition: Annotated[str | None, typer.Option("--partition", help="slurm partition")] = None,
+    time_min: Annotated[
+        int | None, typer.Option("--time-min", min=1, help="slurm time limit per run, minutes")
+    ] = None,
+    cpus_per_task: Annotated[
+        int | None, typer.Option("--cpus-per-task", min=1, help="slurm CPUs per run")
+    ] = None,
+    mem_gb: Annotated[
+        float | None, typer.Option("--mem-gb", min=0.001, help="slurm memory per run, GB")
+    ] = None,
+    gpus_per_task: Annotated[
+        int | None, typer.Option("--gpus-per-task", min=0, help="slurm GPUs per run")
+    ] = None,
+    qos: Annotated[str | None, typer.Option("--qos", help="slurm QOS")] = None,
+    account: Annotated[str | None, typer.Option("--account", help="slurm account")] = None,
+    sbatch: Annotated[
+        list[str] | None,
+        typer.Option("--sbatch", help="extra sbatch flag KEY=VALUE (repeatable)", metavar="KEY=VALUE"),
+    ] = None,
 ) -> None:
     """Run a suite: every seed x algorithm x environment, skipping runs already finished. With --adaptive,
     seeds run in batches and AdaStop decides after each batch which algorithms need more (rlbench compare
@@ -176,6 +218,17 @@ def run(
         raise UsageError(f"--retries must be 0 or more (got {retries})")
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be a positive number of seconds (got {timeout:g})")
+    if executor is not None and executor not in ("local", "ray", "slurm"):
+        raise UsageError(f"--executor {executor!r}: choose one of local, ray, slurm")
+    extra = {}
+    for item in sbatch or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip().lstrip("-"):
+            raise UsageError(f"--sbatch {item!r}: give KEY=VALUE, e.g. --sbatch constraint=a100")
+        extra[key.strip().lstrip("-")] = value
+    executor_options = {"detach": detach, "partition": partition, "time_min": time_min, "cpus_per_task": cpus_per_task,
+                        "mem_gb": mem_gb, "gpus_per_task": gpus_per_task, "qos": qos, "account": account,
+                        "additional": extra}  # fmt: skip
     settings = None
     if adaptive:
         from ..adaptive import AdaptiveSettings, check_settings
@@ -216,7 +269,8 @@ def run(
         with _StopOnSignal() as stopper:
             run_kwargs: dict[str, Any] = dict(
                 workers=workers, retries=retries, only_failed=only_failed, timeout=timeout, stop=stopper.event,
-                report=(lambda e, i: None) if json_out else progress)  # fmt: skip
+                report=(lambda e, i: None) if json_out else progress, executor=executor,
+                executor_options=executor_options)  # fmt: skip
             if settings is not None:
                 from ..sequential import run_adaptive
 
@@ -231,12 +285,15 @@ def run(
         typer.echo(json.dumps({
             "suite": suite.name, "db": str(store.path), "total": summary.total, "skipped": summary.skipped,
             "finished": summary.finished, "failed": summary.failed, "interrupted": summary.interrupted,
-            "recovered": summary.recovered, "wall_s": round(wall, 2),
+            "recovered": summary.recovered, "queued": summary.queued, "wall_s": round(wall, 2),
             "failures": [{"run_id": s.run_id, "algo": s.algo, "env": s.env, "seed": s.seed, "error": e}
                          for s, e in summary.failures]}))  # fmt: skip
     else:
         typer.echo(f"{suite.name}: {summary.finished} finished, {summary.failed} failed, {summary.skipped} skipped "
                    f"in {wall:.1f}s; results in {store.path}")  # fmt: skip
+        if summary.queued:
+            typer.echo(f"  {summary.queued} runs queued or running in Slurm; follow them with: rlbench status "
+                       f"{suite.name} (cancel with: rlbench cancel {suite.name})")  # fmt: skip
         if summary.failed:
             typer.echo(f"  see the errors with: rlbench status {suite.name}; re-run them with: "
                        f"rlbench run {suite_file} --only-failed")  # fmt: skip
