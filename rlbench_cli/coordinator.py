@@ -25,6 +25,7 @@ from .errors import StoreBusy, SuiteInvalid, UsageError
 from .executors import make_executor
 from .executors.base import Job, Outcome, Placement
 from .grid import RunSpec, expand
+from .packed import plan_packs
 from .runner import attempt_dir, read_result
 from .sink import list_shards
 from .spec import Suite
@@ -302,10 +303,19 @@ def run_suite(
         runner = runner or make_executor(executor_name, suite, len(todo), workers, timeout, options)
         base = manifest_base(Path(source).resolve().parent if source else Path.cwd())
         first_attempt = {s.run_id: attempts[s.run_id] + 1 for s in todo}
-        jobs = [
-            Job(s, attempt_dir(root, s, attempt=first_attempt[s.run_id]), first_attempt[s.run_id])
-            for s in todo
-        ]
+
+        def job_of(specs_: list[RunSpec], attempt_of: Callable[[RunSpec], int]) -> Job:
+            members = [Job(s, attempt_dir(root, s, attempt=attempt_of(s)), attempt_of(s)) for s in specs_]
+            if len(members) == 1:
+                return members[0]
+            return Job(members[0].spec, members[0].folder, members[0].attempt, pack=members)
+
+        per_job = suite.resources.seeds_per_job
+        if per_job > 1 and executor_name != "local":
+            report("note", {"msg": f"seeds_per_job {per_job}: seeds share a job on the local executor only; on "
+                                   f"{executor_name} each seed runs in a job of its own"})  # fmt: skip
+            per_job = 1
+        jobs = [job_of(group, lambda s: first_attempt[s.run_id]) for group in plan_packs(todo, per_job)]
         by_id = {s.run_id: s for s in specs}
         if live:  # already in Slurm: waited for, never submitted again
             first_attempt.update({s.run_id: s.attempt for s in live})
@@ -316,23 +326,40 @@ def run_suite(
 
         def on_start(job: Job, where: Placement) -> None:
             with store.writer() as con:
-                store.start_attempt(con, job.spec.run_id, job.attempt, {
-                    **base, "started_at": time.time(), "device": where.device, "host": where.host,
-                    "executor": where.executor, "job_id": where.job_id})  # fmt: skip
-            in_flight.add(job.spec.run_id)
-            report("started", {"spec": job.spec, "attempt": job.attempt, "device": where.device,
-                               "placement": where})  # fmt: skip
+                for m in job.members:
+                    store.start_attempt(con, m.spec.run_id, m.attempt, {
+                        **base, "started_at": time.time(), "device": where.device, "host": where.host,
+                        "executor": where.executor, "job_id": where.job_id})  # fmt: skip
+            for m in job.members:
+                in_flight.add(m.spec.run_id)
+                report("started", {"spec": m.spec, "attempt": m.attempt, "device": where.device,
+                                   "placement": where})  # fmt: skip
 
         def on_tick(running: list[Job]) -> None:
             if not running:
                 return
             with store.writer() as con:
                 for job in running:
-                    store.ingest_shards(
-                        con, job.spec.run_id, job.attempt, list_shards(job.folder / "metrics")
-                    )
+                    for m in job.members:
+                        store.ingest_shards(con, m.spec.run_id, m.attempt, list_shards(m.folder / "metrics"))
 
         def on_end(job: Job, outcome: Outcome) -> Job | None:
+            if not job.pack:
+                return end_one(job, outcome)
+            results = outcome.result.get("pack_results")
+            retry = []
+            for i, m in enumerate(job.pack):
+                r = results[i] if results else None  # none: the job itself died; every seed shares its end
+                again = end_one(m, Outcome(r["status"], r.get("exit_code"), r.get("error"), r.get("duration_s", 0.0), r)
+                                if r is not None else Outcome(outcome.status, outcome.exit_code, outcome.error,
+                                                              outcome.duration_s))  # fmt: skip
+                if again is not None:
+                    retry.append(again.spec)
+            return job_of(retry, lambda s: attempt_of_retry[s.run_id]) if retry else None
+
+        attempt_of_retry: dict[str, int] = {}
+
+        def end_one(job: Job, outcome: Outcome) -> Job | None:
             with store.writer() as con:
                 store.ingest_shards(con, job.spec.run_id, job.attempt, list_shards(job.folder / "metrics"))
                 store.end_attempt(con, job.spec.run_id, outcome.status, {
@@ -347,7 +374,7 @@ def run_suite(
             report("ended", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt, "retry": retry,
                              "final": outcome.result.get("final_eval")})  # fmt: skip
             if retry:
-                nxt = job.attempt + 1
+                nxt = attempt_of_retry[job.spec.run_id] = job.attempt + 1
                 return Job(job.spec, attempt_dir(root, job.spec, attempt=nxt), nxt)
             if outcome.status == "finished":
                 summary.finished += 1

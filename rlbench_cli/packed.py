@@ -33,7 +33,7 @@ from .runner import ERROR_TAIL_LINES, SYSMON_INTERVAL_S, seed_everything, write_
 from .sink import ShardSink
 from .sysmon import SystemMonitor
 
-__all__ = ["can_pack", "pack_key", "plan_packs", "unpackable", "run_packed"]
+__all__ = ["can_pack", "pack_key", "plan_packs", "unpackable", "run_packed", "pack_outcome"]
 
 PACKABLE_ALGOS = frozenset({"ppo"})  # mirrors algos.ppo_packed.PACKABLE without importing torch here
 
@@ -82,6 +82,20 @@ def plan_packs(specs: list[RunSpec], seeds_per_job: int) -> list[list[RunSpec]]:
 def unpackable(specs: list[RunSpec]) -> list[str]:
     """Algorithm labels whose runs cannot share a job (they run one seed per job)."""
     return sorted({s.algo for s in specs if not can_pack(s)})
+
+
+def pack_outcome(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One record for a packed job, as an executor reports a job's end: the job's status (finished only if
+    every seed finished; interrupted if any was), its duration, and each seed's own record in
+    ``pack_results`` (what the coordinator records per run)."""
+    statuses = {r["status"] for r in results}
+    status = (
+        "finished" if statuses == {"finished"} else "interrupted" if "interrupted" in statuses else "failed"
+    )
+    failed = [r for r in results if r["status"] == "failed"]
+    return {"status": status, "exit_code": 0 if status == "finished" else 1,
+            "error": failed[0]["error"] if failed else None,
+            "duration_s": max((r.get("duration_s") or 0.0) for r in results), "pack_results": results}  # fmt: skip
 
 
 def run_packed(

@@ -57,6 +57,8 @@ class Progress:
             self._print(f"building dataset {info['name']} -> {info['path']} (once; later runs reuse it)")
         elif event == "dataset_progress":
             self._print(f"  {info['msg']}")
+        elif event == "note":
+            self._print(f"note: {info['msg']}")
         elif event == "adaptive_look":
             for t in info["tests"]:
                 left = [c for c in t.comparisons if c.decision == "continue"]
