@@ -16,6 +16,7 @@ except ImportError:  # pragma: no cover - older typer on the click package
 from .. import __version__
 from .compare import compare
 from .datasets import datasets_app
+from .export import export
 from .fetch import fetch
 from .leaderboard import leaderboard
 from .plot import plot
@@ -84,6 +85,7 @@ app.command()(validate)
 app.command()(compare)
 app.command()(report)
 app.command()(sql)
+app.command()(export)
 app.add_typer(datasets_app, name="datasets")
 
 
