@@ -364,26 +364,48 @@ def _rlbench() -> list[str]:
     )
 
 
+def rl(*args, cwd: Path):
+    """The real `rlbench` command in a subprocess."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RLBENCH_DEBUG", "RLBENCH_DB")}
+    return subprocess.run(_rlbench() + [str(a) for a in args], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=cwd)  # fmt: skip
+
+
 def test_end_to_end_through_the_rlbench_command(source, http_root, tmp_path):
     root, url = http_root
-    env = {k: v for k, v in os.environ.items() if k not in ("RLBENCH_DEBUG", "RLBENCH_DB")}
-
-    def rl(*args):
-        return subprocess.run(_rlbench() + [str(a) for a in args], capture_output=True, text=True, timeout=120,
-                              env=env, cwd=tmp_path)  # fmt: skip
-
-    p = rl("export", "tiny", "--out", root / "tiny", "--db", source.path)
+    rl_ = functools.partial(rl, cwd=tmp_path)
+    p = rl_("export", "tiny", "--out", root / "tiny", "--db", source.path)
     assert p.returncode == 0, p.stderr
+    folder_db = tmp_path / "folder.duckdb"
+    p = rl_("fetch", "--from", f"bundle:{root / 'tiny'}", "--db", folder_db)
+    assert p.returncode == 0 and "imported 3 runs (9 metric rows)" in p.stdout, p.stderr
+    assert finished_runs(folder_db, "tiny") == finished_runs(source.path, "tiny")
     db = tmp_path / "fresh.duckdb"
-    p = rl("fetch", "--from", f"bundle:{url}/tiny", "--db", db)
+    p = rl_("fetch", "--from", f"bundle:{url}/tiny", "--db", db)
     assert p.returncode == 0 and "imported 3 runs (9 metric rows)" in p.stdout, p.stderr
     assert metric_rows(db, "tiny") == metric_rows(source.path, "tiny")
     _flip(root / "tiny" / "metrics.parquet")
-    p = rl("fetch", "--from", f"bundle:{url}/tiny", "--into", "again", "--db", db)
+    p = rl_("fetch", "--from", f"bundle:{url}/tiny", "--into", "again", "--db", db)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
     assert f"{url}/tiny/metrics.parquet: sha256 does not match" in p.stderr
-    p = rl("fetch", "--from", f"bundle:{url}/gone", "--db", db)
+    p = rl_("fetch", "--from", f"bundle:{url}/gone", "--db", db)
     assert p.returncode == 2 and "not found (HTTP 404)" in p.stderr, p.stderr
+    assert counts(db)["runs"] == 3
+
+
+def test_end_to_end_s3_through_the_rlbench_command(source, s3, tmp_path):
+    p = rl("export", "tiny", "--out", tmp_path / "tiny", "--db", source.path, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    upload(s3, tmp_path / "tiny", "e2e/tiny")
+    db = tmp_path / "fresh.duckdb"
+    p = rl("fetch", "--from", "bundle:s3://shared/e2e/tiny", "--into", "tiny", "--db", db, cwd=tmp_path)
+    assert p.returncode == 0 and "imported 3 runs (9 metric rows)" in p.stdout, p.stderr
+    assert finished_runs(db, "tiny") == finished_runs(source.path, "tiny")
+    assert metric_rows(db, "tiny") == metric_rows(source.path, "tiny")
+    s3.put_object(Bucket="shared", Key="e2e/tiny/metrics.parquet", Body=b"PAR1 truncated")
+    p = rl("fetch", "--from", "bundle:s3://shared/e2e/tiny", "--into", "other", "--db", db, cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "s3://shared/e2e/tiny/metrics.parquet: 14 bytes, MANIFEST.sha256 says" in p.stderr, p.stderr
     assert counts(db)["runs"] == 3
 
 
