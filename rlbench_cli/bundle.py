@@ -133,6 +133,11 @@ def write_manifest(folder: Path) -> None:
 
 
 # -- checking -------------------------------------------------------------------------------------------
+def _no_manifest(where: str) -> str:
+    return (f"{where}/{MANIFEST}: missing, yet the bundle has {INFO} (rlbench export always writes both); "
+            "the bundle is incomplete or was changed")  # fmt: skip
+
+
 def _safe_name(name: str) -> bool:
     return (
         bool(name)
@@ -192,6 +197,8 @@ def verify(folder: Path, where: str, present: list[str] | None = None) -> bool:
     if present is None:
         present = [p.name for p in folder.iterdir() if not p.name.startswith(".")]
     if MANIFEST not in present:
+        if INFO in present:
+            raise ImportInvalid(_no_manifest(where))
         return False
     entries = read_manifest((folder / MANIFEST).read_text(errors="replace"), where)
     for name in REQUIRED:
@@ -281,6 +288,8 @@ class _Remote:
                 MANIFEST
             ]
             return verify(tmp, self.where, sorted(set(present)))
+        if (listing is None or INFO in listing) and self.get(INFO, tmp / INFO, 1 << 20):
+            raise ImportInvalid(_no_manifest(self.where))
         got = [n for n in LEGACY if (listing is None or n in listing) and self.get(n, tmp / n, None)]
         if "runs.parquet" not in got:
             raise FetchFailed(
@@ -324,7 +333,7 @@ class _Http(_Remote):
             return True
         except urllib.error.HTTPError as e:
             if e.code == 404:
-                if name in (MANIFEST, *LEGACY):
+                if name in (MANIFEST, INFO, *LEGACY):
                     return False
                 raise FetchFailed(f"{url}: not found (HTTP 404); check the URL") from None
             raise FetchFailed(f"{url}: HTTP {e.code} {e.reason}; check the URL and the server") from None

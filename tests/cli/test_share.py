@@ -277,6 +277,11 @@ def test_s3_round_trip(bundle, source, s3, tmp_path):
     assert finished_runs(db, "tiny") == finished_runs(source.path, "tiny")
     assert metric_rows(db, "tiny") == metric_rows(source.path, "tiny")
 
+    # a bundle without a manifest (written before there was one), from S3
+    upload(s3, ROOT / "results" / "reference" / "classic-control", "legacy/cc")
+    r = invoke("fetch", "--from", "bundle:s3://shared/legacy/cc", "--into", "cc", "--db", db)
+    assert r.exit_code == 0 and "imported 39 runs" in r.output, r.output
+
     # an unlisted object under the prefix, a missing bucket, nothing under a prefix: one line, nothing written
     s3.put_object(Bucket="shared", Key="bundles/tiny/extra.parquet", Body=b"PAR1")
     before = counts(db)
@@ -311,6 +316,7 @@ DAMAGE = {
     "truncated": ("runs.parquet", _truncate, ["MANIFEST.sha256 says", "(truncated)"]),
     "missing": ("metrics.parquet", Path.unlink, ["missing (listed in MANIFEST.sha256)"]),
     "extra": ("extra.parquet", lambda p: p.write_bytes(b"PAR1"), ["not listed in MANIFEST.sha256"]),
+    "manifest-removed": ("MANIFEST.sha256", Path.unlink, ["missing, yet the bundle has bundle.json"]),
     "manifest-edited": ("MANIFEST.sha256", lambda p: p.write_text(p.read_text().replace("  suite.json", "  ../x")),
                         ["MANIFEST.sha256: line", "plain names"]),
 }  # fmt: skip
@@ -327,7 +333,7 @@ def test_a_damaged_bundle_imports_nothing(kind, bundle, target, tmp_path):
     assert counts(target) == before
 
 
-@pytest.mark.parametrize("kind", ["flipped-byte", "truncated", "missing"])
+@pytest.mark.parametrize("kind", ["flipped-byte", "truncated", "missing", "manifest-removed"])
 def test_a_damaged_bundle_over_http_imports_nothing(kind, bundle, http_root, tmp_path):
     root, url = http_root
     name, damage, needles = DAMAGE[kind]
