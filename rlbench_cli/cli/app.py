@@ -17,6 +17,7 @@ from .. import __version__
 from .cancel import cancel
 from .compare import compare
 from .datasets import datasets_app
+from .export import export
 from .fetch import fetch
 from .leaderboard import leaderboard
 from .plot import plot
@@ -86,6 +87,7 @@ app.command()(validate)
 app.command()(compare)
 app.command()(report)
 app.command()(sql)
+app.command()(export)
 app.add_typer(datasets_app, name="datasets")
 
 
