@@ -190,6 +190,20 @@ def prepare_datasets(
     return refs
 
 
+def _planned(store: Store, suite: str, specs: list[RunSpec], only_failed: bool) -> int:
+    """How many runs may need launching, read before anything is written: at least ``len(todo)`` (a run left
+    'running' counts, whatever recovery makes of it)."""
+    if not store.exists():
+        return len(specs)
+    with store.reader() as con:
+        try:
+            status = {r["run_id"]: r["status"] for r in store.runs(con, suite)}
+        except Exception:  # noqa: BLE001 - an older schema, migrated by the writer: plan for every run
+            return len(specs)
+    status = {k: "interrupted" if v == "running" else v for k, v in status.items()}
+    return len(select_runs(specs, status, only_failed))
+
+
 def run_suite(
     suite: Suite,
     source: str,
@@ -216,6 +230,15 @@ def run_suite(
         refs = prepare_datasets(suite, source, report)
         if refs:
             config["dataset_references"] = refs
+        # Built (and checked: extra installed, cluster reachable, resources satisfiable) before the store is
+        # written to, so bad input changes nothing; sized for the runs that may need launching.
+        timeout = timeout or suite.budget.timeout
+        planned = _planned(store, suite.name, specs, only_failed)
+        runner = (
+            make_executor(executor_name, suite, planned, workers, timeout, executor_options)
+            if planned
+            else None
+        )
         with store.writer() as con:
             store.register_suite(con, suite.name, suite.description, config, source)
             store.add_runs(con, [
@@ -230,11 +253,9 @@ def run_suite(
         summary.skipped = len(specs) - len(todo)
         report("plan", {"total": len(specs), "todo": len(todo), "skipped": summary.skipped,
                         "recovered": summary.recovered})  # fmt: skip
-        if not todo:
+        if not todo or runner is None:
             return summary
 
-        timeout = timeout or suite.budget.timeout
-        runner = make_executor(executor_name, suite, len(todo), workers, timeout, executor_options)
         base = manifest_base(Path(source).resolve().parent if source else Path.cwd())
         first_attempt = {s.run_id: attempts[s.run_id] + 1 for s in todo}
         jobs = [

@@ -143,13 +143,30 @@ def run(
     ] = None,  # fmt: skip
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the grid, run nothing")] = False,
     json_out: JsonOpt = False,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            "--executor",
+            help="local | ray | slurm [default: resources.executor, else local]",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
+    address: Annotated[
+        str | None,
+        typer.Option(
+            "--address",
+            help="Ray cluster: auto | HOST:PORT | ray://HOST:PORT [default: "
+            "resources.ray.address, else start Ray here]",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
 ) -> None:
     """Run a suite: every seed x algorithm x environment, skipping runs already finished.
 
     Example: rlbench run suites/quickstart.yaml --workers 2 --retries 1
     """
     from ..grid import expand
-    from ..spec import load_suite
+    from ..spec import EXECUTORS, load_suite
 
     if workers is not None and workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {workers})")
@@ -157,6 +174,10 @@ def run(
         raise UsageError(f"--retries must be 0 or more (got {retries})")
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be a positive number of seconds (got {timeout:g})")
+    if executor is not None and executor not in EXECUTORS:
+        raise UsageError(f"--executor {executor!r}: choose one of {', '.join(EXECUTORS)}")
+    if address is not None and (executor or "ray") != "ray":
+        raise UsageError(f"--address is for --executor ray (got --executor {executor}); drop one of them")
     suite = load_suite(suite_file)
     if datasets is not None:
         if datasets.exists() and not datasets.is_dir():
@@ -184,6 +205,7 @@ def run(
         with _StopOnSignal() as stopper:
             summary = run_suite(suite, str(suite_file), store, workers=workers, retries=retries,
                                 only_failed=only_failed, timeout=timeout, stop=stopper.event,
+                                executor=executor, executor_options={"address": address} if address else None,
                                 report=(lambda e, i: None) if json_out else progress)  # fmt: skip
     finally:
         progress.close()
