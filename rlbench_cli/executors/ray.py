@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -48,6 +50,7 @@ CONNECT_TIMEOUT_S = 3.0  # TCP check of --address
 INIT_TIMEOUT_S = 30.0  # ray.init once the port answers
 STOP_GRACE_S = 5.0
 POLL_TIMEOUT_S = 5.0
+SALVAGE_TIMEOUT_S = 15.0  # fetching what a dead actor left on its node
 MAX_LOG_BYTES = 1 << 20  # output.log comes back whole up to this size, else its tail
 
 
@@ -103,7 +106,8 @@ class RlbenchWorker:
             "device": self.device,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         }
-        self.root = Path(tempfile.mkdtemp(prefix="rlbench-ray-"))  # node-local, whatever the cluster shares
+        self.root = _actor_root()  # node-local, whatever the cluster shares
+        self.info["root"] = str(self.root)
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
         self.folder: Path | None = None
@@ -173,6 +177,38 @@ class RlbenchWorker:
         return out
 
 
+def _actor_root() -> Path:
+    """This actor's node-local folder, <tmp>/rlbench-ray/<pid>; folders of actors no longer alive (killed, or
+    crashed, and salvaged or not) are removed on the way."""
+    base = Path(tempfile.gettempdir()) / "rlbench-ray"
+    base.mkdir(exist_ok=True)
+    for old in base.iterdir():
+        if old.name.isdigit() and not Path(f"/proc/{old.name}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    root = base / str(os.getpid())
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    return root
+
+
+def _leftovers(folder: str, have: list[str]) -> list[tuple[str, bytes]]:
+    """Run as a task on the node of an actor that died under a job: the files the job wrote there that the
+    coordinator does not have yet (shards flushed since the last poll, spec.json, output.log). Removes the
+    folder."""
+    path, out = Path(folder), []
+    metrics = path / "metrics"
+    for f in sorted(metrics.glob("*.parquet")) if metrics.is_dir() else []:
+        if f"metrics/{f.name}" not in have:
+            out.append((f"metrics/{f.name}", f.read_bytes()))
+    for rel in ("spec.json", "result.json", "output.log"):
+        p = path / rel
+        if p.is_file() and rel not in have:
+            data = p.read_bytes()
+            out.append((rel, data[-MAX_LOG_BYTES:]))
+    shutil.rmtree(path, ignore_errors=True)
+    return out
+
+
 def _write_files(folder: Path, files: list[tuple[str, bytes]]) -> None:
     """Write files an actor sent into the attempt folder on this machine (atomically, same names)."""
     for rel, data in files:
@@ -186,26 +222,43 @@ def _write_files(folder: Path, files: list[tuple[str, bytes]]) -> None:
         os.replace(tmp, dest)
 
 
-def _death_cause(err: BaseException) -> str:
-    """One clear line from Ray's error for an actor that died under a job."""
+def _death_cause(err: BaseException, log: Path) -> tuple[str, int | None]:
+    """(one clear line, exit code) for an actor that died under a job, from Ray's error and the fatal-signal
+    report the process left in the job's ``output.log`` (Ray's workers print one on SIGSEGV, SIGABRT, ...)."""
     text = str(err)
     low = text.lower()
+    detail = (
+        text.split("Worker exit detail:", 1)[1].strip().split(". ")[0].strip()
+        if "Worker exit detail:" in text
+        else ""
+    )
+    ray_says = f"Ray: {type(err).__name__}" + (f": {detail}" if detail else "")
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 64 * 1024))
+            tail = fh.read().decode(errors="replace")
+    except OSError:
+        tail = ""
+    m = re.search(r"\*\*\* (SIG[A-Z]+) received", tail)
+    if m:
+        name = m.group(1)
+        what = {"SIGSEGV": "segmentation fault in native code", "SIGABRT": "aborted in native code",
+                "SIGBUS": "bus error in native code", "SIGFPE": "arithmetic error in native code"}  # fmt: skip
+        code = getattr(signal, name, None)
+        return f"worker killed by {name} ({what.get(name, 'fatal signal')}); {ray_says}", -int(
+            code
+        ) if code else None
     if (
         "node" in low
         and ("died" in low or "dead" in low or "lost" in low)
         and "worker process has died" not in low
     ):
-        head = "node lost: the Ray node running this job died or left the cluster"
-    elif "killed" in low and "ray.kill" in low:
-        head = "worker killed: the Ray actor was killed (ray.kill)"
-    else:
-        head = ("worker died: the Ray actor's process exited unexpectedly "
-                "(segmentation fault in native code, out-of-memory kill, or another crash)")  # fmt: skip
-    detail = ""
-    marker = "Worker exit detail:"
-    if marker in text:
-        detail = text.split(marker, 1)[1].strip().split(". ")[0].strip()
-    return f"{head}; Ray: {type(err).__name__}" + (f": {detail}" if detail else "")
+        return f"node lost: the Ray node running this job died or left the cluster; {ray_says}", None
+    return (
+        "worker died: the Ray actor's process exited without a fatal-signal report (killed with SIGKILL, e.g. "
+        f"by the out-of-memory killer, or by hand?); {ray_says}",
+        None,
+    )
 
 
 # -- the driver side --------------------------------------------------------------------------------------
@@ -218,6 +271,7 @@ class _Slot:
     job: Job | None = None
     run_ref: Any = None
     started: float = 0.0
+    remote_folder: str | None = None  # the job's node-local folder, on the actor's node
 
 
 class RayExecutor:
@@ -325,6 +379,7 @@ class RayExecutor:
                         on_start(job, self._placement(s))
                         name = f"{job.spec.suite}/{job.spec.run_id}/{job.folder.name}"
                         s.run_ref = s.actor.run.remote(job.spec, name)
+                        s.remote_folder = f"{(s.info or {}).get('root')}/{name}"
                 pending = {s.run_ref: s for s in self.slots if s.run_ref is not None}
                 pending.update(
                     {s.ready_ref: s for s in self.slots if s.info is None and s.ready_ref is not None}
@@ -376,10 +431,11 @@ class RayExecutor:
         try:
             reply = ray.get(s.run_ref)
         except ray.exceptions.RayActorError as e:  # the actor died under the job
+            node = (s.info or {}).get("node_id")
             self._kill(ray, s)
-            self._finish(
-                s, queue, on_end, Outcome("failed", None, _death_cause(e), time.monotonic() - s.started)
-            )
+            self._salvage(ray, s.job, node, s.remote_folder)
+            cause, code = _death_cause(e, s.job.folder / "output.log")
+            self._finish(s, queue, on_end, Outcome("failed", code, cause, time.monotonic() - s.started))
             self._spawn(s)
             return
         except Exception as e:  # noqa: BLE001 - Ray could not run the task (it did not reach run_one)
@@ -393,6 +449,27 @@ class RayExecutor:
         r = reply["result"]
         self._finish(s, queue, on_end, Outcome(r["status"], r.get("exit_code"), r.get("error"),
                                                r.get("duration_s", 0.0), r))  # fmt: skip
+
+    def _salvage(self, ray: Any, job: Job, node_id: str | None, folder: str | None) -> None:
+        """Fetch what a dead actor's job flushed after the last poll, with a task on the same node (a node
+        that is gone, or does not answer within SALVAGE_TIMEOUT_S, keeps it)."""
+        if not node_id or not folder:
+            return
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        metrics = job.folder / "metrics"
+        have = [f"metrics/{p.name}" for p in metrics.glob("*.parquet")] if metrics.is_dir() else []
+        task = ray.remote(num_cpus=0, max_retries=0)(_leftovers).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+        )
+        ref = task.remote(folder, have)
+        try:
+            _write_files(job.folder, ray.get(ref, timeout=SALVAGE_TIMEOUT_S))
+        except Exception:  # noqa: BLE001 - node lost or too slow: what was pulled before is what we have
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001
+                pass
 
     def _pull(self, ray: Any, slots: list[_Slot]) -> None:
         """Copy the shards these slots' jobs flushed since the last pull into their attempt folders."""
@@ -489,14 +566,30 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
+def _quiet_driver(ray: Any) -> None:
+    """Keep Ray from printing worker deaths on the driver's stdout (it would break ``--json`` output):
+    rlbench reports them as the failed run's error instead. Private to Ray, hence guarded."""
+    mod = getattr(getattr(ray, "_private", None), "worker", None)
+    orig = getattr(mod, "print_to_stdstream", None)
+    if orig is None or getattr(orig, "_rlbench_quiet", False):
+        return
+
+    def filtered(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        if data.get("pid") != "raylet":
+            orig(data, *args, **kwargs)
+
+    filtered._rlbench_quiet = True  # type: ignore[attr-defined]
+    mod.print_to_stdstream = filtered
+
+
 def _start_local(ray: Any, cpus: int, gpus: int) -> None:
     """Start a Ray instance on this machine for this run, in the main thread (Ray ties its daemons' lives to
     the thread that starts them), keeping the signal handlers of ``rlbench run``."""
     import logging
-    import signal
 
     logging.getLogger("ray").setLevel(logging.ERROR)
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _quiet_driver(ray)
     try:
         ray.init(address="local", num_cpus=cpus, num_gpus=gpus, include_dashboard=False, log_to_driver=False,
                  configure_logging=False)  # fmt: skip
@@ -513,6 +606,7 @@ def _init(ray: Any, address: str) -> None:
 
     logging.getLogger("ray").setLevel(logging.ERROR)  # e.g. "SIGTERM handler is not set ...": meant so
     box: dict[str, BaseException | None] = {"err": None}
+    _quiet_driver(ray)
 
     def connect() -> None:
         try:
