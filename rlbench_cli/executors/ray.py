@@ -109,6 +109,7 @@ class RlbenchWorker:
         self.root = _actor_root()  # node-local, whatever the cluster shares
         self.info["root"] = str(self.root)
         self.stop_event = threading.Event()
+        self.stopped: set[str] = set()  # jobs asked to stop, even before their run() began
         self.lock = threading.Lock()
         self.folder: Path | None = None
         self.sent: set[str] = set()
@@ -118,12 +119,14 @@ class RlbenchWorker:
 
     def run(self, spec: Any, name: str) -> dict[str, Any]:
         """Run one job in a fresh node-local folder; return its result and the files not yet polled."""
-        self.stop_event.clear()
         folder = self.root / name
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         with self.lock:
             self.folder, self.sent = folder, set()
+            self.stop_event = threading.Event()
+            if name in self.stopped:
+                self.stop_event.set()
         sys.stdout.flush()
         sys.stderr.flush()
         saved = os.dup(1), os.dup(2)
@@ -150,8 +153,12 @@ class RlbenchWorker:
         with self.lock:
             return self._collect(final=False)
 
-    def stop(self) -> None:
-        self.stop_event.set()
+    def stop(self, name: str) -> None:
+        """Ask job ``name`` to stop (it flushes and ends 'interrupted'); also when its run() has not begun."""
+        with self.lock:
+            self.stopped.add(name)
+            if self.folder is not None and self.folder == self.root / name:
+                self.stop_event.set()
 
     def _collect(self, final: bool) -> list[tuple[str, bytes]]:
         if self.folder is None:
@@ -272,6 +279,7 @@ class _Slot:
     run_ref: Any = None
     started: float = 0.0
     remote_folder: str | None = None  # the job's node-local folder, on the actor's node
+    job_name: str = ""  # <suite>/<run_id>/attempt-N: the job's folder under the actor's root
 
 
 class RayExecutor:
@@ -378,7 +386,7 @@ class RayExecutor:
                         job.folder.mkdir(parents=True, exist_ok=True)
                         on_start(job, self._placement(s))
                         name = f"{job.spec.suite}/{job.spec.run_id}/{job.folder.name}"
-                        s.run_ref = s.actor.run.remote(job.spec, name)
+                        s.run_ref, s.job_name = s.actor.run.remote(job.spec, name), name
                         s.remote_folder = f"{(s.info or {}).get('root')}/{name}"
                 pending = {s.run_ref: s for s in self.slots if s.run_ref is not None}
                 pending.update(
@@ -496,7 +504,7 @@ class RayExecutor:
         busy = [s for s in self.slots if s.job is not None and s.run_ref is not None]
         for s in busy:
             try:
-                s.actor.stop.remote()
+                s.actor.stop.remote(s.job_name)
             except Exception:  # noqa: BLE001
                 pass
         deadline = time.monotonic() + STOP_GRACE_S
