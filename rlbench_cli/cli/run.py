@@ -176,9 +176,10 @@ def run(
         raise UsageError(f"--timeout must be a positive number of seconds (got {timeout:g})")
     if executor is not None and executor not in EXECUTORS:
         raise UsageError(f"--executor {executor!r}: choose one of {', '.join(EXECUTORS)}")
-    if address is not None and (executor or "ray") != "ray":
-        raise UsageError(f"--address is for --executor ray (got --executor {executor}); drop one of them")
     suite = load_suite(suite_file)
+    if address is not None and (executor or suite.resources.executor) != "ray":
+        raise UsageError(f"--address is for the ray executor, and this run uses "
+                         f"{executor or suite.resources.executor}; add --executor ray")  # fmt: skip
     if datasets is not None:
         if datasets.exists() and not datasets.is_dir():
             raise UsageError(f"--datasets {datasets}: a file; name the folder generated datasets live in")

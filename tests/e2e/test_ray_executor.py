@@ -109,7 +109,7 @@ def test_fractional_gpus_pack_eight_runs_on_two_gpus_and_shards_travel_without_a
     assert ray_head.wait_all_free(), "actors outlived the run"
 
 
-def test_bad_input_is_one_line_exit_2_and_changes_nothing(tmp_path, ray_head):  # noqa: F811
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(tmp_path, ray_head, make_results_db):  # noqa: F811
     suite = tmp_path / "tiny.yaml"
     suite.write_text(TINY)
     db = tmp_path / "db.duckdb"
@@ -118,7 +118,9 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(tmp_path, ray_head):  
     assert r.stderr.strip().count("\n") == 0 and "127.0.0.1:1" in r.stderr and "ray start --head" in r.stderr
     assert not db.exists()
 
-    rl("run", suite, "--db", db, timeout=180)  # a store with a finished suite in it
+    make_results_db(
+        db, [("random", "CartPole-v1", 0, [(0, 10.0), (300, 20.0)])], suite="tiny"
+    )  # a store in use
     before = _rows(db, "SELECT run_id, status, attempts FROM runs ORDER BY run_id")
     for field, value in (("gpus_per_job", 4), ("cpus_per_job", 16)):
         big = tmp_path / f"big_{field}.yaml"
