@@ -88,6 +88,9 @@ class RlbenchWorker:
             os.chdir(cwd)
         import torch  # once per actor, not once per job
 
+        from .. import algos, sink, sysmon  # noqa: F401 - and what every run uses: gymnasium, pyarrow, registry
+        from ..algos import base  # noqa: F401
+
         torch.set_num_threads(threads)
         try:
             torch.set_num_interop_threads(1)

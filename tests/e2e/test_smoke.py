@@ -173,7 +173,14 @@ def test_ctrl_c_stops_workers_and_marks_runs_interrupted(tmp_path, executor, req
         line = proc.stdout.readline()
         started += line.strip().startswith("start ")
     assert started == 2, "runs did not start"
-    time.sleep(2)  # let them train and flush some metrics
+    deadline = time.monotonic() + 60  # let them train until their first evaluations reached the store
+    while time.monotonic() < deadline:
+        r = rl(
+            "fetch", "--db", db, "--suite", "long", "--metric", "eval/return", "--format", "csv", check=False
+        )
+        if r.returncode == 0 and len(r.stdout.strip().splitlines()) >= 3:  # header + a row per running run
+            break
+        time.sleep(0.5)
     t0 = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: SIGINT to the whole foreground group
     _, err = proc.communicate(timeout=30)
