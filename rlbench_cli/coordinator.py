@@ -239,6 +239,20 @@ def prepare_datasets(
     return refs
 
 
+def _planned(store: Store, suite: str, specs: list[RunSpec], only_failed: bool) -> int:
+    """How many runs may need launching, read before anything is written: at least ``len(todo)`` (a run left
+    'running' counts, whatever recovery makes of it)."""
+    if not store.exists():
+        return len(specs)
+    with store.reader() as con:
+        try:
+            status = {r["run_id"]: r["status"] for r in store.runs(con, suite)}
+        except Exception:  # noqa: BLE001 - an older schema, migrated by the writer: plan for every run
+            return len(specs)
+    status = {k: "interrupted" if v == "running" else v for k, v in status.items()}
+    return len(select_runs(specs, status, only_failed))
+
+
 def run_suite(
     suite: Suite,
     source: str,
@@ -271,9 +285,13 @@ def run_suite(
     elif options.get("detach"):
         raise UsageError(f"--detach works with --executor slurm only (this run uses {executor_name})")
     with _RunLock(store.path):
-        # checked (extra installed, cluster reachable, resources satisfiable) before anything is recorded
-        runner = None if executor_name == "local" else make_executor(
-            executor_name, suite, len(specs), workers, timeout, options)  # fmt: skip
+        # Built (and checked: extra installed, cluster reachable, resources satisfiable) before the store is
+        # written to, so bad input changes nothing; sized for the runs that may need launching. The local pool
+        # is built later, once it is known how many runs there are.
+        planned = _planned(store, suite.name, specs, only_failed)
+        runner = None
+        if executor_name != "local" and planned:
+            runner = make_executor(executor_name, suite, planned, workers, timeout, options)
         config = {**suite.model_dump(), **(extra_config or {})}
         refs = prepare_datasets(suite, source, report)
         if refs:

@@ -182,6 +182,15 @@ def run(
             "--executor", help="local | ray | slurm [default: resources.executor]", show_default=False
         ),
     ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            "--address",
+            help="Ray cluster: auto | HOST:PORT | ray://HOST:PORT [default: "
+            "resources.ray.address, else start Ray here]",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
     detach: Annotated[
         bool, typer.Option("--detach", help="slurm: submit and return; follow with rlbench status")
     ] = False,
@@ -230,7 +239,7 @@ def run(
         extra[key.strip().lstrip("-")] = value
     executor_options = {"detach": detach, "partition": partition, "time_min": time_min, "cpus_per_task": cpus_per_task,
                         "mem_gb": mem_gb, "gpus_per_task": gpus_per_task, "qos": qos, "account": account,
-                        "additional": extra}  # fmt: skip
+                        "additional": extra, "address": address}  # fmt: skip
     settings = None
     if adaptive:
         from ..adaptive import AdaptiveSettings, check_settings
@@ -238,6 +247,9 @@ def run(
         settings = AdaptiveSettings(alpha, batch, max_batches, permutations)
         check_settings(settings, 2)  # the flags, before anything else; the suite's algorithms below
     suite = load_suite(suite_file)
+    if address is not None and (executor or suite.resources.executor) != "ray":
+        raise UsageError(f"--address is for the ray executor, and this run uses "
+                         f"{executor or suite.resources.executor}; add --executor ray")  # fmt: skip
     if datasets is not None:
         if datasets.exists() and not datasets.is_dir():
             raise UsageError(f"--datasets {datasets}: a file; name the folder generated datasets live in")
