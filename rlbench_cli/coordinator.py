@@ -159,6 +159,15 @@ def _recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> 
     return recovered
 
 
+def _resume_step(job: Job) -> int | None:
+    """The step an attempt will resume from: its run's latest checkpoint, when the run takes them."""
+    if job.attempt < 2 or job.spec.budget.get("checkpoint_every") is None:
+        return None
+    from .checkpoint import latest_step
+
+    return latest_step(job.folder.parent / "checkpoint")
+
+
 def prepare_datasets(
     suite: Suite, source: str = "<suite>", report: Callable[[str, dict[str, Any]], None] = lambda e, i: None
 ) -> dict[str, list[float]]:
@@ -249,7 +258,7 @@ def run_suite(
                     **base, "started_at": time.time(), "device": where.device, "host": where.host,
                     "executor": where.executor, "job_id": where.job_id})  # fmt: skip
             report("started", {"spec": job.spec, "attempt": job.attempt, "device": where.device,
-                               "placement": where})  # fmt: skip
+                               "placement": where, "resume_step": _resume_step(job)})  # fmt: skip
 
         def on_tick(running: list[Job]) -> None:
             if not running:

@@ -59,6 +59,8 @@ class Progress:
             self.workers = max(self.workers, self.running)  # runs seen in flight at once, for the ETA
             s = info["spec"]
             again = f" (attempt {info['attempt']})" if info["attempt"] > 1 else ""
+            if info.get("resume_step") is not None:
+                again = f" (attempt {info['attempt']}, resumed at step {info['resume_step']})"
             self._print(f"  start  {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}")
         elif event == "ended":
             self.running -= 1
@@ -68,6 +70,8 @@ class Progress:
                 self.durations.append(o.duration_s)
                 final = info.get("final")
                 score = f"  eval/return {final:.1f}" if isinstance(final, float) else ""
+                resumed = o.result.get("resumed_from_step")
+                score += f"  (resumed at step {resumed})" if resumed is not None else ""
                 self._print(f"  done   {s.algo} {s.env} seed={s.seed} in {o.duration_s:.1f}s{score}")
             else:
                 if not info["retry"]:
