@@ -211,3 +211,32 @@ def test_without_checkpoint_every_a_run_starts_over(tmp_path: Path) -> None:
     r2 = run_one(spec, a2)
     assert r2["status"] == "finished" and r2["resumed_from_step"] is None
     assert_continuous(metrics_of(a2), spec)
+
+
+@pytest.mark.parametrize(
+    "algo,env,params",
+    [
+        ("dqn", "CartPole-v1", {"hidden_units": [32, 32], "batch_size": 16, "logging_steps": 250}),
+        pytest.param(
+            "sac",
+            "Pendulum-v1",
+            {"hidden_units": [16, 16], "batch_size": 16, "logging_steps": 250},
+            marks=pytest.mark.slow,
+        ),  # fmt: skip
+        pytest.param(
+            "double_dqn",
+            "CartPole-v1",
+            {"hidden_units": [16], "batch_size": 16, "replay_buffer": "d3rlpy"},
+            marks=pytest.mark.slow,
+        ),  # fmt: skip
+    ],
+)
+def test_d3rlpy_online_resumes_bitwise(tmp_path: Path, algo: str, env: str, params: dict[str, Any]) -> None:
+    # checkpoint at 1500, the stop is seen at 2000 (polled every 1000 steps), the end of the budget: the
+    # attempt ends interrupted with rows 1501..2000 logged, which the resumed attempt must not duplicate
+    spec = _spec(algo, env, steps=2000, eval_every=1000, every=1500, params=params, eval_episodes=1)
+    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=0)
+    assert r2["resumed_from_step"] == 1500
+    resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
+    assert_continuous(resumed, spec)
+    pd.testing.assert_frame_equal(resumed, straight)
