@@ -285,6 +285,30 @@ def _quiet_d3rlpy() -> Iterator[None]:
         structlog.configure(processors=saved["processors"])
 
 
+# -- checkpoints ---------------------------------------------------------------------------------------
+
+
+def impl_state(algo: Any) -> dict[str, Any]:
+    """What a checkpoint needs of a d3rlpy algorithm: its impl's modules (``save_model``: networks, target
+    networks, optimisers with their learning-rate schedulers), its gradient-step counter, and the impl's
+    plain number attributes (counters kept outside the modules, e.g. the discrete Decision Transformer's
+    token count that drives its learning-rate schedule)."""
+    buf = io.BytesIO()
+    algo.impl.save_model(buf)
+    scalars = {
+        k: v for k, v in vars(algo.impl).items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    return {"impl": buf.getvalue(), "impl_scalars": scalars, "grad_step": int(algo.grad_step)}
+
+
+def restore_impl(algo: Any, state: dict[str, Any]) -> None:
+    """Put back what ``impl_state`` took (into an algorithm built the same way)."""
+    algo.impl.load_model(io.BytesIO(state["impl"]))
+    for k, v in state["impl_scalars"].items():
+        setattr(algo.impl, k, v)
+    algo._grad_step = int(state["grad_step"])
+
+
 # -- the policy ----------------------------------------------------------------------------------------
 
 
@@ -432,8 +456,7 @@ class D3rlpyOnline:
             losses: dict[str, list[float]] = {}
             first = 1
         else:
-            algo.impl.load_model(io.BytesIO(state["impl"]))
-            algo._grad_step = int(state["grad_step"])
+            restore_impl(algo, state)
             buffer = state["buffer"]
             env = state["env"]
             env.attach(ctx)
@@ -467,12 +490,8 @@ class D3rlpyOnline:
             last = total_step
             ctx.maybe_evaluate(total_step, policy)
             if ctx.checkpoint_due(total_step):
-                buf = io.BytesIO()
-                algo.impl.save_model(buf)  # networks, target networks and optimisers
-                ctx.save_checkpoint(total_step, {
-                    "impl": buf.getvalue(), "grad_step": algo.grad_step, "buffer": buffer, "env": env,
-                    "observation": observation, "losses": losses,
-                })  # fmt: skip
+                ctx.save_checkpoint(total_step, {**impl_state(algo), "buffer": buffer, "env": env,
+                                                 "observation": observation, "losses": losses})  # fmt: skip
             if total_step % 1000 == 0:
                 ctx.log_system(total_step)
                 if ctx.should_stop():

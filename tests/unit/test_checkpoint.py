@@ -240,3 +240,56 @@ def test_d3rlpy_online_resumes_bitwise(tmp_path: Path, algo: str, env: str, para
     resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
     assert_continuous(resumed, spec)
     pd.testing.assert_frame_equal(resumed, straight)
+
+
+@pytest.fixture(scope="module")
+def cartpole_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A small CartPole dataset in a D4RL-format file, as a suite names one."""
+    from offline_helpers import cartpole_controller, rollouts
+
+    from rlbench_cli.datasets.hdf5 import write_hdf5
+
+    path = tmp_path_factory.mktemp("data") / "cartpole-ckpt.hdf5"
+    write_hdf5(path, rollouts("CartPole-v1", cartpole_controller, episodes=3, epsilon=0.3))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "algo,params",
+    [
+        ("bc", {"hidden_units": [16], "batch_size": 16, "logging_steps": 7}),
+        ("discrete_cql", {"hidden_units": [16], "batch_size": 16, "logging_steps": 7}),
+        (
+            "decision_transformer",
+            {
+                "batch_size": 8,
+                "context_size": 4,
+                "num_layers": 1,
+                "num_heads": 1,
+                "logging_steps": 7,
+                "hidden_units": [16],
+            },
+        ),  # fmt: skip
+    ],
+)
+def test_d3rlpy_offline_resumes_bitwise(tmp_path: Path, cartpole_file: str, algo: str, params: dict) -> None:
+    # checkpoint at 20 with 6 updates' losses not yet logged, stopped 3 updates later
+    spec = _spec(algo, "CartPole-v1", steps=60, eval_every=20, every=20, params=params,
+                 dataset="cartpole-ckpt", dataset_path=cartpole_file)  # fmt: skip
+    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=3)
+    assert r2["resumed_from_step"] == 20
+    resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
+    assert_continuous(resumed, spec)
+    pd.testing.assert_frame_equal(resumed, straight)
+
+
+def test_hf_decision_transformer_resumes_bitwise(tmp_path: Path, cartpole_file: str) -> None:
+    pytest.importorskip("transformers")
+    params = {"hidden_size": 16, "n_layer": 1, "context_length": 4, "batch_size": 8, "logging_steps": 7}
+    spec = _spec("hf_decision_transformer", "CartPole-v1", steps=60, eval_every=20, every=20, params=params,
+                 dataset="cartpole-ckpt", dataset_path=cartpole_file)  # fmt: skip
+    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=3)
+    assert r2["resumed_from_step"] == 20
+    resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
+    assert_continuous(resumed, spec)
+    pd.testing.assert_frame_equal(resumed, straight)
