@@ -14,7 +14,9 @@ read. Nothing here knows about runs or algorithms: ``RunContext`` uses it.
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 import random
 import re
 import time
@@ -31,6 +33,8 @@ __all__ = [
     "rng_state",
     "set_rng_state",
     "minutes_or_steps",
+    "dumps_envs",
+    "loads_envs",
 ]
 
 FORMAT = "rlbench-checkpoint-1"
@@ -146,6 +150,43 @@ def minutes_or_steps(every: int | str | None) -> tuple[int | None, float | None]
             return None, float(text[:-1]) * 60.0
         return int(text), None
     return int(every), None
+
+
+def dumps_envs(obj: Any) -> bytes:
+    """Environments (or anything holding them) as bytes that ``loads_envs`` turns back into the same
+    environments in the same state: their simulator state, wrappers, episode counters and random generators.
+
+    Plain ``pickle`` is not enough: gymnasium's MuJoCo and Box2D environments are ``EzPickle``, which
+    pickles the constructor's arguments and builds a fresh environment on loading, losing its state. Here an
+    ``EzPickle`` object is pickled by its attributes instead (MuJoCo's ``MjData`` pickles whole). An
+    environment holding something that does not pickle (Box2D's world) raises."""
+    buf = io.BytesIO()
+    _EnvPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
+def loads_envs(data: bytes) -> Any:
+    """What ``dumps_envs`` wrote."""
+    return pickle.loads(data)
+
+
+class _EnvPickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        try:
+            from gymnasium.utils.ezpickle import EzPickle
+        except ImportError:  # pragma: no cover - gymnasium is a dependency
+            return NotImplemented
+        if isinstance(obj, EzPickle) and not isinstance(obj, type):
+            return (_bare, (type(obj),), dict(vars(obj)), None, None, _set_attributes)
+        return NotImplemented
+
+
+def _bare(cls: type) -> Any:
+    return cls.__new__(cls)
+
+
+def _set_attributes(obj: Any, state: dict[str, Any]) -> None:
+    obj.__dict__.update(state)
 
 
 def _fsync_dir(d: Path) -> None:

@@ -52,6 +52,7 @@ from typing import Any, ClassVar, Literal
 import gymnasium
 import numpy as np
 
+from ..checkpoint import dumps_envs, loads_envs
 from .base import RunContext
 
 
@@ -458,7 +459,7 @@ class D3rlpyOnline:
         else:
             restore_impl(algo, state)
             buffer = state["buffer"]
-            env = state["env"]
+            env = loads_envs(state["env"])
             env.attach(ctx)
             observation, losses = state["observation"], state["losses"]
             first = int(state["step"]) + 1
@@ -490,7 +491,7 @@ class D3rlpyOnline:
             last = total_step
             ctx.maybe_evaluate(total_step, policy)
             if ctx.checkpoint_due(total_step):
-                ctx.save_checkpoint(total_step, {**impl_state(algo), "buffer": buffer, "env": env,
+                ctx.save_checkpoint(total_step, {**impl_state(algo), "buffer": buffer, "env": dumps_envs(env),
                                                  "observation": observation, "losses": losses})  # fmt: skip
             if total_step % 1000 == 0:
                 ctx.log_system(total_step)

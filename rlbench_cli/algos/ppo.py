@@ -65,6 +65,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..checkpoint import dumps_envs, loads_envs
 from .base import RunContext
 
 __all__ = ["PPO", "PPOConfig", "PPOPolicy", "load_policy"]
@@ -489,7 +490,7 @@ class PPO:
             np_actor.refresh()
             rng = state["rng"]
             perm_gen.set_state(state["perm_gen"])
-            envs = state["envs"]
+            envs = loads_envs(state["envs"])
             raw_obs[:], ep_ret[:], ep_len[:], disc_ret[:] = (
                 state[k] for k in ("raw_obs", "ep_ret", "ep_len", "disc_ret")
             )
@@ -642,7 +643,7 @@ class PPO:
                 ctx.save_checkpoint(global_step, {
                     "global_step": global_step, "agent": agent.state_dict(),
                     "optimizer": optimizer.state_dict(), "rng": rng, "perm_gen": perm_gen.get_state(),
-                    "envs": envs, "raw_obs": raw_obs, "ep_ret": ep_ret, "ep_len": ep_len, "disc_ret": disc_ret,
+                    "envs": dumps_envs(envs), "raw_obs": raw_obs, "ep_ret": ep_ret, "ep_len": ep_len, "disc_ret": disc_ret,
                     "obs_rms": None if obs_rms is None else (obs_rms.mean, obs_rms.var, obs_rms.count),
                     "ret_rms": None if ret_rms is None else (ret_rms.mean, ret_rms.var, ret_rms.count),
                 })  # fmt: skip

@@ -197,6 +197,26 @@ def test_ppo_resumes_bitwise(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(resumed, straight)  # bitwise: every train/* and eval/* row
     assert not (a2.parent / "checkpoint").exists()  # a finished run's checkpoint is removed
     assert read_result(a2)["resumed_from_step"] == 1024
+    plain = _spec("ppo", steps=2048, eval_every=512, every=None)  # taking checkpoints changes nothing
+    pd.testing.assert_frame_equal(metrics_of(uninterrupted(tmp_path / "plain", plain)), straight)
+
+
+def test_ppo_on_mujoco_resumes_bitwise(tmp_path: Path) -> None:
+    """MuJoCo envs are EzPickle (pickled as constructor arguments): the checkpoint keeps their state."""
+    pytest.importorskip("mujoco")
+    params = {
+        "num_envs": 2,
+        "num_steps": 64,
+        "hidden_sizes": [16],
+        "normalize_obs": True,
+        "normalize_reward": True,
+    }
+    spec = _spec("ppo", "Hopper-v5", steps=640, eval_every=256, every=256, params=params, eval_episodes=1)
+    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=1)
+    assert r2["resumed_from_step"] == 256
+    resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
+    assert_continuous(resumed, spec)
+    pd.testing.assert_frame_equal(resumed, straight)
 
 
 def test_without_checkpoint_every_a_run_starts_over(tmp_path: Path) -> None:
