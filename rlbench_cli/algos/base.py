@@ -14,6 +14,15 @@ episode's steps (a Decision Transformer) is an ``EpisodePolicy`` instead: evalua
 when n episodes start and its ``act(obs, rewards, idx)`` with the observations of the episodes still
 running, the rewards they got on their last step, and their indices in 0..n-1.
 
+Checkpoints: when the budget sets ``checkpoint_every`` (steps, or minutes as ``'10m'``), an adapter that
+supports them asks ``ctx.checkpoint_due(step)`` at points where training could stop and go on, and then
+``ctx.save_checkpoint(step, state)`` with everything it needs to continue (models, optimisers, buffers,
+environments, its own random generators, counters; the global RNG states and the evaluation bookkeeping are
+added here). Before training, ``ctx.resume()`` returns the latest checkpoint's state (or None): the adapter
+puts it back and continues from its step. The checkpoint records which metric shards held the rows logged
+before it, and ``resume`` writes those rows into the new attempt, so the run's curve is one curve: nothing
+logged after the checkpoint by the attempt that stopped is kept, and the resumed attempt logs it again.
+
 Metric names: ``eval/return`` (mean over episodes), ``eval/return_std``, ``eval/length``,
 ``train/episode_return``, ``train/episode_length``, ``train/loss/<name>``, ``sys/sps_overall`` and
 ``sys/rss_peak_mb`` (whole run), and every few seconds the runner's ``sysmon``: ``sys/steps_per_second``,
@@ -211,6 +220,11 @@ class RunContext:
             print(f"rlbench: not resuming from step {step}: the metric shards it continues are gone "
                   f"({missing[0]}); starting over", flush=True)  # fmt: skip
             return None
+        if src.resolve() == Path(self.sink.directory).resolve():  # type: ignore[attr-defined]
+            # this very attempt folder ran before (a job requeued as the same attempt): its rows up to the
+            # checkpoint are here already; the ones logged after it are moved out of metrics/ (kept)
+            self._set_aside_after(files)
+            files = []
         if files:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -236,6 +250,18 @@ class RunContext:
         print(f"rlbench: resumed from the checkpoint at step {step} "
               f"({len(files)} metric shard(s) of {meta.get('attempt_dir')} carried over)", flush=True)  # fmt: skip
         return state
+
+    def _set_aside_after(self, keep: list[Path]) -> None:
+        from ..sink import list_shards
+
+        self.sink.flush()  # type: ignore[attr-defined]
+        names = {p.name for p in keep}
+        later = [p for p in list_shards(self.sink.directory) if p.name not in names]  # type: ignore[attr-defined]
+        if later:
+            aside = self.run_dir / f"metrics.after-checkpoint-{int(time.time())}"
+            aside.mkdir(parents=True, exist_ok=True)
+            for p in later:
+                p.rename(aside / p.name)
 
     # -- environments --------------------------------------------------------------------------------
     def make_env(self, seed: int | None = None) -> Any:

@@ -313,3 +313,24 @@ def test_hf_decision_transformer_resumes_bitwise(tmp_path: Path, cartpole_file: 
     resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
     assert_continuous(resumed, spec)
     pd.testing.assert_frame_equal(resumed, straight)
+
+
+def test_an_attempt_folder_run_again_resumes_without_duplicates(tmp_path: Path) -> None:
+    """A job requeued as the same attempt (same folder): rows after the checkpoint are moved out of metrics/."""
+    spec = _spec(every=10, steps=100)
+    a1 = tmp_path / "attempt-1"
+    sink = ShardSink(a1 / "metrics", background=False)
+    ctx = RunContext(spec=spec, sink=sink, run_dir=a1)
+    sink.log(5, **{"train/x": 1.0})
+    ctx.save_checkpoint(10, {"k": "v"})
+    sink.log(10, **{"train/x": 2.0})
+    sink.close()
+    sink2 = ShardSink(a1 / "metrics", background=False)
+    ctx2 = RunContext(spec=spec, sink=sink2, run_dir=a1)
+    assert ctx2.resume() is not None
+    sink2.log(10, **{"train/x": 3.0})
+    sink2.close()
+    df = metrics_of(a1)
+    assert df[["step", "value"]].values.tolist() == [[5, 1.0], [10, 3.0]]
+    (aside,) = a1.glob("metrics.after-checkpoint-*")
+    assert len(list_shards(aside)) == 1  # kept, not lost
