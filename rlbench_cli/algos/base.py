@@ -101,7 +101,10 @@ class RunContext:
     evaluations: int = 0
     last_eval: float | None = None
     resumed_from_step: int | None = None  # set by resume() when this attempt continues a checkpoint
+    checkpoint_on_stop: ClassVar[bool] = True  # save a checkpoint when asked to stop (tests switch it off)
     _ckpt_disabled: bool = False
+    _saved_on_stop: bool = False
+    _ckpt_every: tuple[int | None, float | None] | None = None
     _next_ckpt_step: int = 0
     _last_ckpt_time: float = field(default_factory=time.monotonic)
     _resumed: dict[str, Any] | None = None
@@ -129,11 +132,17 @@ class RunContext:
         return self.run_dir.parent / "checkpoint"
 
     def _checkpoint_every(self) -> tuple[int | None, float | None]:
-        from ..checkpoint import minutes_or_steps
+        """(steps, seconds) between checkpoints, parsed once; (None, None) when there are none."""
+        if self._ckpt_disabled:
+            return None, None
+        if self._ckpt_every is None:
+            from ..checkpoint import minutes_or_steps
 
-        if self._ckpt_disabled or not hasattr(self.sink, "directory") or not hasattr(self.sink, "flush"):
-            return None, None  # checkpoints need a shard sink: they record which shards hold the curve
-        return minutes_or_steps(self.spec.budget.get("checkpoint_every"))
+            if hasattr(self.sink, "directory") and hasattr(self.sink, "flush"):
+                self._ckpt_every = minutes_or_steps(self.spec.budget.get("checkpoint_every"))
+            else:  # checkpoints need a shard sink: they record which shards hold the curve so far
+                self._ckpt_every = (None, None)
+        return self._ckpt_every
 
     @property
     def checkpoints_enabled(self) -> bool:
@@ -143,11 +152,18 @@ class RunContext:
 
     def checkpoint_due(self, step: int) -> bool:
         """True when a checkpoint should be saved at ``step``: a multiple of ``checkpoint_every`` steps was
-        reached since the last one, or its minutes have passed. Never at step 0 or at the end of the budget,
-        never when ``checkpoint_every`` is unset. Cheap enough to call every step."""
+        reached since the last one, or its minutes have passed, or the run is being stopped (Ctrl-C, SIGTERM
+        from a scheduler pre-empting or cancelling the job: the next attempt then loses nothing). Never at
+        step 0 or at the end of the budget, never when ``checkpoint_every`` is unset. Cheap enough to call
+        every step; call it just before checking ``should_stop()``."""
         if step <= 0 or step >= self.steps:
             return False
         every_steps, every_s = self._checkpoint_every()
+        if every_steps is None and every_s is None:
+            return False
+        if self.checkpoint_on_stop and not self._saved_on_stop and self.should_stop():
+            self._saved_on_stop = True
+            return True
         if every_steps is not None:
             if self._next_ckpt_step <= 0:
                 self._next_ckpt_step = every_steps

@@ -495,8 +495,8 @@ class D3rlpyOnline:
                                                  "observation": observation, "losses": losses})  # fmt: skip
             if total_step % 1000 == 0:
                 ctx.log_system(total_step)
-                if ctx.should_stop():
-                    break
+            if ctx.should_stop():
+                break
         env.close()
         ctx.finish(last, policy)
 

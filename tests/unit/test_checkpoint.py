@@ -80,12 +80,20 @@ def metrics_of(folder: Path) -> pd.DataFrame:
     return df.sort_values(["name", "step"], kind="stable").reset_index(drop=True)[["step", "name", "value"]]
 
 
-def interrupted_and_resumed(tmp_path: Path, spec: RunSpec, after: int = 1) -> tuple[dict, dict, Path]:
+def interrupted_and_resumed(
+    tmp_path: Path, spec: RunSpec, after: int = 1, on_stop: bool = False
+) -> tuple[dict, dict, Path]:
     """Attempt 1 stops ``after`` polls past its first checkpoint; attempt 2 resumes. Returns both results
-    and attempt 2's folder."""
+    and attempt 2's folder. Unless ``on_stop``, attempt 1 saves no checkpoint when it stops, as a job killed
+    without warning: what it logged after its last checkpoint must not reach the resumed curve."""
     root = tmp_path / "resumed"
     a1 = attempt_dir(root, spec, attempt=1)
-    r1 = run_one(spec, a1, stop_event=StopAfterCheckpoint(a1.parent / "checkpoint", after))
+    saved = RunContext.checkpoint_on_stop
+    RunContext.checkpoint_on_stop = on_stop
+    try:
+        r1 = run_one(spec, a1, stop_event=StopAfterCheckpoint(a1.parent / "checkpoint", after))
+    finally:
+        RunContext.checkpoint_on_stop = saved
     assert r1["status"] == "interrupted", r1
     assert checkpoint.latest_step(a1.parent / "checkpoint") is not None
     a2 = attempt_dir(root, spec, attempt=2)
@@ -219,6 +227,30 @@ def test_ppo_on_mujoco_resumes_bitwise(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(resumed, straight)
 
 
+def test_a_stopped_ppo_run_checkpoints_where_it_stops_and_resumes_bitwise(tmp_path: Path) -> None:
+    """Ctrl-C or a scheduler's SIGTERM (pre-emption, cancellation) sets the stop event: the run saves a
+    checkpoint there, and the next attempt goes on from that step."""
+    spec = _spec("ppo", steps=2048, eval_every=512, every=1024)
+    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=1, on_stop=True)
+    assert r2["resumed_from_step"] == 1536
+    resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
+    assert_continuous(resumed, spec)
+    pd.testing.assert_frame_equal(resumed, straight)
+
+
+def test_checkpoint_due_once_when_stopping(tmp_path: Path) -> None:
+    sink = ShardSink(tmp_path / "attempt-1" / "metrics", background=False)
+    stop = threading.Event()
+    ctx = RunContext(
+        spec=_spec(every=100, steps=1000), sink=sink, run_dir=tmp_path / "attempt-1", stop_event=stop
+    )
+    assert not ctx.checkpoint_due(50)
+    stop.set()
+    assert ctx.checkpoint_due(50) and not ctx.checkpoint_due(51)
+    off = RunContext(spec=_spec(every=None), sink=sink, run_dir=tmp_path / "attempt-1", stop_event=stop)
+    assert not off.checkpoint_due(50)
+
+
 def test_without_checkpoint_every_a_run_starts_over(tmp_path: Path) -> None:
     spec = _spec("ppo", steps=1024, eval_every=512, every=None)
     root = tmp_path / "r"
@@ -236,11 +268,11 @@ def test_without_checkpoint_every_a_run_starts_over(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "algo,env,params",
     [
-        ("dqn", "CartPole-v1", {"hidden_units": [32, 32], "batch_size": 16, "logging_steps": 250}),
+        ("dqn", "CartPole-v1", {"hidden_units": [32, 32], "batch_size": 16, "logging_steps": 100}),
         pytest.param(
             "sac",
             "Pendulum-v1",
-            {"hidden_units": [16, 16], "batch_size": 16, "logging_steps": 250},
+            {"hidden_units": [16, 16], "batch_size": 16, "logging_steps": 100},
             marks=pytest.mark.slow,
         ),  # fmt: skip
         pytest.param(
@@ -252,10 +284,9 @@ def test_without_checkpoint_every_a_run_starts_over(tmp_path: Path) -> None:
     ],
 )
 def test_d3rlpy_online_resumes_bitwise(tmp_path: Path, algo: str, env: str, params: dict[str, Any]) -> None:
-    # checkpoint at 1500, the stop is seen at 2000 (polled every 1000 steps), the end of the budget: the
-    # attempt ends interrupted with rows 1501..2000 logged, which the resumed attempt must not duplicate
+    # checkpoint at 1500, stopped at 1700 with rows 1501..1700 logged, which the resumed attempt must drop
     spec = _spec(algo, env, steps=2000, eval_every=1000, every=1500, params=params, eval_episodes=1)
-    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=0)
+    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=200)
     assert r2["resumed_from_step"] == 1500
     resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
     assert_continuous(resumed, spec)
