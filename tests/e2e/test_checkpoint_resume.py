@@ -14,12 +14,14 @@ from e2e_cli import RLBENCH, rl
 
 pytestmark = pytest.mark.slow
 
+STEPS = 24576  # 48 ppo iterations of 512 steps, evaluated every 4096
+
 
 def _suite(tmp_path: Path, every: int | None = 2048) -> Path:
     p = tmp_path / "ckpt.yaml"
     ck = f", checkpoint_every: {every}" if every is not None else ""
     p.write_text(
-        f"name: ckpt\nseeds: [7]\nbudget: {{steps: 40960, eval_every: 4096, eval_episodes: 2{ck}}}\n"
+        f"name: ckpt\nseeds: [7]\nbudget: {{steps: {STEPS}, eval_every: 4096, eval_episodes: 2{ck}}}\n"
         "envs: [CartPole-v1]\nalgorithms: [ppo]\n"
     )
     return p
@@ -61,14 +63,19 @@ def _kill_after_checkpoint(suite: Path, db: Path, timeout: float = 180) -> int:
     raise AssertionError("no checkpoint before the deadline")
 
 
-def test_kill_9_mid_training_resumes_and_ends_with_the_uninterrupted_curve(tmp_path):
-    suite = _suite(tmp_path)
-    straight_db = tmp_path / "straight" / "db.duckdb"
-    rl("run", suite, "--db", straight_db, "--workers", "1")
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> list[tuple]:
+    """The curve of the suite run without interruption."""
+    tmp = tmp_path_factory.mktemp("straight")
+    rl("run", _suite(tmp), "--db", tmp / "db.duckdb", "--workers", "1")
+    return _curve(tmp / "db.duckdb")
 
+
+def test_kill_9_mid_training_resumes_and_ends_with_the_uninterrupted_curve(tmp_path, straight):
+    suite = _suite(tmp_path)
     db = tmp_path / "killed" / "db.duckdb"
     step = _kill_after_checkpoint(suite, db)
-    assert 0 < step < 40960
+    assert 0 < step < STEPS
     out = rl("run", suite, "--db", db, "--workers", "1").stdout
     assert "resumed at step" in out, out
     runs = json.loads(rl("status", "ckpt", "--db", db, "--json").stdout)["runs"]
@@ -78,12 +85,37 @@ def test_kill_9_mid_training_resumes_and_ends_with_the_uninterrupted_curve(tmp_p
     assert resumed_from >= step and resumed_from % 2048 == 0  # the kill may land just after a newer one
     assert f"resumed from the checkpoint at step {resumed_from}" in (attempt2 / "output.log").read_text()
 
-    resumed, straight = _curve(db), _curve(straight_db)
+    resumed = _curve(db)
     assert resumed == straight  # bitwise: every eval/* and train/* row
     keys = [(s, n) for s, n, _ in resumed if not n.startswith("train/episode_")]
     assert len(keys) == len(set(keys))  # no duplicate (step, name)
     evals = sorted(s for s, n, _ in resumed if n == "eval/return")
-    assert evals == list(range(0, 40961, 4096))
+    assert evals == list(range(0, STEPS + 1, 4096))
+
+
+def test_sigterm_checkpoints_where_it_stops_and_the_next_run_goes_on_from_there(tmp_path, straight):
+    """SIGTERM (a scheduler cancelling or pre-empting `rlbench run`, or Ctrl-C) stops the run cleanly: it
+    saves a checkpoint at the step it stopped and the next `rlbench run` goes on from that step."""
+    suite = _suite(tmp_path, every=10**6)  # no periodic checkpoint within the budget: only the one on stop
+    db = tmp_path / "db.duckdb"
+    proc = subprocess.Popen(
+        [RLBENCH, "run", str(suite), "--db", str(db), "--workers", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    runs = db.parent / "runs" / "ckpt"
+    deadline = time.monotonic() + 180
+    while not list(runs.glob("*/attempt-1/metrics/*.parquet")) and time.monotonic() < deadline:
+        assert proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    (ck,) = runs.glob("*/checkpoint/step-*.pt")
+    step = int(ck.stem.split("-")[1])
+    out = rl("run", suite, "--db", db, "--workers", "1").stdout
+    assert f"resumed at step {step}" in out, out
+    assert _curve(db) == straight
 
 
 def test_without_checkpoint_every_a_killed_run_starts_over(tmp_path):
@@ -107,4 +139,4 @@ def test_without_checkpoint_every_a_killed_run_starts_over(tmp_path):
     assert json.loads((attempt2 / "result.json").read_text())["resumed_from_step"] is None
     assert not list(shards.glob("*/checkpoint"))
     evals = sorted(s for s, n, _ in _curve(db) if n == "eval/return")
-    assert evals == list(range(0, 40961, 4096))
+    assert evals == list(range(0, STEPS + 1, 4096))
