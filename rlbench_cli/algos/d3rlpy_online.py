@@ -224,6 +224,23 @@ class _ArrayReplayBuffer:
         self._count = 0
         self._pending: tuple[np.ndarray, np.ndarray, float] | None = None
 
+    _ARRAYS = ("_obs", "_next_obs", "_act", "_next_act", "_rew", "_term")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """For a checkpoint: the filled rows only (a buffer of a million rows is mostly empty early on)."""
+        state = dict(self.__dict__)
+        for k in self._ARRAYS:
+            state[k] = (state[k][: self._count], len(state[k]))
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k in self._ARRAYS:
+            rows, limit = state[k]
+            full = np.zeros((limit, *rows.shape[1:]), rows.dtype)
+            full[: len(rows)] = rows
+            state[k] = full
+        self.__dict__.update(state)
+
     @classmethod
     def for_env(cls, limit: int, env: Any) -> _ArrayReplayBuffer:
         space = env.action_space
