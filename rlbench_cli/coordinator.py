@@ -208,6 +208,15 @@ def recover_slurm(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]
     return finished, live
 
 
+def _resume_step(job: Job) -> int | None:
+    """The step an attempt will resume from: its run's latest checkpoint, when the run takes them."""
+    if job.attempt < 2 or job.spec.budget.get("checkpoint_every") is None:
+        return None
+    from .checkpoint import latest_step
+
+    return latest_step(job.folder.parent / "checkpoint")
+
+
 def prepare_datasets(
     suite: Suite, source: str = "<suite>", report: Callable[[str, dict[str, Any]], None] = lambda e, i: None
 ) -> dict[str, list[float]]:
@@ -351,7 +360,7 @@ def run_suite(
             for m in job.members:
                 in_flight.add(m.spec.run_id)
                 report("started", {"spec": m.spec, "attempt": m.attempt, "device": where.device,
-                                   "placement": where})  # fmt: skip
+                                   "placement": where, "resume_step": _resume_step(m)})  # fmt: skip
 
         def on_tick(running: list[Job]) -> None:
             if not running:

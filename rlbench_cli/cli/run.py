@@ -68,6 +68,8 @@ class Progress:
         elif event == "started":
             s, where = info["spec"], info["placement"]
             again = f" (attempt {info['attempt']})" if info["attempt"] > 1 else ""
+            if info.get("resume_step") is not None:
+                again = f" (attempt {info['attempt']}, resumed at step {info['resume_step']})"
             job = f" slurm job {where.job_id}" if where.executor == "slurm" else ""
             if not where.host:  # submitted to a queue, not running yet
                 self._print(f"  queued {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}{job}")
@@ -89,6 +91,8 @@ class Progress:
                 self.durations.append(o.duration_s)
                 final = info.get("final")
                 score = f"  eval/return {final:.1f}" if isinstance(final, float) else ""
+                resumed = o.result.get("resumed_from_step")
+                score += f"  (resumed at step {resumed})" if resumed is not None else ""
                 self._print(f"  done   {s.algo} {s.env} seed={s.seed} in {o.duration_s:.1f}s{score}")
             else:
                 if not info["retry"]:

@@ -50,7 +50,9 @@ CONNECT_TIMEOUT_S = 3.0  # TCP check of --address
 INIT_TIMEOUT_S = 30.0  # ray.init once the port answers
 STOP_GRACE_S = 5.0
 POLL_TIMEOUT_S = 5.0
-SALVAGE_TIMEOUT_S = 30.0  # fetching what a dead actor left on its node (a new worker process, slow on a busy node)
+SALVAGE_TIMEOUT_S = (
+    30.0  # fetching what a dead actor left on its node (a new worker process, slow on a busy node)
+)
 MAX_LOG_BYTES = 1 << 20  # output.log comes back whole up to this size, else its tail
 
 
