@@ -106,10 +106,10 @@ def test_sigterm_checkpoints_where_it_stops_and_the_next_run_goes_on_from_there(
     )
     runs = db.parent / "runs" / "ckpt"
     deadline = time.monotonic() + 180
-    while not list(runs.glob("*/attempt-1/metrics/*.parquet")) and time.monotonic() < deadline:
+    while not list(runs.glob("*/attempt-1/spec.json")) and time.monotonic() < deadline:
         assert proc.poll() is None
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)  # as training starts: the run must not reach its end before the stop
     proc.wait(timeout=60)
     (ck,) = runs.glob("*/checkpoint/step-*.pt")
     step = int(ck.stem.split("-")[1])

@@ -123,8 +123,10 @@ def test_budget_not_a_multiple_of_the_batch(tmp_path: Path) -> None:
     ctx, df = run_ppo(tmp_path, steps=1000, eval_every=400, eval_episodes=1)
     assert metric(df, "eval/return")["step"].iloc[-1] == 1000
     assert metric(df, "train/loss/policy")["step"].tolist() == [512, 1000]
-    # Evaluated at 0, at 512 (the 400 point) and at 1000 (the 800 point and the final one: one call).
-    assert metric(df, "eval/return")["step"].tolist() == [0, 512, 1000] and ctx.evaluations == 3
+    # Evaluated at 0, at 512 (for the 400 point) and at 1000 (the 800 point and the final one: one call),
+    # each logged at the suite's grid point it stands for, with the step reached beside it.
+    assert metric(df, "eval/return")["step"].tolist() == [0, 400, 1000] and ctx.evaluations == 3
+    assert metric(df, "eval/actual_step")["value"].tolist() == [0, 512, 1000]
 
 
 def test_stop_event_ends_the_run_with_a_final_evaluation(tmp_path: Path) -> None:
