@@ -11,6 +11,7 @@ __all__ = [
     "RunFailed",
     "UnknownName",
     "ImportInvalid",
+    "FetchFailed",
 ]
 
 
@@ -34,6 +35,10 @@ class UnknownName(RlbenchError):
 
 class ImportInvalid(RlbenchError):
     """Runs written by another tool (d3rlpy logs, ...) that cannot be imported: the file and what is wrong."""
+
+
+class FetchFailed(RlbenchError):
+    """A bundle URL that cannot be read: refused, not found, timed out (the URL and what happened)."""
 
 
 class StoreError(RlbenchError):

@@ -6,6 +6,11 @@ died meanwhile can still tell, on its next start, that the run finished.
 
 Attempt folder: ``<runs_root>/<suite>/<run_id>/attempt-<N>/`` holding ``metrics/*.parquet``,
 ``spec.json``, ``result.json`` and ``output.log`` (the run's stdout and stderr).
+
+Checkpoints (``budget.checkpoint_every``) live next to the attempts, in ``<run_id>/checkpoint/``: an
+algorithm that supports them saves through ``RunContext.save_checkpoint`` and a later attempt continues
+through ``RunContext.resume``, which carries the earlier attempt's metric rows up to the checkpoint into the
+new attempt folder. ``result.json`` then says ``resumed_from_step``. A finished run's checkpoint is removed.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import threading
 import time
 import traceback
@@ -103,6 +109,7 @@ def run_one(
             result.update(status="interrupted", exit_code=None, error="stopped before the end of its budget")
         else:
             result.update(status="finished", exit_code=0, error=None, final_eval=ctx.last_eval)
+        result["resumed_from_step"] = ctx.resumed_from_step
     except BaseException as e:  # noqa: BLE001 - a run's failure is data, not a crash of the worker
         tb = traceback.format_exc().rstrip().splitlines()
         tail = "\n".join(tb[-ERROR_TAIL_LINES:])
@@ -117,4 +124,6 @@ def run_one(
     result["duration_s"] = result["ended_at"] - t0
     result["rows"] = sink.rows_written
     write_json_atomic(folder / "result.json", result)
+    if result["status"] == "finished":  # its checkpoint has served; an unfinished run keeps it to resume
+        shutil.rmtree(folder.parent / "checkpoint", ignore_errors=True)
     return result

@@ -86,20 +86,30 @@ class ShardSink:
             buf, self._buf = self._buf, []
             if not buf:
                 return 0
-            table = _to_table(buf)
-            if table.num_rows == 0:
-                return 0
-            import pyarrow.parquet as pq
+            return self._write(_to_table(buf))
 
-            final = self.directory / f"{self._seq:08d}.parquet"
-            tmp = final.with_suffix(".tmp")
-            pq.write_table(table, tmp, compression="snappy", use_dictionary=["name"])
-            with open(tmp, "rb+") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, final)
-            self._seq += 1
-            self.rows_written += table.num_rows
-            return table.num_rows
+    def write_table(self, table: Any) -> int:
+        """Write rows that are already a table (the shard columns) as the next shard, after everything
+        buffered so far: a resumed run's earlier rows. Returns rows written."""
+        with self._lock:
+            buf, self._buf = self._buf, []
+            n = self._write(_to_table(buf)) if buf else 0
+            return n + self._write(table.select(list(SHARD_SCHEMA_COLUMNS)))
+
+    def _write(self, table: Any) -> int:
+        if table.num_rows == 0:
+            return 0
+        import pyarrow.parquet as pq
+
+        final = self.directory / f"{self._seq:08d}.parquet"
+        tmp = final.with_suffix(".tmp")
+        pq.write_table(table, tmp, compression="snappy", use_dictionary=["name"])
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+        self._seq += 1
+        self.rows_written += table.num_rows
+        return table.num_rows
 
     def close(self) -> None:
         if self._closed:

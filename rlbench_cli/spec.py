@@ -321,9 +321,21 @@ class Resources(_Model):
     cpus_per_job: float | None = Field(
         None, gt=0, description="CPUs a run reserves on Ray or Slurm; default threads_per_job, else 1"
     )
+    seeds_per_job: int = Field(
+        1,
+        description="seeds of one (algorithm, task, params) cell trained together in one job (ppo); "
+        "algorithms that cannot be packed run one seed per job",
+    )
     executor: str = Field("local", description="local | ray | slurm; the --executor flag overrides it")
     ray: RayResources = Field(default_factory=RayResources)
     slurm: SlurmResources = Field(default_factory=SlurmResources)
+
+    @field_validator("seeds_per_job", mode="before")
+    @classmethod
+    def _seeds_per_job(cls, v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError("seeds_per_job must be a positive integer")
+        return v
 
     @field_validator("executor")
     @classmethod
@@ -466,6 +478,12 @@ class Suite(_Model):
                     f"sweep {key!r} lists {first!r} and {values[same]!r}, which give runs the same label "
                     f"{algo}[{param}={tags[same]}]; list each value once"
                 )
+        n_seeds = len(self.seed_list)
+        if self.resources.seeds_per_job > n_seeds:
+            raise ValueError(
+                f"resources.seeds_per_job is {self.resources.seeds_per_job} but the suite has {n_seeds} seed(s); "
+                f"use at most {n_seeds}"
+            )
         if self.normalize is not None:
             for which in ("low_from", "high_from"):
                 label = getattr(self.normalize, which)

@@ -14,7 +14,18 @@ episode's steps (a Decision Transformer) is an ``EpisodePolicy`` instead: evalua
 when n episodes start and its ``act(obs, rewards, idx)`` with the observations of the episodes still
 running, the rewards they got on their last step, and their indices in 0..n-1.
 
-Metric names: ``eval/return`` (mean over episodes), ``eval/return_std``, ``eval/length``,
+Checkpoints: when the budget sets ``checkpoint_every`` (steps, or minutes as ``'10m'``), an adapter that
+supports them asks ``ctx.checkpoint_due(step)`` at points where training could stop and go on, and then
+``ctx.save_checkpoint(step, state)`` with everything it needs to continue (models, optimisers, buffers,
+environments, its own random generators, counters; the global RNG states and the evaluation bookkeeping are
+added here). Before training, ``ctx.resume()`` returns the latest checkpoint's state (or None): the adapter
+puts it back and continues from its step. The checkpoint records which metric shards held the rows logged
+before it, and ``resume`` writes those rows into the new attempt, so the run's curve is one curve: nothing
+logged after the checkpoint by the attempt that stopped is kept, and the resumed attempt logs it again.
+
+Metric names: ``eval/return`` (mean over episodes), ``eval/return_std``, ``eval/length``, logged at the
+suite's evaluation point (0, eval_every, 2 eval_every, ..., the budget) that the evaluation stands for, with
+``eval/actual_step``, the step training had reached (ppo, say, reaches a point at its next batch boundary);
 ``train/episode_return``, ``train/episode_length``, ``train/loss/<name>``, ``sys/sps_overall`` and
 ``sys/rss_peak_mb`` (whole run), and every few seconds the runner's ``sysmon``: ``sys/steps_per_second``,
 ``sys/cpu_percent``, ``sys/rss_mb`` and on a GPU ``sys/gpu_util``, ``sys/gpu_mem_mb``, at the step an
@@ -91,6 +102,14 @@ class RunContext:
     current_step: int = 0  # the step the system monitor logs at; kept current by log_system / evaluate
     evaluations: int = 0
     last_eval: float | None = None
+    resumed_from_step: int | None = None  # set by resume() when this attempt continues a checkpoint
+    checkpoint_on_stop: ClassVar[bool] = True  # save a checkpoint when asked to stop (tests switch it off)
+    _ckpt_disabled: bool = False
+    _saved_on_stop: bool = False
+    _ckpt_every: tuple[int | None, float | None] | None = None
+    _next_ckpt_step: int = 0
+    _last_ckpt_time: float = field(default_factory=time.monotonic)
+    _resumed: dict[str, Any] | None = None
 
     # -- budget ------------------------------------------------------------------------------------
     @property
@@ -107,6 +126,160 @@ class RunContext:
 
     def should_stop(self) -> bool:
         return self.stop_event is not None and self.stop_event.is_set()
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+    @property
+    def checkpoint_dir(self) -> Path:
+        """Where this run's checkpoints live: the run folder, shared by its attempts."""
+        return self.run_dir.parent / "checkpoint"
+
+    def _checkpoint_every(self) -> tuple[int | None, float | None]:
+        """(steps, seconds) between checkpoints, parsed once; (None, None) when there are none."""
+        if self._ckpt_disabled:
+            return None, None
+        if self._ckpt_every is None:
+            from ..checkpoint import minutes_or_steps
+
+            if hasattr(self.sink, "directory") and hasattr(self.sink, "flush"):
+                self._ckpt_every = minutes_or_steps(self.spec.budget.get("checkpoint_every"))
+            else:  # checkpoints need a shard sink: they record which shards hold the curve so far
+                self._ckpt_every = (None, None)
+        return self._ckpt_every
+
+    @property
+    def checkpoints_enabled(self) -> bool:
+        """True when the budget sets ``checkpoint_every`` (and checkpointing has not failed in this run)."""
+        every_steps, every_s = self._checkpoint_every()
+        return every_steps is not None or every_s is not None
+
+    def checkpoint_due(self, step: int) -> bool:
+        """True when a checkpoint should be saved at ``step``: a multiple of ``checkpoint_every`` steps was
+        reached since the last one, or its minutes have passed, or the run is being stopped (Ctrl-C, SIGTERM
+        from a scheduler pre-empting or cancelling the job: the next attempt then loses nothing). Never at
+        step 0 or at the end of the budget, never when ``checkpoint_every`` is unset. Cheap enough to call
+        every step; call it just before checking ``should_stop()``."""
+        if step <= 0 or step >= self.steps:
+            return False
+        every_steps, every_s = self._checkpoint_every()
+        if every_steps is None and every_s is None:
+            return False
+        if self.checkpoint_on_stop and not self._saved_on_stop and self.should_stop():
+            self._saved_on_stop = True
+            return True
+        if every_steps is not None:
+            if self._next_ckpt_step <= 0:
+                self._next_ckpt_step = every_steps
+            return step >= self._next_ckpt_step
+        if every_s is not None:
+            return time.monotonic() - self._last_ckpt_time >= every_s
+        return False
+
+    def save_checkpoint(self, step: int, state: dict[str, Any]) -> bool:
+        """Save ``state`` (anything ``torch.save`` pickles) as the run's checkpoint at ``step``, with the
+        global RNG states, the evaluation bookkeeping and the metric shards written so far. Call it at a
+        point where training can continue from ``state`` alone, after everything logged for the steps up
+        to then. A failure (an environment that does not pickle, a full disk) is printed and switches
+        checkpoints off for the rest of the run; training goes on. Returns whether it was saved."""
+        from .. import checkpoint
+        from ..sink import list_shards
+
+        every_steps, _ = self._checkpoint_every()
+        try:
+            self.sink.flush()  # type: ignore[attr-defined]
+            shards = [p.name for p in list_shards(self.sink.directory)]  # type: ignore[attr-defined]
+            meta = {
+                "run_id": self.spec.run_id,
+                "algo": self.spec.algo_name,
+                "attempt_dir": self.run_dir.name,
+                "shards": shards,
+                "eval": {
+                    "next_eval": self._next_eval,
+                    "last_eval_step": self._last_eval_step,
+                    "last_eval": self.last_eval,
+                    "evaluations": self.evaluations,
+                },
+            }
+            checkpoint.save(self.checkpoint_dir, step, state, meta)
+        except Exception as e:  # noqa: BLE001 - a checkpoint that cannot be written must not end the run
+            print(f"rlbench: checkpoints switched off for this run: could not save one at step {step}: "
+                  f"{type(e).__name__}: {e}", flush=True)  # fmt: skip
+            self._ckpt_disabled = True
+            return False
+        if every_steps is not None:
+            self._next_ckpt_step = (step // every_steps + 1) * every_steps
+        self._last_ckpt_time = time.monotonic()
+        return True
+
+    def resume(self) -> dict[str, Any] | None:
+        """The state of the run's latest checkpoint (with its ``step``), or None to start from scratch.
+
+        Call it once, after building the models and before logging anything. When it returns a state it
+        has also restored the global RNG states and the evaluation bookkeeping, and written the metric rows
+        the earlier attempt logged before that checkpoint into this attempt's shards, so the stored curve
+        continues without duplicates or gaps. Without ``checkpoint_every`` it always returns None.
+        """
+        if self._resumed is not None:
+            return self._resumed
+        if not self.checkpoints_enabled:
+            return None
+        from .. import checkpoint
+
+        ck = checkpoint.load_latest(self.checkpoint_dir)
+        if ck is None:
+            return None
+        meta, step = ck.get("meta", {}), int(ck["step"])
+        if meta.get("run_id") != self.spec.run_id or meta.get("algo") != self.spec.algo_name:
+            print(f"rlbench: ignoring a checkpoint of another run in {self.checkpoint_dir}", flush=True)
+            return None
+        src = self.run_dir.parent / str(meta.get("attempt_dir")) / "metrics"
+        files = [src / name for name in meta.get("shards", [])]
+        missing = [p for p in files if not p.is_file()]
+        if missing:
+            print(f"rlbench: not resuming from step {step}: the metric shards it continues are gone "
+                  f"({missing[0]}); starting over", flush=True)  # fmt: skip
+            return None
+        if src.resolve() == Path(self.sink.directory).resolve():  # type: ignore[attr-defined]
+            # this very attempt folder ran before (a job requeued as the same attempt): its rows up to the
+            # checkpoint are here already; the ones logged after it are moved out of metrics/ (kept)
+            self._set_aside_after(files)
+            files = []
+        if files:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            tables = [pq.read_table(p).select(["step", "name", "value", "wall_time"]) for p in files]
+            tables = [t.cast(tables[0].schema) if t.schema != tables[0].schema else t for t in tables]
+            self.sink.write_table(pa.concat_tables(tables))  # type: ignore[attr-defined]
+        checkpoint.set_rng_state(ck["rng"])
+        ev = meta.get("eval", {})
+        self._next_eval = int(ev.get("next_eval", 0))
+        self._last_eval_step = int(ev.get("last_eval_step", -1))
+        self.last_eval = ev.get("last_eval")
+        self.evaluations = int(ev.get("evaluations", 0))
+        every_steps, _ = self._checkpoint_every()
+        if every_steps is not None:
+            self._next_ckpt_step = (step // every_steps + 1) * every_steps
+        self._last_ckpt_time = time.monotonic()
+        self.current_step = step
+        self.resumed_from_step = step
+        state = dict(ck["state"])
+        state.setdefault("step", step)
+        self._resumed = state
+        print(f"rlbench: resumed from the checkpoint at step {step} "
+              f"({len(files)} metric shard(s) of {meta.get('attempt_dir')} carried over)", flush=True)  # fmt: skip
+        return state
+
+    def _set_aside_after(self, keep: list[Path]) -> None:
+        from ..sink import list_shards
+
+        self.sink.flush()  # type: ignore[attr-defined]
+        names = {p.name for p in keep}
+        later = [p for p in list_shards(self.sink.directory) if p.name not in names]  # type: ignore[attr-defined]
+        if later:
+            aside = self.run_dir / f"metrics.after-checkpoint-{int(time.time())}"
+            aside.mkdir(parents=True, exist_ok=True)
+            for p in later:
+                p.rename(aside / p.name)
 
     # -- environments --------------------------------------------------------------------------------
     def make_env(self, seed: int | None = None) -> Any:
@@ -144,7 +317,8 @@ class RunContext:
         logs the run's overall steps per second and peak memory."""
         elapsed = time.perf_counter() - self._t0
         self.current_step = step
-        self.sink.log(step, **{"sys/sps_overall": step / elapsed if elapsed > 0 else 0.0,
+        done = step - (self.resumed_from_step or 0)  # steps trained by this attempt
+        self.sink.log(step, **{"sys/sps_overall": done / elapsed if elapsed > 0 else 0.0,
                                "sys/rss_peak_mb": peak_rss_mb()})  # fmt: skip
         if step <= self._last_eval_step:
             return None
@@ -194,11 +368,15 @@ class RunContext:
         refs = self.references()
         if refs is not None:
             values["eval/normalized_return"] = 100.0 * (mean - refs[0]) / (refs[1] - refs[0])
-        self.sink.log(step, **values)
+        # logged at the suite's evaluation point this evaluation stands for (a multiple of eval_every, or the
+        # budget), so every algorithm's rows line up by step; the step training had reached is kept beside it
+        every = int(self.spec.budget["eval_every"])
+        due = [p for p in eval_points(self.steps, every) if self._last_eval_step < p <= step]
+        values["eval/actual_step"] = float(step)
+        self.sink.log(due[-1] if due else step, **values)
         self.evaluations += 1
         self.last_eval = mean
         self._last_eval_step = step
-        every = int(self.spec.budget["eval_every"])
         pts = [p for p in eval_points(self.steps, every) if p > step]
         self._next_eval = pts[0] if pts else self.steps + 1
         if self.on_evaluate is not None:

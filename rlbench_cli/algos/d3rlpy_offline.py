@@ -38,6 +38,11 @@ d3rlpy's except:
   ``hidden_units`` replaces it with a ``VectorEncoderFactory`` of those units (``[256, 256]``: d3rlpy's
   default).
 
+Checkpoints (``budget.checkpoint_every``, checked every gradient step): the d3rlpy impl's modules (networks,
+target networks, optimisers and learning-rate schedulers), its counters (the gradient step, the discrete
+Decision Transformer's token count) and the losses not yet logged. Batches are drawn with NumPy's global generator, whose state the runner saves with every
+checkpoint, so a resumed run samples the batches the uninterrupted one would have.
+
 Decision Transformer evaluation is return-conditioned on ``target_return``: by default the dataset's expert
 reference return (``meta.ref_expert``, the return normalised scores call 100) where it has one, else the
 best episode return in the dataset. All evaluation episodes go through the transformer in one batched
@@ -57,7 +62,7 @@ import torch
 
 from ..datasets.data import OfflineData
 from .base import RunContext
-from .d3rlpy_online import _quiet_d3rlpy, d3rlpy  # d3rlpy imported without its legacy-gym notice
+from .d3rlpy_online import _quiet_d3rlpy, d3rlpy, impl_state, restore_impl  # d3rlpy: no legacy-gym notice
 from .offline import (
     EpisodeContexts,
     TrajectoryWindows,
@@ -397,11 +402,17 @@ class D3rlpyOffline:
         sample = self.make_sampler(algo, settings, data, discrete)
         policy = self.make_policy(algo, settings, data, discrete)
 
-        ctx.maybe_evaluate(0, policy)
         logging_steps = int(settings["logging_steps"])
         sums: dict[str, float] = {}
-        count = step = 0
-        for step in range(1, ctx.steps + 1):
+        count = step = first = 0
+        state = ctx.resume()
+        if state is None:
+            ctx.maybe_evaluate(0, policy)
+        else:
+            restore_impl(algo, state)
+            sums, count, first = state["sums"], int(state["count"]), int(state["step"])
+            step = first
+        for step in range(first + 1, ctx.steps + 1):
             for k, v in algo.update(sample()).items():
                 sums[k] = sums.get(k, 0.0) + v
             count += 1
@@ -410,6 +421,8 @@ class D3rlpyOffline:
                 sums, count = {}, 0
             ctx.maybe_evaluate(step, policy)
             ctx.log_system(step)
+            if ctx.checkpoint_due(step):
+                ctx.save_checkpoint(step, {**impl_state(algo), "sums": sums, "count": count})
             if ctx.should_stop():
                 break
         if count:  # the updates since the last logging step

@@ -1,5 +1,5 @@
-"""``dqn``, ``double_dqn``, ``sac``, ``td3`` and ``ddpg``: d3rlpy 2.8 algorithms trained online through
-``fit_online``.
+"""``dqn``, ``double_dqn``, ``sac``, ``td3`` and ``ddpg``: d3rlpy 2.8 algorithms trained online by
+rlbench's copy of d3rlpy's ``fit_online`` loop.
 
 One base class, ``D3rlpyOnline``, does the work; an algorithm is a row of ``_Spec`` (its d3rlpy config
 class, discrete or continuous, which config fields take the encoder, how it explores). Adding another
@@ -19,10 +19,17 @@ Exploration: ``dqn`` and ``double_dqn`` are epsilon-greedy with a linear decay (
 ``explore_noise`` is its std, d3rlpy's default 0.1, in the env's action units, and the noisy action is
 clipped to the action range); ``sac`` samples from its stochastic policy.
 
-rlbench does the bookkeeping, d3rlpy the training: d3rlpy writes no files (its logger adapter is ours and
-forwards the per-update losses to ``train/loss/<name>``), evaluation goes through ``ctx.maybe_evaluate``
-from the ``fit_online`` callback (d3rlpy's own ``eval_env`` is never used), and training episodes are
-counted by a thin gymnasium wrapper around the training env. The replay buffer is a numpy ring buffer
+rlbench does the bookkeeping, d3rlpy the training: the loop is d3rlpy 2.8.1's ``fit_online``, step for
+step (same actions, buffer writes, updates and loss averages, so the same results for a seed), written out
+here so that a run can checkpoint and resume at any step; d3rlpy writes no files (the per-update losses go
+to ``train/loss/<name>``, averaged as d3rlpy's logger does), evaluation goes through ``ctx.maybe_evaluate``
+(d3rlpy's own ``eval_env`` is never used), and training episodes are counted by a thin gymnasium wrapper
+around the training env.
+
+Checkpoints (``budget.checkpoint_every``, checked every step): the d3rlpy impl's modules (networks, target
+networks, optimisers) and its gradient-step counter, the replay buffer, the training env pickled whole (with
+its episode counters), the current observation and the losses not yet logged; the global RNG states
+(NumPy's drives exploration and batch sampling, torch's the updates) are saved by the runner. The replay buffer is a numpy ring buffer
 with d3rlpy's transition semantics (``_ArrayReplayBuffer``): d3rlpy's own samples a batch in a Python loop,
 which cost as much as the update itself on small networks (``replay_buffer: d3rlpy`` switches back).
 
@@ -45,6 +52,7 @@ from typing import Any, ClassVar, Literal
 import gymnasium
 import numpy as np
 
+from ..checkpoint import dumps_envs, loads_envs
 from .base import RunContext
 
 
@@ -69,7 +77,6 @@ d3rlpy = _import_d3rlpy()
 import structlog  # noqa: E402  (a d3rlpy dependency; configured by d3rlpy's import)
 from d3rlpy.algos.qlearning.explorers import Explorer, LinearDecayEpsilonGreedy, NormalNoise  # noqa: E402
 from d3rlpy.algos.utility import build_scalers_with_env  # noqa: E402
-from d3rlpy.constants import LoggingStrategy  # noqa: E402
 from d3rlpy.dataset import TransitionMiniBatch, create_fifo_replay_buffer  # noqa: E402
 from d3rlpy.models.encoders import VectorEncoderFactory  # noqa: E402
 from d3rlpy.preprocessing import MinMaxActionScaler  # noqa: E402
@@ -124,15 +131,12 @@ class _Spec:
     explore: Literal["epsilon", "normal", "policy"]
 
 
-class _StopTraining(Exception):
-    """Raised from the fit_online callback to end training early (ctx.should_stop())."""
-
-
 # -- plumbing: d3rlpy's logger, training-episode stats --------------------------------------------
 
 
 class _SinkAdapter:
-    """A d3rlpy ``LoggerAdapter`` that sends per-update losses to the rlbench sink and writes no files."""
+    """A d3rlpy ``LoggerAdapter`` that sends per-update losses to the rlbench sink and writes no files (the
+    online loop calls its ``write_metric`` where d3rlpy's logger would)."""
 
     _SKIP_PREFIXES = ("time_",)
     _SKIP = frozenset({"rollout_return", "evaluation"})  # episodes are logged by _EpisodeStats instead
@@ -164,18 +168,8 @@ class _SinkAdapter:
         pass
 
 
-class _SinkAdapterFactory:
-    """A d3rlpy ``LoggerAdapterFactory`` for ``_SinkAdapter``."""
-
-    def __init__(self, ctx: RunContext):
-        self._ctx = ctx
-
-    def create(self, algo: Any, experiment_name: str, n_steps_per_epoch: int) -> _SinkAdapter:
-        return _SinkAdapter(self._ctx)
-
-
 class _EpisodeStats(gymnasium.Wrapper):
-    """Counts env steps and logs each finished training episode (fit_online steps the env once a step)."""
+    """Counts env steps and logs each finished training episode (the loop steps the env once a step)."""
 
     def __init__(self, env: gymnasium.Env, ctx: RunContext):
         super().__init__(env)
@@ -188,6 +182,13 @@ class _EpisodeStats(gymnasium.Wrapper):
         self._ret, self._len = 0.0, 0
         return self.env.reset(**kwargs)
 
+    def __getstate__(self) -> dict[str, Any]:  # a checkpoint pickles the env, not the run's context
+        return {k: v for k, v in self.__dict__.items() if k != "_ctx"}
+
+    def attach(self, ctx: RunContext) -> None:
+        """Log to ``ctx`` (after unpickling from a checkpoint)."""
+        self._ctx = ctx
+
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
         obs, reward, term, trunc, info = self.env.step(action)
         self.total_steps += 1
@@ -199,7 +200,7 @@ class _EpisodeStats(gymnasium.Wrapper):
 
 
 class _ArrayReplayBuffer:
-    """A FIFO replay buffer on preallocated numpy arrays, for ``fit_online``.
+    """A FIFO replay buffer on preallocated numpy arrays, for the online loop.
 
     Same transitions as d3rlpy's FIFO buffer with its ``BasicTransitionPicker`` (next observation from the
     same episode; on termination a zero next observation and terminal 1; the last step of a truncated
@@ -222,6 +223,23 @@ class _ArrayReplayBuffer:
         self._pos = 0
         self._count = 0
         self._pending: tuple[np.ndarray, np.ndarray, float] | None = None
+
+    _ARRAYS = ("_obs", "_next_obs", "_act", "_next_act", "_rew", "_term")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """For a checkpoint: the filled rows only (a buffer of a million rows is mostly empty early on)."""
+        state = dict(self.__dict__)
+        for k in self._ARRAYS:
+            state[k] = (state[k][: self._count], len(state[k]))
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k in self._ARRAYS:
+            rows, limit = state[k]
+            full = np.zeros((limit, *rows.shape[1:]), rows.dtype)
+            full[: len(rows)] = rows
+            state[k] = full
+        self.__dict__.update(state)
 
     @classmethod
     def for_env(cls, limit: int, env: Any) -> _ArrayReplayBuffer:
@@ -285,6 +303,30 @@ def _quiet_d3rlpy() -> Iterator[None]:
         structlog.configure(processors=saved["processors"])
 
 
+# -- checkpoints ---------------------------------------------------------------------------------------
+
+
+def impl_state(algo: Any) -> dict[str, Any]:
+    """What a checkpoint needs of a d3rlpy algorithm: its impl's modules (``save_model``: networks, target
+    networks, optimisers with their learning-rate schedulers), its gradient-step counter, and the impl's
+    plain number attributes (counters kept outside the modules, e.g. the discrete Decision Transformer's
+    token count that drives its learning-rate schedule)."""
+    buf = io.BytesIO()
+    algo.impl.save_model(buf)
+    scalars = {
+        k: v for k, v in vars(algo.impl).items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    return {"impl": buf.getvalue(), "impl_scalars": scalars, "grad_step": int(algo.grad_step)}
+
+
+def restore_impl(algo: Any, state: dict[str, Any]) -> None:
+    """Put back what ``impl_state`` took (into an algorithm built the same way)."""
+    algo.impl.load_model(io.BytesIO(state["impl"]))
+    for k, v in state["impl_scalars"].items():
+        setattr(algo.impl, k, v)
+    algo._grad_step = int(state["grad_step"])
+
+
 # -- the policy ----------------------------------------------------------------------------------------
 
 
@@ -320,7 +362,7 @@ def load_policy(path: str | Path, device: str = "cpu") -> D3rlpyPolicy:
 
 
 class D3rlpyOnline:
-    """Trains a d3rlpy Q-learning algorithm with ``fit_online``; subclasses set ``name`` and ``spec``."""
+    """Trains a d3rlpy Q-learning algorithm online; subclasses set ``name`` and ``spec``."""
 
     name: ClassVar[str]
     spec: ClassVar[_Spec]
@@ -413,43 +455,65 @@ class D3rlpyOnline:
         algo.build_with_env(env)  # networks exist before training, so step 0 can be evaluated
 
         policy = D3rlpyPolicy(algo)
-        ctx.maybe_evaluate(0, policy)
+        steps = ctx.steps
+        buffer = self.make_buffer(algo, settings, env)
+        explorer = self.make_explorer(settings, steps)
         update_interval = int(settings["update_interval"])
+        n_updates = int(settings["n_updates"])
+        update_start_step = int(settings["update_start_step"])
+        random_steps = int(settings["random_steps"])
         # d3rlpy commits metrics only on update steps: make logging_steps a multiple of update_interval
         logging_steps = max(1, round(int(settings["logging_steps"]) / update_interval)) * update_interval
-        last = 0
+        log = _SinkAdapter(ctx)
 
-        def callback(_algo: Any, _epoch: int, total_step: int) -> None:
-            nonlocal last
+        # fit_online's loop (d3rlpy 2.8.1), step for step, so that it can stop and resume anywhere
+        state = ctx.resume()
+        if state is None:
+            ctx.maybe_evaluate(0, policy)
+            observation, _ = env.reset()
+            losses: dict[str, list[float]] = {}
+            first = 1
+        else:
+            restore_impl(algo, state)
+            buffer = state["buffer"]
+            env = loads_envs(state["env"])
+            env.attach(ctx)
+            observation, losses = state["observation"], state["losses"]
+            first = int(state["step"]) + 1
+        last = first - 1
+        for total_step in range(first, steps + 1):
+            if total_step < random_steps:
+                action = env.action_space.sample()
+            elif explorer:
+                action = explorer.sample(algo, observation.reshape((1,) + observation.shape), total_step)[0]
+            else:
+                action = algo.sample_action(np.expand_dims(observation, axis=0))[0]
+            next_observation, reward, terminal, truncated, _ = env.step(action)
+            buffer.append(observation, action, float(reward))
+            if terminal or truncated:
+                buffer.clip_episode(terminal)
+                observation, _ = env.reset()
+            else:
+                observation = next_observation
+            if total_step > update_start_step and buffer.transition_count > algo.batch_size:
+                if total_step % update_interval == 0:
+                    for _ in range(n_updates):  # controls the update-to-data ratio
+                        loss = algo.update(buffer.sample_transition_batch(algo.batch_size))
+                        for name, val in loss.items():
+                            losses.setdefault(name, []).append(val)
+                    if total_step % logging_steps == 0:
+                        for name, values in losses.items():  # d3rlpy's logger: the mean since the last
+                            log.write_metric(0, total_step, name, sum(values) / len(values))
+                        losses = {}
             last = total_step
             ctx.maybe_evaluate(total_step, policy)
+            if ctx.checkpoint_due(total_step):
+                ctx.save_checkpoint(total_step, {**impl_state(algo), "buffer": buffer, "env": dumps_envs(env),
+                                                 "observation": observation, "losses": losses})  # fmt: skip
             if total_step % 1000 == 0:
                 ctx.log_system(total_step)
-                if ctx.should_stop():
-                    raise _StopTraining
-
-        steps = ctx.steps
-        if steps > 0:
-            with contextlib.suppress(_StopTraining):
-                algo.fit_online(
-                    env,
-                    buffer=self.make_buffer(algo, settings, env),
-                    explorer=self.make_explorer(settings, steps),
-                    n_steps=steps,
-                    n_steps_per_epoch=steps,
-                    update_interval=update_interval,
-                    n_updates=int(settings["n_updates"]),
-                    update_start_step=int(settings["update_start_step"]),
-                    random_steps=int(settings["random_steps"]),
-                    save_interval=10**9,
-                    experiment_name=self.name,
-                    with_timestamp=False,
-                    logging_steps=logging_steps,
-                    logging_strategy=LoggingStrategy.STEPS,
-                    logger_adapter=_SinkAdapterFactory(ctx),
-                    show_progress=False,
-                    callback=callback,
-                )
+            if ctx.should_stop():
+                break
         env.close()
         ctx.finish(last, policy)
 

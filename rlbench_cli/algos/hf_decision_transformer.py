@@ -16,6 +16,10 @@ return-conditioned on ``target_return`` (default: the dataset's ``ref_expert``, 
 see ``algos.offline.default_target_return``), all running episodes in one forward pass per step, actions
 greedy for discrete spaces.
 
+Checkpoints (``budget.checkpoint_every``, checked every step): the model, AdamW and its warm-up schedule,
+the window-sampling generator and the loss not yet logged (dropout draws from torch's global generator,
+which the runner saves); a resumed run continues bitwise on CPU.
+
 Parameters: the model's config fields below (``CONFIG_PARAMS``, with transformers' defaults; ``max_ep_len``
 is the size of the timestep embedding and must exceed the longest episode) and the training ones
 (``TRAIN_PARAMS``, HuggingFace's example's values). Losses go to ``train/loss/loss``.
@@ -242,11 +246,21 @@ class HFDecisionTransformer:
             model, enc, settings, default_target_return(data) if target is None else float(target), device
         )
 
-        ctx.maybe_evaluate(0, policy)
         logging_steps = int(settings["logging_steps"])
         loss_sum = torch.zeros((), device=device)
-        count = step = 0
-        for step in range(1, ctx.steps + 1):
+        count = step = first = 0
+        state = ctx.resume()
+        if state is None:
+            ctx.maybe_evaluate(0, policy)
+        else:
+            model.load_state_dict(state["model"])
+            optim.load_state_dict(state["optim"])
+            schedule.load_state_dict(state["schedule"])
+            rng = state["rng"]
+            loss_sum.copy_(state["loss_sum"])
+            count = int(state["count"])
+            first = step = int(state["step"])
+        for step in range(first + 1, ctx.steps + 1):
             loss = self._loss(model, windows.sample(batch_size, length, rng), enc, device)
             optim.zero_grad(set_to_none=True)
             loss.backward()
@@ -261,6 +275,11 @@ class HFDecisionTransformer:
                 count = 0
             ctx.maybe_evaluate(step, policy)
             ctx.log_system(step)
+            if ctx.checkpoint_due(step):
+                ctx.save_checkpoint(step, {
+                    "model": model.state_dict(), "optim": optim.state_dict(), "schedule": schedule.state_dict(),
+                    "rng": rng, "loss_sum": loss_sum.detach().cpu(), "count": count,
+                })  # fmt: skip
             if ctx.should_stop():
                 break
         if count:  # the steps since the last logging step

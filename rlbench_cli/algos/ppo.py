@@ -37,6 +37,12 @@ log-probabilities of the collected batch are then computed by torch in one batch
 quantities PPO optimises come from the same network and code path as the update. Buffers are
 preallocated; a rollout step does one NumPy forward and one Python call per env.
 
+Checkpoints (``budget.checkpoint_every``) are taken at iteration boundaries, after the iteration's metrics
+and evaluation: the agent, the optimiser, the action-sampling generator and the minibatch-permutation
+generator, the environments pickled whole (their state and random generators), the current observations,
+the running episode returns and the normalisation statistics. A resumed run continues bitwise as if it had
+never stopped (on CPU).
+
 Evaluation uses the shared ``ctx.maybe_evaluate`` with a deterministic policy (argmax / Gaussian mean)
 run by torch under ``no_grad`` on ``ctx.device``. Runs are deterministic for a given seed on CPU.
 
@@ -59,6 +65,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..checkpoint import dumps_envs, loads_envs
 from .base import RunContext
 
 __all__ = ["PPO", "PPOConfig", "PPOPolicy", "load_policy"]
@@ -475,7 +482,24 @@ class PPO:
         ep_len = np.zeros(n_envs, np.int64)
 
         global_step = 0
-        ctx.maybe_evaluate(0, policy)
+        state = ctx.resume()
+        if state is not None:
+            global_step = int(state["global_step"])
+            agent.load_state_dict(state["agent"])
+            optimizer.load_state_dict(state["optimizer"])
+            np_actor.refresh()
+            rng = state["rng"]
+            perm_gen.set_state(state["perm_gen"])
+            envs = loads_envs(state["envs"])
+            raw_obs[:], ep_ret[:], ep_len[:], disc_ret[:] = (
+                state[k] for k in ("raw_obs", "ep_ret", "ep_len", "disc_ret")
+            )
+            for rms, saved in ((obs_rms, state["obs_rms"]), (ret_rms, state["ret_rms"])):
+                if rms is not None:
+                    rms.mean, rms.var, rms.count = saved
+            next_obs = norm_obs(raw_obs)
+        else:
+            ctx.maybe_evaluate(0, policy)
         while global_step < total:
             steps_now = min(T, -(-(total - global_step) // n_envs))
             if cfg.anneal_lr:
@@ -613,6 +637,16 @@ class PPO:
             )
             ctx.log_system(global_step)
             ctx.maybe_evaluate(global_step, policy)
+            if ctx.checkpoint_due(global_step):
+                # at an iteration boundary everything the next iteration reads is here: the envs are
+                # pickled whole (their state and RNGs), the rollout buffers are rewritten before use
+                ctx.save_checkpoint(global_step, {
+                    "global_step": global_step, "agent": agent.state_dict(),
+                    "optimizer": optimizer.state_dict(), "rng": rng, "perm_gen": perm_gen.get_state(),
+                    "envs": dumps_envs(envs), "raw_obs": raw_obs, "ep_ret": ep_ret, "ep_len": ep_len, "disc_ret": disc_ret,
+                    "obs_rms": None if obs_rms is None else (obs_rms.mean, obs_rms.var, obs_rms.count),
+                    "ret_rms": None if ret_rms is None else (ret_rms.mean, ret_rms.var, ret_rms.count),
+                })  # fmt: skip
             if ctx.should_stop():
                 break
         ctx.finish(global_step, policy)

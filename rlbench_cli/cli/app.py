@@ -14,8 +14,10 @@ except ImportError:  # pragma: no cover - older typer on the click package
     from click import exceptions as _click_errors
 
 from .. import __version__
+from .cancel import cancel
 from .compare import compare
 from .datasets import datasets_app
+from .export import export
 from .fetch import fetch
 from .leaderboard import leaderboard
 from .plot import plot
@@ -77,6 +79,7 @@ def _main(
 
 app.command()(run)
 app.command()(status)
+app.command()(cancel)
 app.command()(fetch)
 app.command()(plot)
 app.command()(leaderboard)
@@ -84,6 +87,7 @@ app.command()(validate)
 app.command()(compare)
 app.command()(report)
 app.command()(sql)
+app.command()(export)
 app.add_typer(datasets_app, name="datasets")
 
 

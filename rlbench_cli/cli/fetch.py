@@ -25,7 +25,9 @@ FROM_HELP = (
     "monitor.csv + evaluations.npz in ALGO/ENV_N/), csv:FILE and parquet:FILE (tidy run,step,name,value or "
     "one column per metric, e.g. a W&B export; see --columns), duckdb:FILE (another rlbench database: merged, "
     "run ids kept; --into picks one of its suites), d3rlpy:DIR (d3rlpy_logs/ALGO_TASK_SEED_TIME/), "
-    "rlbench:DIR (a results bundle)"
+    "rlbench:DIR (a results bundle, read like other tools' runs), bundle:DIR_OR_URL (a results bundle from a "
+    "folder, http(s):// or s3://bucket/prefix, checked against its MANIFEST.sha256; runs keep their ids and "
+    "manifests; --into optional)"
 )
 
 
@@ -197,6 +199,15 @@ def fetch(
             show_default=False,
         ),
     ] = None,  # fmt: skip
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            min=0.001,
+            help="with --from bundle:URL, seconds to wait for the server [default: $RLBENCH_FETCH_TIMEOUT or 30]",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
 ) -> None:
     """Every metric of every run as tidy rows: run_id, suite, algo, env, seed, step, name, value, wall_time;
     --wide pivots metrics into columns, --scores gives one score per run. A filter that matches nothing is an
@@ -215,18 +226,20 @@ def fetch(
     rlbench fetch --from duckdb:other/rlbench.duckdb ;
     rlbench fetch --from d3rlpy:d3rlpy_logs --into atari
 
-    Bundle (a suite's finished runs and every metric, as Parquet, to share or to import elsewhere):
-    rlbench fetch --suite classic-control --format bundle -o results/reference/classic-control ;
-    rlbench fetch --from rlbench:results/reference/classic-control --into my-study
+    Bundle (a suite's finished runs and every metric, as Parquet, to share or to import elsewhere; the same
+    as rlbench export): rlbench fetch --suite classic-control --format bundle -o results/reference/classic-control ;
+    rlbench fetch --from rlbench:results/reference/classic-control --into my-study ;
+    rlbench fetch --from bundle:https://example.org/bundles/classic-control ;
+    rlbench fetch --from bundle:s3://my-bucket/bundles/classic-control --into my-study
     """
     query_flags = {"--suite": suite, "--algo": algo, "--env": env, "--seed": seed, "--metric": metric,
                    "--status": status, "--steps": steps, "--where": where, "--wide": wide, "--scores": scores,
                    "--score": score, "--drop-first": drop_first is not None, "--format": fmt is not Format.table,
                    "--output": output, "--limit": limit is not None}  # fmt: skip
     if source is not None or into is not None:
-        _import(db, source, into, query_flags, {"pattern": pattern, "columns": columns})
+        _import(db, source, into, query_flags, {"pattern": pattern, "columns": columns, "timeout": timeout})
         return
-    for flag, value in (("--pattern", pattern), ("--columns", columns)):
+    for flag, value in (("--pattern", pattern), ("--columns", columns), ("--timeout", timeout)):
         if value is not None:
             raise UsageError(f"{flag} says how to read files imported with --from: add --from KIND:PATH")
     if fmt is Format.bundle:
@@ -395,13 +408,9 @@ def _bundle(db: Path | None, suite: str | None, output: Path | None, filters: di
         raise UsageError("--format bundle writes one suite to a folder: add --suite NAME and --output DIR")
     if output.exists() and not output.is_dir():
         raise UsageError(f"--output {output}: a file; a bundle is a folder, name a new or existing folder")
-    store = store_for(db)
-    with store.reader() as con:
-        if suite not in store.suites(con):
-            known = ", ".join(store.suites(con)) or "none yet"
-            raise UsageError(f"--suite {suite!r}: no such suite in {store.path} (suites: {known})")
-        n_runs, n_rows = store.export_bundle(con, suite, output)
-    typer.echo(f"wrote {n_runs} finished runs ({n_rows} metric rows) of suite {suite!r} to {output}/")
+    from .export import write
+
+    write(db, suite, output, "--suite")
 
 
 def _import(
@@ -420,7 +429,7 @@ def _import(
     if given:
         raise UsageError(f"--from imports runs and {', '.join(given)} select what to export: "
                          "import first, then run rlbench fetch again to export")  # fmt: skip
-    if into is None and not source.startswith("duckdb:"):
+    if into is None and not source.startswith(("duckdb:", "bundle:")):
         raise UsageError(f"--from {source}: add --into SUITE to name the suite the imported runs go in, "
                          "e.g. --into atari")  # fmt: skip
     if into is not None and not NAME_RE.match(into):

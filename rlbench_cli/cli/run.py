@@ -23,6 +23,7 @@ class Progress:
         self.workers = 1
         self.t0 = time.monotonic()
         self.last_line = 0.0
+        self.started: set[str] = set()
 
     def _eta(self) -> str:
         left = self.todo - self.done - self.failed
@@ -46,6 +47,8 @@ class Progress:
         if event == "plan":
             self.total, self.todo = info["total"], info["todo"]
             extra = f", {info['recovered']} recovered from an earlier stop" if info["recovered"] else ""
+            if info.get("in_slurm"):
+                extra += f", {info['in_slurm']} already in Slurm (waited for, not resubmitted)"
             self._print(f"{info['total']} runs in the suite: {info['skipped']} already done, "
                         f"{info['todo']} to run{extra}")  # fmt: skip
         elif event == "start":
@@ -54,6 +57,8 @@ class Progress:
             self._print(f"building dataset {info['name']} -> {info['path']} (once; later runs reuse it)")
         elif event == "dataset_progress":
             self._print(f"  {info['msg']}")
+        elif event == "note":
+            self._print(f"note: {info['msg']}")
         elif event == "adaptive_look":
             for t in info["tests"]:
                 left = [c for c in t.comparisons if c.decision == "continue"]
@@ -61,19 +66,33 @@ class Progress:
                 self._print(f"AdaStop, {t.task}: {t.looks} look(s), {len(left)} of {len(t.comparisons)} pairs "
                             f"undecided; {more}")  # fmt: skip
         elif event == "started":
-            self.running += 1
-            self.workers = max(self.workers, self.running)  # runs seen in flight at once, for the ETA
-            s = info["spec"]
+            s, where = info["spec"], info["placement"]
             again = f" (attempt {info['attempt']})" if info["attempt"] > 1 else ""
-            self._print(f"  start  {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}")
+            if info.get("resume_step") is not None:
+                again = f" (attempt {info['attempt']}, resumed at step {info['resume_step']})"
+            job = f" slurm job {where.job_id}" if where.executor == "slurm" else ""
+            if not where.host:  # submitted to a queue, not running yet
+                self._print(f"  queued {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}{job}")
+            else:
+                self.started.add(s.run_id)
+                self.running = len(self.started)
+                self.workers = max(self.workers, self.running)  # runs seen in flight at once, for the ETA
+                on = f" on {where.host}" if where.executor == "slurm" else ""
+                self._print(f"  start  {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}{job}{on}")
+        elif event == "requeued":
+            s = info["spec"]
+            self._print(f"  requeued {s.algo} {s.env} seed={s.seed} [{s.run_id}]: {info['outcome'].error}")
         elif event == "ended":
-            self.running -= 1
+            self.started.discard(info["spec"].run_id)
+            self.running = len(self.started)
             s, o = info["spec"], info["outcome"]
             if o.status == "finished":
                 self.done += 1
                 self.durations.append(o.duration_s)
                 final = info.get("final")
                 score = f"  eval/return {final:.1f}" if isinstance(final, float) else ""
+                resumed = o.result.get("resumed_from_step")
+                score += f"  (resumed at step {resumed})" if resumed is not None else ""
                 self._print(f"  done   {s.algo} {s.env} seed={s.seed} in {o.duration_s:.1f}s{score}")
             else:
                 if not info["retry"]:
@@ -160,6 +179,44 @@ def run(
     ] = 10_000,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the grid, run nothing")] = False,
     json_out: JsonOpt = False,
+    # -- where runs go (--executor) and Slurm's settings, overriding the suite's resources.slurm ----------
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            "--executor", help="local | ray | slurm [default: resources.executor]", show_default=False
+        ),
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            "--address",
+            help="Ray cluster: auto | HOST:PORT | ray://HOST:PORT [default: "
+            "resources.ray.address, else start Ray here]",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
+    detach: Annotated[
+        bool, typer.Option("--detach", help="slurm: submit and return; follow with rlbench status")
+    ] = False,
+    partition: Annotated[str | None, typer.Option("--partition", help="slurm partition")] = None,
+    time_min: Annotated[
+        int | None, typer.Option("--time-min", min=1, help="slurm time limit per run, minutes")
+    ] = None,
+    cpus_per_task: Annotated[
+        int | None, typer.Option("--cpus-per-task", min=1, help="slurm CPUs per run")
+    ] = None,
+    mem_gb: Annotated[
+        float | None, typer.Option("--mem-gb", min=0.001, help="slurm memory per run, GB")
+    ] = None,
+    gpus_per_task: Annotated[
+        int | None, typer.Option("--gpus-per-task", min=0, help="slurm GPUs per run")
+    ] = None,
+    qos: Annotated[str | None, typer.Option("--qos", help="slurm QOS")] = None,
+    account: Annotated[str | None, typer.Option("--account", help="slurm account")] = None,
+    sbatch: Annotated[
+        list[str] | None,
+        typer.Option("--sbatch", help="extra sbatch flag KEY=VALUE (repeatable)", metavar="KEY=VALUE"),
+    ] = None,
 ) -> None:
     """Run a suite: every seed x algorithm x environment, skipping runs already finished. With --adaptive,
     seeds run in batches and AdaStop decides after each batch which algorithms need more (rlbench compare
@@ -176,6 +233,17 @@ def run(
         raise UsageError(f"--retries must be 0 or more (got {retries})")
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be a positive number of seconds (got {timeout:g})")
+    if executor is not None and executor not in ("local", "ray", "slurm"):
+        raise UsageError(f"--executor {executor!r}: choose one of local, ray, slurm")
+    extra = {}
+    for item in sbatch or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip().lstrip("-"):
+            raise UsageError(f"--sbatch {item!r}: give KEY=VALUE, e.g. --sbatch constraint=a100")
+        extra[key.strip().lstrip("-")] = value
+    executor_options = {"detach": detach, "partition": partition, "time_min": time_min, "cpus_per_task": cpus_per_task,
+                        "mem_gb": mem_gb, "gpus_per_task": gpus_per_task, "qos": qos, "account": account,
+                        "additional": extra, "address": address}  # fmt: skip
     settings = None
     if adaptive:
         from ..adaptive import AdaptiveSettings, check_settings
@@ -183,6 +251,9 @@ def run(
         settings = AdaptiveSettings(alpha, batch, max_batches, permutations)
         check_settings(settings, 2)  # the flags, before anything else; the suite's algorithms below
     suite = load_suite(suite_file)
+    if address is not None and (executor or suite.resources.executor) != "ray":
+        raise UsageError(f"--address is for the ray executor, and this run uses "
+                         f"{executor or suite.resources.executor}; add --executor ray")  # fmt: skip
     if datasets is not None:
         if datasets.exists() and not datasets.is_dir():
             raise UsageError(f"--datasets {datasets}: a file; name the folder generated datasets live in")
@@ -198,6 +269,13 @@ def run(
             for s in specs:
                 p = f" {json.dumps(s.params, sort_keys=True)}" if s.params else ""
                 typer.echo(f"  {s.run_id}  {s.algo:<24} {s.env:<20} seed={s.seed}{p}")
+            if suite.resources.seeds_per_job > 1:
+                from ..packed import plan_packs, unpackable
+
+                alone = unpackable(specs)
+                typer.echo(f"seeds_per_job {suite.resources.seeds_per_job}: {len(plan_packs(specs, suite.resources.seeds_per_job))} "
+                           f"jobs" + (f"; note: {', '.join(alone)} cannot be packed, so each of its seeds runs in "
+                                      "a job of its own" if alone else ""))  # fmt: skip
         return
 
     from ..coordinator import run_suite
@@ -209,7 +287,8 @@ def run(
         with _StopOnSignal() as stopper:
             run_kwargs: dict[str, Any] = dict(
                 workers=workers, retries=retries, only_failed=only_failed, timeout=timeout, stop=stopper.event,
-                report=(lambda e, i: None) if json_out else progress)  # fmt: skip
+                report=(lambda e, i: None) if json_out else progress, executor=executor,
+                executor_options=executor_options)  # fmt: skip
             if settings is not None:
                 from ..sequential import run_adaptive
 
@@ -224,12 +303,15 @@ def run(
         typer.echo(json.dumps({
             "suite": suite.name, "db": str(store.path), "total": summary.total, "skipped": summary.skipped,
             "finished": summary.finished, "failed": summary.failed, "interrupted": summary.interrupted,
-            "recovered": summary.recovered, "wall_s": round(wall, 2),
+            "recovered": summary.recovered, "queued": summary.queued, "wall_s": round(wall, 2),
             "failures": [{"run_id": s.run_id, "algo": s.algo, "env": s.env, "seed": s.seed, "error": e}
                          for s, e in summary.failures]}))  # fmt: skip
     else:
         typer.echo(f"{suite.name}: {summary.finished} finished, {summary.failed} failed, {summary.skipped} skipped "
                    f"in {wall:.1f}s; results in {store.path}")  # fmt: skip
+        if summary.queued:
+            typer.echo(f"  {summary.queued} runs queued or running in Slurm; follow them with: rlbench status "
+                       f"{suite.name} (cancel with: rlbench cancel {suite.name})")  # fmt: skip
         if summary.failed:
             typer.echo(f"  see the errors with: rlbench status {suite.name}; re-run them with: "
                        f"rlbench run {suite_file} --only-failed")  # fmt: skip

@@ -17,6 +17,9 @@ def _snapshot(store: Any, suite: str | None) -> dict[str, Any]:
     from ..errors import UnknownName
 
     with store.reader() as con:
+        pending_slurm = bool(_slurm_rows(store, con, suite))
+    slurm_state = _reattach(store, suite) if pending_slurm else {}
+    with store.reader() as con:
         suites = store.suites(con)
         if suite is not None and suite not in suites:
             known = ", ".join(suites) or "none yet"
@@ -31,6 +34,9 @@ def _snapshot(store: Any, suite: str | None) -> dict[str, Any]:
                 [["eval/return", *SYS_COLUMNS], suite],
             ).fetchall():  # fmt: skip
                 latest.setdefault(run_id, {})[name] = value
+    for r in runs:  # a run in Slurm shows Slurm's word for it: queued or running
+        if r["status"] == "running" and r["run_id"] in slurm_state:
+            r["status"] = slurm_state[r["run_id"]]
     counts: dict[str, dict[str, int]] = {}
     for r in runs:
         c = counts.setdefault(r["suite"], {})
@@ -177,3 +183,41 @@ def _watch(store: Any, suite: str, snap: dict[str, Any], interval: float) -> Non
                 snap = _snapshot(store, suite)
     except KeyboardInterrupt:
         pass
+
+
+def _slurm_rows(store: Any, con: Any, suite: str | None) -> list[dict[str, Any]]:
+    from ..coordinator import slurm_rows
+
+    return slurm_rows(store.runs(con, suite))
+
+
+def _reattach(store: Any, suite: str | None) -> dict[str, str]:
+    """Runs the store says are in Slurm: ask Slurm. When no ``rlbench run`` holds the database, ingest what
+    they wrote and close the ones that ended (``recover_slurm``); otherwise only read. Returns {run_id:
+    queued | running} for runs still in Slurm. Without Slurm's commands here, says so and shows the store."""
+    from ..coordinator import _RunLock, recover_slurm, runs_root
+    from ..errors import StoreBusy, UsageError
+    from ..executors.slurm import describe_state, query_states
+
+    try:
+        try:
+            lock = _RunLock(store.path).__enter__()
+        except StoreBusy:  # a coordinator is attached and records them: only look
+            with store.reader() as con:
+                rows = _slurm_rows(store, con, suite)
+            states = query_states(r["job_id"] for r in rows)
+            return {
+                r["run_id"]: describe_state(states[r["job_id"]].state) for r in rows if r["job_id"] in states
+            }
+        try:
+            with store.writer() as con:
+                rows = store.runs(con, suite)
+                live = recover_slurm(store, con, runs_root(store), rows)[1]
+        finally:
+            lock.__exit__(None, None, None)
+        return {s.run_id: describe_state(s.state) for s in live}
+    except UsageError as e:
+        typer.echo(
+            f"rlbench: note: cannot ask Slurm about its runs ({e}); showing the database as it is", err=True
+        )
+        return {}

@@ -35,3 +35,11 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
             f"ok: {f}: suite {suite.name!r}, {len(runs)} runs = {seeds} seeds x {grid}, "
             f"{suite.budget.steps:,} steps each"
         )
+        n = suite.resources.seeds_per_job
+        if n > 1:
+            from ..packed import plan_packs, unpackable
+
+            alone = unpackable(runs)
+            jobs = len(plan_packs(runs, n))
+            typer.echo(f"  seeds_per_job {n}: {len(runs)} runs in {jobs} jobs" + (
+                f"; {', '.join(alone)} cannot be packed and run one seed per job (packable: ppo)" if alone else ""))  # fmt: skip

@@ -26,6 +26,14 @@ class Job:
     spec: RunSpec
     folder: Path  # the attempt folder on the coordinator's machine: shards and result.json end up here
     attempt: int
+    # resources.seeds_per_job: the runs (seeds of one cell) trained together in this job, each its own Job
+    # (spec, folder, attempt); ``spec``/``folder``/``attempt`` are then the first member's. Empty: one run.
+    pack: list[Job] = field(default_factory=list)
+
+    @property
+    def members(self) -> list[Job]:
+        """The runs this job trains: its pack, or itself."""
+        return self.pack or [self]
 
 
 @dataclass

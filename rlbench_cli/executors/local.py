@@ -68,16 +68,23 @@ def _worker_main(conn: Any, cuda_visible: str | None, device: str, threads: int,
             break
         if msg[0] != "job":
             break
-        spec, folder = msg[1], Path(msg[2])
-        folder.mkdir(parents=True, exist_ok=True)
+        spec, folder = msg[1], msg[2]
+        folders = [Path(f) for f in folder] if isinstance(folder, list) else [Path(folder)]
+        for f in folders:
+            f.mkdir(parents=True, exist_ok=True)
         sys.stdout.flush()
         sys.stderr.flush()
         saved = os.dup(1), os.dup(2)
-        with open(folder / "output.log", "ab", buffering=0) as log:
+        with open(folders[0] / "output.log", "ab", buffering=0) as log:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
             try:
-                result = run_one(spec, folder, device=device, stop_event=stop)
+                if isinstance(spec, list):  # several seeds of one cell in one job (resources.seeds_per_job)
+                    from ..packed import pack_outcome, run_packed
+
+                    result = pack_outcome(run_packed(spec, folders, device=device, stop_event=stop))
+                else:
+                    result = run_one(spec, folders[0], device=device, stop_event=stop)
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -185,9 +192,15 @@ class LocalExecutor:
                     if s.ready and s.job is None and queue:
                         job = queue.popleft()
                         s.job, s.started = job, time.monotonic()
-                        job.folder.mkdir(parents=True, exist_ok=True)
+                        for m in job.members:
+                            m.folder.mkdir(parents=True, exist_ok=True)
                         on_start(job, Placement(s.device, self._host, self.name, str(s.proc.pid)))
-                        s.conn.send(("job", job.spec, str(job.folder)))
+                        if job.pack:
+                            s.conn.send(
+                                ("job", [m.spec for m in job.pack], [str(m.folder) for m in job.pack])
+                            )
+                        else:
+                            s.conn.send(("job", job.spec, str(job.folder)))
                 waitables = [s.conn for s in self.slots] + [s.proc.sentinel for s in self.slots]
                 ready = set(wait(waitables, timeout=self.poll))
                 for s in self.slots:

@@ -6,8 +6,9 @@ what is wrong. ``import_source`` reads everything first and then writes it in ON
 leaves the database as it was. A run's id is a hash of (suite, format, the run's key within its source,
 e.g. the d3rlpy folder name): importing the same runs again adds nothing.
 
-``duckdb:FILE`` is the exception: another rlbench database keeps its run ids, suites and full manifests, so
-``duckdb_store.merge`` copies them in one transaction instead of going through ``ImportedRun``.
+``duckdb:FILE`` and ``bundle:PATH_OR_URL`` are the exceptions: another rlbench database or a results bundle
+keeps its run ids, suites and full manifests, so ``duckdb_store.merge`` and ``bundle_source.import_bundle``
+copy them in one transaction instead of going through ``ImportedRun``.
 
 To add a format: a module here with ``read(path, **options)``, and a line in ``FORMATS``.
 """
@@ -56,12 +57,18 @@ FORMATS: dict[str, tuple[str, str]] = {
         "rlbench_cli.importers.duckdb_store",
         "another rlbench results database: its suites and runs, with their run ids and manifests",
     ),
+    "bundle": (
+        "rlbench_cli.importers.bundle_source",
+        "a results bundle (rlbench export) in a folder, at an http(s):// URL or s3://bucket/prefix, checked "
+        "against its MANIFEST.sha256; runs keep their ids and manifests",
+    ),
 }
 
 # options that only some formats take: option -> (formats, the flag that sets it)
 OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "pattern": (("tensorboard", "csv", "parquet"), "--pattern"),
     "columns": (("csv", "parquet"), "--columns"),
+    "timeout": (("bundle",), "--timeout"),
 }
 
 
@@ -204,7 +211,8 @@ def import_source(
         store: A ``rlbench_cli.store.Store``.
         source: ``FORMAT:PATH``, see ``FORMATS``.
         suite: Suite name the runs go in. For ``duckdb:FILE`` (runs keep their suites and ids), None for
-            every suite of the file, or the one suite of it to import.
+            every suite of the file, or the one suite of it to import. For ``bundle:``, None keeps the
+            bundle's suite and run ids.
         options: Format options, see ``OPTIONS``.
     """
     import numpy as np
@@ -212,6 +220,11 @@ def import_source(
 
     from ..grid import run_id_of
 
+    if source.startswith("bundle:") and source[len("bundle:") :].strip():
+        given = check_options("bundle", options)
+        from .bundle_source import import_bundle
+
+        return import_bundle(store, source[len("bundle:") :], suite, given.get("timeout"))
     scheme, path = parse_source(source)
     if scheme == "duckdb":
         check_options(scheme, options)

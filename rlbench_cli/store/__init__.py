@@ -637,6 +637,72 @@ class Store:
         ) + "\n")  # fmt: skip
         return runs.num_rows, metrics.num_rows
 
+    def suite_info(self, con: Any, suite: str) -> dict[str, Any] | None:
+        """A suite's row (name, description, config as a dict, source_path); None when there is none."""
+        rows = con.execute(
+            "SELECT name, description, config, source_path FROM suites WHERE name = ?", [suite]
+        ).fetchall()
+        if not rows:
+            return None
+        name, description, config, source = rows[0]
+        return {"name": name, "description": description or "", "config": json.loads(config) if config else {},
+                "source_path": source}  # fmt: skip
+
+    def import_bundle(
+        self, con: Any, suite: dict[str, Any], runs: Any, metrics: Any, source: str
+    ) -> tuple[int, int]:
+        """Add a bundle's runs as they were recorded (run ids, status and every manifest column the bundle
+        has), with their metric rows (wall_time included), in ONE transaction.
+
+        Runs whose run_id is already here are skipped with their rows, so importing a bundle twice adds
+        nothing. The suite row is added (description and config from the bundle) when the suite is new.
+
+        Args:
+            con: A writer connection.
+            suite: ``{"name", "description", "config"}``; every run's ``suite`` column already says its name.
+            runs: pyarrow Table of runs rows (a subset of ``RUN_COLUMNS`` with at least run_id, suite, algo,
+                status; config and packages as JSON text), run ids unique.
+            metrics: pyarrow Table run_id, step, name, value, wall_time.
+            source: Where the bundle came from; the suite's source_path if new, each run's ``source`` artifact.
+
+        Returns:
+            ``(new runs, new metric rows)``.
+        """
+        cols = [c for c in RUN_COLUMNS if c in runs.column_names]
+        select = ", ".join(f'"{c}"::JSON' if c in ("config", "packages") else f'"{c}"' for c in cols)
+        views = ["_rlbench_bundle_runs", "_rlbench_bundle_metrics"]
+        con.register(views[0], runs.select(cols))
+        con.register(views[1], metrics.select(["run_id", "step", "name", "value", "wall_time"]))
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(
+                "INSERT INTO suites VALUES (?, ?, ?, ?, now(), now()) ON CONFLICT (name) DO NOTHING",
+                [suite["name"], suite.get("description", ""), json.dumps(suite.get("config") or {}), source],
+            )
+            con.execute(
+                f"""CREATE TEMP TABLE _rlbench_bundle_new AS SELECT run_id FROM {views[0]}
+                    WHERE run_id NOT IN (SELECT run_id FROM runs)"""
+            )
+            new = "SELECT run_id FROM _rlbench_bundle_new"
+            new_runs = con.execute(
+                f"INSERT INTO runs ({', '.join(cols)}) SELECT {select} FROM {views[0]} WHERE run_id IN ({new})"
+            ).fetchall()[0][0]
+            new_rows = con.execute(
+                f"""INSERT INTO metrics SELECT run_id, step, name, value, wall_time FROM {views[1]}
+                    WHERE run_id IN ({new})"""
+            ).fetchall()[0][0]
+            con.execute(f"INSERT INTO artifacts (run_id, kind, path) SELECT run_id, 'source', ? FROM ({new})",
+                        [source])  # fmt: skip
+            con.execute("DROP TABLE _rlbench_bundle_new")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            for view in views:
+                con.unregister(view)
+        return int(new_runs), int(new_rows)
+
 
 _METRIC_COLUMNS = ("run_id", "suite", "algo", "env", "seed", "step", "name", "value", "wall_time", "status")
 

@@ -10,7 +10,7 @@ from rlbench_cli.cli.app import app
 
 runner = CliRunner()
 ROOT = Path(__file__).parents[2]
-COMMANDS = ["run", "status", "fetch", "plot", "leaderboard", "validate", "compare", "report", "sql"]
+COMMANDS = ["run", "status", "fetch", "plot", "leaderboard", "validate", "compare", "report", "sql", "export"]
 
 
 def invoke(*args, **kw):

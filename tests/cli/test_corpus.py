@@ -31,6 +31,7 @@ SUBPROCESS_CASES = [
     "fetch-from-without-into",
     "import-tensorboard-cut-mid-record",
     "sql-write-refused",
+    "bundle-checksum-mismatch",
 ]
 POINTS = [(1000, 10.0), (2000, 30.0), (3000, 50.0)]
 

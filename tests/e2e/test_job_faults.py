@@ -9,9 +9,33 @@ import time
 
 import duckdb
 import pytest
+from ray_engine import ray_head  # noqa: F401 - the session fixture, started only for the ray case
 
 RLBENCH = shutil.which("rlbench")
 pytestmark = pytest.mark.slow
+
+# What each executor can tell about a worker that died: the local pool sees the signal; Ray sees the report a
+# fatal signal leaves in the run's output, and for a SIGKILL (no report) only that the actor's process died.
+CAUSES = {
+    "local": {
+        "segfault": "worker killed by SIGSEGV",
+        "oom_killed": "worker killed by SIGKILL (out of memory",
+        "segfault_exit_code": -11,
+    },
+    "ray": {
+        "segfault": "worker killed by SIGSEGV (segmentation fault in native code)",
+        "oom_killed": "worker died: the Ray actor's process exited without a fatal-signal report (killed with SIGKILL",
+        "segfault_exit_code": -11,
+    },
+}
+
+
+def executor_args(executor: str, request: pytest.FixtureRequest) -> list[str]:
+    """The `rlbench run` flags that pick ``executor`` (for ray: the session's head)."""
+    if executor == "local":
+        return []
+    return ["--executor", "ray", "--address", request.getfixturevalue("ray_head").address]
+
 
 FAULTY = textwrap.dedent(
     """
@@ -59,7 +83,8 @@ FAULTY = textwrap.dedent(
 )
 
 
-def test_every_kind_of_job_fault_is_recorded_and_the_grid_completes(tmp_path):
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_every_kind_of_job_fault_is_recorded_and_the_grid_completes(tmp_path, executor, request):
     (tmp_path / "faulty.py").write_text(FAULTY)
     algos = "\n".join(
         f"  - {{name: {n}, entrypoint: 'faulty:{n}'}}"
@@ -84,6 +109,7 @@ def test_every_kind_of_job_fault_is_recorded_and_the_grid_completes(tmp_path):
             "6",
             "--workers",
             "2",
+            *executor_args(executor, request),
         ],
         cwd=tmp_path,
         capture_output=True,
@@ -105,8 +131,8 @@ def test_every_kind_of_job_fault_is_recorded_and_the_grid_completes(tmp_path):
     assert runs["good"]["status"] == "finished" and runs["good"]["attempts"] == 1
     expected = {
         "raises": "ValueError: diverged: loss is nan",
-        "segfault": "worker killed by SIGSEGV",
-        "oom_killed": "worker killed by SIGKILL (out of memory",
+        "segfault": CAUSES[executor]["segfault"],
+        "oom_killed": CAUSES[executor]["oom_killed"],
         "hangs": "timeout: killed after 6s",
     }
     for algo, cause in expected.items():
@@ -114,7 +140,10 @@ def test_every_kind_of_job_fault_is_recorded_and_the_grid_completes(tmp_path):
         assert run["status"] == "failed", run
         assert run["attempts"] == 2, run  # retried once, as asked
         assert cause in run["error"], run["error"]
-    assert runs["raises"]["exit_code"] == 1 and runs["segfault"]["exit_code"] == -11
+    assert (
+        runs["raises"]["exit_code"] == 1
+        and runs["segfault"]["exit_code"] == CAUSES[executor]["segfault_exit_code"]
+    )
     # what a failed run logged before it died is kept (its last attempt)
     con = duckdb.connect(str(db), read_only=True)
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from e2e_cli import RLBENCH, rl
+from ray_engine import ray_head  # noqa: F401 - the session fixture, started only for the ray cases
 
 ROOT = Path(__file__).parents[2]
 pytestmark = pytest.mark.slow
@@ -115,14 +116,23 @@ def test_plot_writes_real_figures_and_leaderboard(smoke):
     assert (out / "svg" / "aggregates.svg").read_text().lstrip().startswith("<?xml")
 
 
-def test_failing_runs_are_isolated_and_rerun_with_only_failed(tmp_path):
+def executor_args(executor: str, request: pytest.FixtureRequest) -> list[str]:
+    """The `rlbench run` flags that pick ``executor`` (for ray: the session's head)."""
+    if executor == "local":
+        return []
+    return ["--executor", "ray", "--address", request.getfixturevalue("ray_head").address]
+
+
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_failing_runs_are_isolated_and_rerun_with_only_failed(tmp_path, executor, request):
     suite = tmp_path / "flaky.yaml"
     suite.write_text(
         "name: flaky\nseeds: 1\nbudget: {steps: 300, eval_every: 300, eval_episodes: 1}\n"
         "envs: [CartPole-v1, {id: CartPole-v1, kwargs: {no_such_kwarg: 1}}]\nalgorithms: [random]\n"
     )
     db = tmp_path / "db.duckdb"
-    r = rl("run", suite, "--db", db, "--retries", "1", check=False)
+    flags = executor_args(executor, request)
+    r = rl("run", suite, "--db", db, "--retries", "1", *flags, check=False)
     assert r.returncode == 1
     assert "FAILED" in r.stdout and "no_such_kwarg" in r.stdout
     status = json.loads(rl("status", "flaky", "--db", db, "--json").stdout)
@@ -130,7 +140,7 @@ def test_failing_runs_are_isolated_and_rerun_with_only_failed(tmp_path):
     assert by_env["CartPole-v1"]["status"] == "finished"
     bad = by_env["CartPole-v1[no_such_kwarg=1]"]
     assert bad["status"] == "failed" and bad["attempts"] == 2 and "no_such_kwarg" in bad["error"]
-    r = rl("run", suite, "--db", db, "--only-failed", "--json", check=False)
+    r = rl("run", suite, "--db", db, "--only-failed", "--json", *flags, check=False)
     out = json.loads(r.stdout)
     assert out["skipped"] == 1 and out["failed"] == 1
     status = json.loads(rl("status", "flaky", "--db", db, "--json").stdout)
@@ -140,7 +150,8 @@ def test_failing_runs_are_isolated_and_rerun_with_only_failed(tmp_path):
     }
 
 
-def test_ctrl_c_stops_workers_and_marks_runs_interrupted(tmp_path):
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_ctrl_c_stops_workers_and_marks_runs_interrupted(tmp_path, executor, request):
     import signal
 
     suite = tmp_path / "long.yaml"
@@ -150,7 +161,7 @@ def test_ctrl_c_stops_workers_and_marks_runs_interrupted(tmp_path):
     )
     db = tmp_path / "db.duckdb"
     proc = subprocess.Popen(
-        [RLBENCH, "run", str(suite), "--db", str(db), "--workers", "2"],
+        [RLBENCH, "run", str(suite), "--db", str(db), "--workers", "2", *executor_args(executor, request)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -162,7 +173,14 @@ def test_ctrl_c_stops_workers_and_marks_runs_interrupted(tmp_path):
         line = proc.stdout.readline()
         started += line.strip().startswith("start ")
     assert started == 2, "runs did not start"
-    time.sleep(2)  # let them train and flush some metrics
+    deadline = time.monotonic() + 60  # let them train until their first evaluations reached the store
+    while time.monotonic() < deadline:
+        r = rl(
+            "fetch", "--db", db, "--suite", "long", "--metric", "eval/return", "--format", "csv", check=False
+        )
+        if r.returncode == 0 and len(r.stdout.strip().splitlines()) >= 3:  # header + a row per running run
+            break
+        time.sleep(0.5)
     t0 = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: SIGINT to the whole foreground group
     _, err = proc.communicate(timeout=30)
@@ -180,6 +198,8 @@ def test_ctrl_c_stops_workers_and_marks_runs_interrupted(tmp_path):
     assert gone, subprocess.run(
         ["ps", "-o", "pid,stat,cmd", "-g", str(proc.pid)], capture_output=True, text=True
     ).stdout
+    if executor == "ray":  # the actors live under the Ray head, not in the group: none may be left
+        assert request.getfixturevalue("ray_head").wait_all_free(), "actors outlived the interrupted run"
     status = json.loads(rl("status", "long", "--db", db, "--json").stdout)
     states = sorted(r["status"] for r in status["runs"])
     assert states == ["interrupted", "interrupted", "pending"], states

@@ -9,6 +9,7 @@ did (same-step autoreset, infos["final_info"]). CleanRL's script needs tyro (the
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -85,3 +86,19 @@ def test_ppo_vs_cleanrl_parity_quick() -> None:
     for label in ("CleanRL ppo.py, run here", "rlbench ppo, run here", "rlbench ppo, final eval/return"):
         assert re.search(rf"^{re.escape(label)}\s+[-\d.]+ \+- [\d.]+", out, re.M), out
     assert re.search(r"^parity .*: (met|NOT met)", out, re.M), out
+
+
+def test_launch_overhead_quick(tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="launcher (c) needs Ray: pip install -e '.[ray]'")
+    out = run(ROOT / "benchmarks" / "launch_overhead.py", "--runs", "2", "--steps", "20", "--workers", "1",
+              "--json", tmp_path / "overhead.json")  # fmt: skip
+    for label in ("(a) fresh python per run", "(b) rlbench local", "(c) rlbench ray (local Ray)"):
+        assert re.search(rf"^{re.escape(label)}\s+2\s+[\d.]+\s+[\d.]+\s+-?[\d.]+\s", out, re.M), out
+    assert re.search(
+        r"^ratio \(a\)/\(b\), per-run overhead: [\d.]+x \(target >= 50x: (met|NOT met)\)$", out, re.M
+    )
+    assert re.search(r"^ray per-run overhead: -?[\d.]+ ms all-in, -?[\d.]+ ms steady", out, re.M), out
+    figures = json.loads((tmp_path / "overhead.json").read_text())
+    assert set(figures["sides"]) == {"a", "b", "c"} and all(
+        s["finished"] == 2 for s in figures["sides"].values()
+    )

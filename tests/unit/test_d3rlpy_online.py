@@ -182,11 +182,11 @@ def test_same_seed_same_results(in_tmp: Path) -> None:
 
 def test_stop_event_ends_training_early(in_tmp: Path) -> None:
     stop = threading.Event()
-    stop.set()  # seen at the first check, step 1000
+    stop.set()  # seen after the first step (the loop checks every step)
     params = {"update_start_step": 10**6, "hidden_units": [16]}
     ctx, m = _train(DQN(), _spec("dqn", "CartPole-v1", 5000, params, every=2000), in_tmp, stop=stop)
-    assert [s for s, _ in m["eval/return"]] == [0, 1000]
-    assert max(s for s, _ in m["train/episode_return"]) <= 1000
+    assert [s for s, _ in m["eval/return"]] == [0, 1]
+    assert "train/episode_return" not in m
 
 
 def test_params_split_between_config_and_run_settings() -> None:

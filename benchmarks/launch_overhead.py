@@ -1,0 +1,198 @@
+"""Launch overhead: many trivial runs through three launchers, side by side on one machine.
+
+Each run is a `random` policy on CartPole-v1 for --steps steps (default 50): the training itself takes
+milliseconds, so what is measured is what a launcher costs per run.
+
+  (a) fresh process: a launcher that starts a new `python` process per run, the way CleanRL's benchmark
+      script does (benchmark.py: a ThreadPoolExecutor of --workers threads, each running one command line
+      `python <script> --env-id ... --seed N` with subprocess). The script imports what a CleanRL script
+      imports (torch, gymnasium, numpy), then steps the env with random actions and prints the seconds it
+      spent doing so.
+  (b) rlbench local: `rlbench run SUITE --workers W` (the suite: --runs seeds of `random`), its pool of
+      persistent worker processes; every run recorded in DuckDB with its metrics.
+  (c) rlbench on Ray: `rlbench run SUITE --executor ray --workers W` with no --address, so rlbench starts a
+      local Ray instance (num_cpus = usable cores) and stops it at the end; both are counted.
+
+Per-run overhead = (wall-clock of the whole launch x W - the sum of the runs' in-run seconds) / runs, in
+milliseconds: the worker-seconds per run spent on anything but the run's own work (interpreter start,
+imports, scheduling, recording, start and stop of the pool or of Ray). Wall-clock is measured around the
+whole command, process start included; in-run seconds are each run's own measure (a: printed by the script;
+b, c: the run's duration_s in the database, i.e. run_one from spec to final flush). Targets (issue #10):
+(b) at least 50x lower per-run overhead than (a); (c) at most 50 ms per run.
+
+For rlbench the one-off costs are also shown apart: "one-off s" is the wall-clock outside the span from the
+first run's start to the last run's end (CLI start, imports, worker pool or Ray start-up and shut-down), and
+"steady ms" the per-run overhead within that span, by the same formula: what each further run costs.
+
+    python benchmarks/launch_overhead.py                  # 200 runs per launcher, 2 workers (~10 min)
+    python benchmarks/launch_overhead.py --runs 4         # a quick check of the script
+    python benchmarks/launch_overhead.py --sides b,c      # rlbench only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# What a CleanRL-style script does per run, minus the learning: imports, env, a seeded random rollout.
+RUN_SCRIPT = textwrap.dedent(
+    """
+    import argparse
+    import time
+
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--env-id", default="CartPole-v1")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--total-timesteps", type=int, default=50)
+    args = p.parse_args()
+    t0 = time.perf_counter()
+    torch.manual_seed(args.seed)
+    env = gym.make(args.env_id)
+    env.action_space.seed(args.seed)
+    obs, _ = env.reset(seed=args.seed)
+    ret = 0.0
+    for _ in range(args.total_timesteps):
+        obs, r, term, trunc, _ = env.step(env.action_space.sample())
+        ret += float(r)
+        if term or trunc:
+            obs, _ = env.reset()
+    print(f"RUN_S={time.perf_counter() - t0:.6f} return={ret:.1f}")
+    """
+)
+
+
+def _env() -> dict[str, str]:
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def fresh_processes(runs: int, steps: int, workers: int, tmp: Path) -> dict[str, Any]:
+    """(a): one new `python` process per run, --workers at a time, as CleanRL's benchmark.py launches them."""
+    script = tmp / "trivial_run.py"
+    script.write_text(RUN_SCRIPT)
+
+    def one(seed: int) -> float:
+        cmd = [sys.executable, str(script), "--env-id", "CartPole-v1", "--seed", str(seed),
+               "--total-timesteps", str(steps)]  # fmt: skip
+        out = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=True).stdout
+        return float(re.search(r"RUN_S=([\d.]+)", out).group(1))  # type: ignore[union-attr]
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        in_run = list(pool.map(one, range(runs)))
+    return {"wall_s": time.perf_counter() - t0, "in_run_s": sum(in_run), "finished": len(in_run)}
+
+
+def rlbench_runs(runs: int, steps: int, workers: int, tmp: Path, executor: str) -> dict[str, Any]:
+    """(b) / (c): `rlbench run` on a suite of --runs seeds of `random`, timed from the command's start."""
+    import duckdb
+
+    suite = tmp / f"overhead_{executor}.yaml"
+    suite.write_text(
+        f"name: overhead_{executor}\nseeds: {runs}\n"
+        f"budget: {{steps: {steps}, eval_every: {steps}, eval_episodes: 1}}\n"
+        "envs: [CartPole-v1]\nalgorithms: [random]\n"
+    )
+    db = tmp / f"{executor}.duckdb"
+    rlbench = shutil.which("rlbench") or "rlbench"
+    cmd = [rlbench, "run", str(suite), "--db", str(db), "--workers", str(workers), "--json"]
+    if executor != "local":
+        cmd += ["--executor", executor]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=tmp)
+    wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(
+            f"rlbench run --executor {executor} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+        )
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        n, in_run, span = con.execute(
+            "SELECT count(*), coalesce(sum(duration_s), 0), "
+            "epoch(max(ended_at)) - epoch(min(started_at)) FROM runs WHERE status = 'finished'"
+        ).fetchall()[0]
+    finally:
+        con.close()
+    return {"wall_s": wall, "in_run_s": float(in_run), "finished": int(n), "span_s": float(span or 0.0)}
+
+
+def overhead_ms(res: dict[str, Any], runs: int, workers: int, key: str = "wall_s") -> float:
+    return (res[key] * workers - res["in_run_s"]) / runs * 1000
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=200, help="runs per launcher (default 200)")
+    ap.add_argument("--steps", type=int, default=50, help="env steps per run (default 50)")
+    ap.add_argument("--workers", type=int, default=2, help="runs at a time, for every launcher (default 2)")
+    ap.add_argument("--sides", default="a,b,c", help="which launchers: a (fresh process), b (local), c (ray)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
+    args = ap.parse_args(argv)
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    labels = {"a": "(a) fresh python per run", "b": "(b) rlbench local", "c": "(c) rlbench ray (local Ray)"}
+    out: dict[str, Any] = {"runs": args.runs, "steps": args.steps, "workers": args.workers, "sides": {}}
+    print(f"{args.runs} trivial runs (random policy, CartPole-v1, {args.steps} steps) per launcher, "
+          f"{args.workers} at a time")  # fmt: skip
+    print(f"{'launcher':<30} {'runs':>5} {'wall s':>8} {'in-run s':>9} {'overhead/run ms':>16} "
+          f"{'one-off s':>10} {'steady ms':>10}")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="rlbench-overhead-") as d:
+        tmp = Path(d)
+        for side in sides:
+            if side == "a":
+                res = fresh_processes(args.runs, args.steps, args.workers, tmp)
+            else:
+                res = rlbench_runs(
+                    args.runs, args.steps, args.workers, tmp, "local" if side == "b" else "ray"
+                )
+            if res["finished"] != args.runs:
+                raise SystemExit(f"{labels[side]}: {res['finished']} of {args.runs} runs finished")
+            res["overhead_ms"] = overhead_ms(res, args.runs, args.workers)
+            steady = "-"
+            one_off = "-"
+            if "span_s" in res:
+                res["steady_ms"] = overhead_ms(res, args.runs, args.workers, "span_s")
+                res["one_off_s"] = res["wall_s"] - res["span_s"]
+                steady, one_off = f"{res['steady_ms']:.1f}", f"{res['one_off_s']:.1f}"
+            out["sides"][side] = res
+            print(f"{labels[side]:<30} {res['finished']:>5} {res['wall_s']:>8.1f} {res['in_run_s']:>9.2f} "
+                  f"{res['overhead_ms']:>16.1f} {one_off:>10} {steady:>10}", flush=True)  # fmt: skip
+    s = out["sides"]
+    if "a" in s and "b" in s:
+        out["ratio_a_b"] = s["a"]["overhead_ms"] / max(s["b"]["overhead_ms"], 1e-9)
+        met = "met" if out["ratio_a_b"] >= 50 else "NOT met"
+        print(f"ratio (a)/(b), per-run overhead: {out['ratio_a_b']:.1f}x (target >= 50x: {met})")
+    if "a" in s and "c" in s:
+        out["ratio_a_c"] = s["a"]["overhead_ms"] / max(s["c"]["overhead_ms"], 1e-9)
+        print(f"ratio (a)/(c), per-run overhead: {out['ratio_a_c']:.1f}x")
+    if "b" in s and "c" in s:
+        print(
+            f"ratio (c)/(b), per-run overhead: {s['c']['overhead_ms'] / max(s['b']['overhead_ms'], 1e-9):.1f}x"
+        )
+    if "c" in s:
+        met = "met" if s["c"]["overhead_ms"] <= 50 else "NOT met"
+        print(f"ray per-run overhead: {s['c']['overhead_ms']:.1f} ms all-in, {s['c']['steady_ms']:.1f} ms steady "
+              f"(target <= 50 ms all-in: {met})")  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""``rlbench export``: one suite as a results bundle folder, to share by folder, web server or S3."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import UsageError
+from .common import DbOpt, SuiteArg, handle_errors, store_for
+
+
+def write(db: Path | None, suite: str, out: Path, flag: str) -> None:
+    """Write ``suite`` as a bundle at ``out`` (atomically) and say what was written; ``flag`` names the
+    option that gave the suite, for the message when there is no such suite."""
+    from ..bundle import MANIFEST, write_bundle
+
+    store = store_for(db)
+    with store.reader() as con:
+        known = store.suites(con)
+        if suite not in known:
+            raise UsageError(
+                f"{flag} {suite!r}: no such suite in {store.path} (suites: {', '.join(known) or 'none yet'})"
+            )
+        n_runs, n_rows = write_bundle(store, con, suite, out)
+    size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
+    typer.echo(f"wrote {n_runs} finished runs ({n_rows} metric rows) of suite {suite!r} to {out}/ "
+               f"({size / 1e6:.2f} MB, checksums in {MANIFEST})")  # fmt: skip
+
+
+@handle_errors
+def export(
+    suite: SuiteArg,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="bundle folder to write (a new folder, or a bundle to replace)",
+            show_default=False,
+        ),
+    ],  # fmt: skip
+    db: DbOpt = None,
+) -> None:
+    """Write a suite's finished runs as a results bundle folder: runs.parquet (every run with its full
+    manifest), metrics.parquet (every metric row), suite.json, the suite file when it still exists,
+    bundle.json and MANIFEST.sha256 (check it with sha256sum -c). Written to a temporary folder and renamed
+    into place, so a half-written bundle never looks complete. Share the folder as it is, over a web server
+    or in S3; rlbench fetch --from bundle:PATH_OR_URL checks every file and imports it (idempotent).
+
+    Example: rlbench export classic-control --out shared/classic-control
+
+    Then: python -m http.server -d shared ; rlbench fetch --from bundle:http://HOST:8000/classic-control --db other.duckdb
+
+    S3: aws s3 sync shared/classic-control s3://my-bucket/classic-control ;
+    rlbench fetch --from bundle:s3://my-bucket/classic-control --into my-study
+    """
+    write(db, suite, out, "suite")

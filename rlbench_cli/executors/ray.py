@@ -1,0 +1,692 @@
+"""Ray executor: warm worker actors on a Ray cluster (``--executor ray [--address ...]``).
+
+Each actor imports torch once and then runs job after job (``run_one``), as a local worker does. It reserves
+``resources.cpus_per_job`` CPUs and ``resources.gpus_per_job`` GPUs for its lifetime, so Ray packs actors on
+nodes (0.25 GPU: four actors share a GPU) and sets CUDA_VISIBLE_DEVICES to the GPU each one got.
+
+Metric shards travel through Ray, never through a shared filesystem: an actor always runs its job in a
+node-local temporary folder, and the coordinator pulls the shards it has not seen yet (``poll``) at least once
+a second, plus the last ones with the result, writing them into ``job.folder`` on the coordinator's machine
+under the same names. So ingestion is the same as for local runs, and works across machines.
+
+Faults: a job that raises is reported by its actor; an actor that dies (segfault, out-of-memory kill, its node
+lost) makes the job ``failed`` with the cause, and a fresh actor takes its place; a job past its timeout has
+its actor killed. On Ctrl-C the actors are asked to stop (the run flushes and ends ``interrupted``), given a
+few seconds, then killed. ``import ray`` happens here only, never when rlbench itself is imported.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..runner import run_one
+from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, detect_gpus, usable_cores
+
+__all__ = ["RayExecutor", "create", "RAY_ENV"]
+
+# Without these a driver may hang (Ray rewrites 127.0.0.1 to another address, or turns token auth on after
+# a local ray.init wrote ~/.ray/auth_token); set before the first `import ray`, unless the user set them.
+RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_AUTH_MODE": "disabled",
+}
+INSTALL_HINT = 'pip install "rlbench-cli[ray]"'
+CONNECT_TIMEOUT_S = 3.0  # TCP check of --address
+INIT_TIMEOUT_S = 30.0  # ray.init once the port answers
+STOP_GRACE_S = 5.0
+POLL_TIMEOUT_S = 5.0
+SALVAGE_TIMEOUT_S = (
+    30.0  # fetching what a dead actor left on its node (a new worker process, slow on a busy node)
+)
+MAX_LOG_BYTES = 1 << 20  # output.log comes back whole up to this size, else its tail
+
+
+def _import_ray() -> Any:
+    for key, value in RAY_ENV.items():
+        os.environ.setdefault(key, value)
+    try:
+        import ray
+    except ImportError:
+        raise UsageError(
+            f"--executor ray needs Ray, which is not installed here; install it: {INSTALL_HINT}"
+        ) from None
+    return ray
+
+
+# -- the actor ------------------------------------------------------------------------------------------
+class RlbenchWorker:
+    """One warm worker on a Ray node (wrapped by ``ray.remote`` in ``RayExecutor``; threaded, so ``poll``
+    and ``stop`` are served while ``run`` trains).
+
+    Args:
+        threads: torch threads.
+        env: RLBENCH_* variables of the coordinator, set here too.
+        cwd: the coordinator's working directory; used when it exists on this node (same machine or a shared
+            filesystem), so entrypoints and scripts named relative to it resolve as they do locally.
+    """
+
+    def __init__(self, threads: int, env: dict[str, str], cwd: str) -> None:
+        import ray
+
+        os.environ.update(env)
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[var] = str(threads)
+        if os.path.isdir(cwd):
+            os.chdir(cwd)
+        import torch  # once per actor, not once per job
+
+        from .. import algos, sink, sysmon  # noqa: F401 - and what every run uses: gymnasium, pyarrow, registry
+        from ..algos import base  # noqa: F401
+
+        torch.set_num_threads(threads)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:
+            pass
+        ctx = ray.get_runtime_context()
+        gpus = ray.get_gpu_ids()
+        # A GPU Ray assigned but torch cannot use (declared with --num-gpus, no CUDA here): run on the CPU.
+        self.device = "cuda:0" if gpus and torch.cuda.is_available() else "cpu"
+        self.info = {
+            "host": socket.gethostname(),
+            "ip": ray.util.get_node_ip_address(),
+            "node_id": ctx.get_node_id(),
+            "actor_id": ctx.get_actor_id(),
+            "pid": os.getpid(),
+            "device": self.device,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+        self.root = _actor_root()  # node-local, whatever the cluster shares
+        self.info["root"] = str(self.root)
+        self.stop_event = threading.Event()
+        self.stopped: set[str] = set()  # jobs asked to stop, even before their run() began
+        self.lock = threading.Lock()
+        self.folder: Path | None = None
+        self.sent: set[str] = set()
+
+    def where(self) -> dict[str, Any]:
+        return self.info
+
+    def run(self, spec: Any, name: str) -> dict[str, Any]:
+        """Run one job in a fresh node-local folder; return its result and the files not yet polled."""
+        folder = self.root / name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        with self.lock:
+            self.folder, self.sent = folder, set()
+            self.stop_event = threading.Event()
+            if name in self.stopped:
+                self.stop_event.set()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        with open(folder / "output.log", "ab", buffering=0) as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                result = run_one(spec, folder, device=self.device, stop_event=self.stop_event)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                os.close(saved[0])
+                os.close(saved[1])
+        with self.lock:
+            files = self._collect(final=True)
+            self.folder = None
+        shutil.rmtree(folder, ignore_errors=True)
+        return {"result": result, "files": files}
+
+    def poll(self) -> list[tuple[str, bytes]]:
+        """The shards the running job flushed since the last poll (complete files only)."""
+        with self.lock:
+            return self._collect(final=False)
+
+    def stop(self, name: str) -> None:
+        """Ask job ``name`` to stop (it flushes and ends 'interrupted'); also when its run() has not begun."""
+        with self.lock:
+            self.stopped.add(name)
+            if self.folder is not None and self.folder == self.root / name:
+                self.stop_event.set()
+
+    def _collect(self, final: bool) -> list[tuple[str, bytes]]:
+        if self.folder is None:
+            return []
+        out = []
+        metrics = self.folder / "metrics"
+        names = sorted(p.name for p in metrics.glob("*.parquet")) if metrics.is_dir() else []
+        for n in names:
+            rel = f"metrics/{n}"
+            if rel not in self.sent:
+                out.append((rel, (metrics / n).read_bytes()))
+                self.sent.add(rel)
+        if final:
+            for rel in ("spec.json", "result.json"):
+                p = self.folder / rel
+                if p.exists():
+                    out.append((rel, p.read_bytes()))
+            log = self.folder / "output.log"
+            if log.exists():
+                with open(log, "rb") as fh:
+                    fh.seek(max(0, log.stat().st_size - MAX_LOG_BYTES))
+                    out.append(("output.log", fh.read()))
+        return out
+
+
+def _actor_root() -> Path:
+    """This actor's node-local folder, <tmp>/rlbench-ray/<pid>; folders of actors no longer alive (killed, or
+    crashed, and salvaged or not) are removed on the way."""
+    base = Path(tempfile.gettempdir()) / "rlbench-ray"
+    base.mkdir(exist_ok=True)
+    for old in base.iterdir():
+        if old.name.isdigit() and not Path(f"/proc/{old.name}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    root = base / str(os.getpid())
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    return root
+
+
+def _leftovers(folder: str, have: list[str]) -> list[tuple[str, bytes]]:
+    """Run as a task on the node of an actor that died under a job: the files the job wrote there that the
+    coordinator does not have yet (shards flushed since the last poll, spec.json, output.log). Removes the
+    folder."""
+    path, out = Path(folder), []
+    metrics = path / "metrics"
+    for f in sorted(metrics.glob("*.parquet")) if metrics.is_dir() else []:
+        if f"metrics/{f.name}" not in have:
+            out.append((f"metrics/{f.name}", f.read_bytes()))
+    for rel in ("spec.json", "result.json", "output.log"):
+        p = path / rel
+        if p.is_file() and rel not in have:
+            data = p.read_bytes()
+            out.append((rel, data[-MAX_LOG_BYTES:]))
+    shutil.rmtree(path, ignore_errors=True)
+    return out
+
+
+def _write_files(folder: Path, files: list[tuple[str, bytes]]) -> None:
+    """Write files an actor sent into the attempt folder on this machine (atomically, same names)."""
+    for rel, data in files:
+        parts = Path(rel).parts
+        if not parts or any(p in ("", ".", "..") for p in parts) or Path(rel).is_absolute():
+            continue  # never outside the attempt folder
+        dest = folder / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".part")
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+
+
+def _death_cause(err: BaseException, log: Path) -> tuple[str, int | None]:
+    """(one clear line, exit code) for an actor that died under a job, from Ray's error and the fatal-signal
+    report the process left in the job's ``output.log`` (Ray's workers print one on SIGSEGV, SIGABRT, ...)."""
+    text = str(err)
+    low = text.lower()
+    detail = (
+        text.split("Worker exit detail:", 1)[1].strip().split(". ")[0].strip()
+        if "Worker exit detail:" in text
+        else ""
+    )
+    ray_says = f"Ray: {type(err).__name__}" + (f": {detail}" if detail else "")
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 64 * 1024))
+            tail = fh.read().decode(errors="replace")
+    except OSError:
+        tail = ""
+    m = re.search(r"\*\*\* (SIG[A-Z]+) received", tail)
+    if m:
+        name = m.group(1)
+        what = {"SIGSEGV": "segmentation fault in native code", "SIGABRT": "aborted in native code",
+                "SIGBUS": "bus error in native code", "SIGFPE": "arithmetic error in native code"}  # fmt: skip
+        code = getattr(signal, name, None)
+        return f"worker killed by {name} ({what.get(name, 'fatal signal')}); {ray_says}", -int(
+            code
+        ) if code else None
+    if (
+        "node" in low
+        and ("died" in low or "dead" in low or "lost" in low)
+        and "worker process has died" not in low
+    ):
+        return f"node lost: the Ray node running this job died or left the cluster; {ray_says}", None
+    return (
+        "worker died: the Ray actor's process exited without a fatal-signal report (killed with SIGKILL, e.g. "
+        f"by the out-of-memory killer, or by hand?); {ray_says}",
+        None,
+    )
+
+
+# -- the driver side --------------------------------------------------------------------------------------
+@dataclass
+class _Slot:
+    index: int
+    actor: Any = None
+    ready_ref: Any = None
+    info: dict[str, Any] | None = None
+    job: Job | None = None
+    run_ref: Any = None
+    started: float = 0.0
+    remote_folder: str | None = None  # the job's node-local folder, on the actor's node
+    job_name: str = ""  # <suite>/<run_id>/attempt-N: the job's folder under the actor's root
+
+
+class RayExecutor:
+    """Runs jobs on ``n_actors`` warm Ray actors.
+
+    Args:
+        address: the cluster (auto | HOST:PORT | ray://HOST:PORT), or None to start a local Ray instance for
+            the duration of ``run`` (with ``local_cpus`` CPUs and ``local_gpus`` GPUs).
+        n_actors: parallel runs.
+        cpus, gpus: what each actor reserves (``resources.cpus_per_job`` / ``gpus_per_job``).
+        threads: torch threads per actor.
+        timeout: seconds a job may run before its actor is killed (None: no limit).
+        connected: whether ``create`` already connected this process to ``address``.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None, n_actors: int, cpus: float, gpus: float, threads: int,
+                 timeout: float | None = None, local_cpus: int = 1, local_gpus: int = 0,
+                 connected: bool = False) -> None:  # fmt: skip
+        self.address = address
+        self.n_actors = n_actors
+        self.cpus = cpus
+        self.gpus = gpus
+        self.threads = threads
+        self.timeout = timeout
+        self.local_cpus = local_cpus
+        self.local_gpus = local_gpus
+        self._connected = connected
+        self._started_local = False
+        self._actor_cls: Any = None
+        self._spawn_failures = 0
+        self.slots: list[_Slot] = []
+
+    def describe(self) -> str:
+        where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+        gpu = f", {self.gpus:g} GPU" if self.gpus else ""
+        return (f"{self.n_actors} Ray actors on {where} ({self.cpus:g} CPU{gpu} each), "
+                f"{self.threads} torch thread(s) each")  # fmt: skip
+
+    # -- cluster and actors ---------------------------------------------------------------------------
+    def _connect(self) -> Any:
+        ray = _import_ray()
+        if not ray.is_initialized():
+            if self.address:
+                _init(ray, self.address)
+            else:
+                _start_local(ray, self.local_cpus, self.local_gpus)
+                self._started_local = True
+        remote = ray.remote(max_concurrency=4, num_cpus=self.cpus, num_gpus=self.gpus or None, max_restarts=0)
+        self._actor_cls = remote(RlbenchWorker)
+        return ray
+
+    def _spawn(self, slot: _Slot) -> None:
+        env = {k: v for k, v in os.environ.items() if k.startswith("RLBENCH_")}
+        slot.actor = self._actor_cls.remote(self.threads, env, os.getcwd())
+        slot.ready_ref, slot.info, slot.job, slot.run_ref = slot.actor.where.remote(), None, None, None
+
+    def _kill(self, ray: Any, slot: _Slot) -> None:
+        if slot.actor is not None:
+            try:
+                ray.kill(slot.actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        slot.actor = slot.ready_ref = slot.info = slot.run_ref = None
+
+    def _shutdown(self, ray: Any) -> None:
+        for s in self.slots:
+            self._kill(ray, s)
+        if self._started_local or self._connected or self.address:
+            ray.shutdown()  # disconnect (and stop the local instance when this process started it)
+
+    def _placement(self, s: _Slot) -> Placement:
+        info = s.info or {}
+        job_id = f"{str(info.get('actor_id', ''))[:8]}@{str(info.get('node_id', ''))[:8]}"
+        host = info.get("host") or info.get("ip") or "?"
+        return Placement(info.get("device", "cpu"), host, self.name, job_id)
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def run(
+        self,
+        jobs: list[Job],
+        on_start: OnStart,
+        on_end: OnEnd,
+        on_tick: OnTick = lambda running: None,
+        tick_every: float = 1.0,
+        stop: threading.Event | None = None,
+    ) -> None:
+        """Run every job on warm actors; see the module docstring and ``Executor``."""
+        ray = self._connect()
+        queue: deque[Job] = deque(jobs)
+        self.slots = [_Slot(i) for i in range(max(1, min(self.n_actors, len(jobs))))]
+        for s in self.slots:
+            self._spawn(s)
+        last_tick = time.monotonic()
+        try:
+            while queue or any(s.job for s in self.slots):
+                if stop is not None and stop.is_set():
+                    raise KeyboardInterrupt
+                for s in self.slots:
+                    if s.info is not None and s.job is None and queue:
+                        job = queue.popleft()
+                        s.job, s.started = job, time.monotonic()
+                        job.folder.mkdir(parents=True, exist_ok=True)
+                        on_start(job, self._placement(s))
+                        name = f"{job.spec.suite}/{job.spec.run_id}/{job.folder.name}"
+                        s.run_ref, s.job_name = s.actor.run.remote(job.spec, name), name
+                        s.remote_folder = f"{(s.info or {}).get('root')}/{name}"
+                pending = {s.run_ref: s for s in self.slots if s.run_ref is not None}
+                pending.update(
+                    {s.ready_ref: s for s in self.slots if s.info is None and s.ready_ref is not None}
+                )
+                if pending:
+                    refs = list(pending)
+                    ray.wait(refs, num_returns=1, timeout=0.5)
+                    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+                    for ref in ready:
+                        s = pending[ref]
+                        if ref is s.ready_ref:
+                            self._on_ready(ray, s)
+                        else:
+                            self._on_result(ray, s, queue, on_end)
+                for s in self.slots:
+                    if s.job is not None and self.timeout and time.monotonic() - s.started > self.timeout:
+                        self._pull(ray, [s])
+                        self._kill(ray, s)
+                        self._finish(s, queue, on_end, Outcome(
+                            "failed", None, f"timeout: killed after {self.timeout:g}s (--timeout / budget.timeout)",
+                            time.monotonic() - s.started))  # fmt: skip
+                        self._spawn(s)
+                if time.monotonic() - last_tick >= tick_every:
+                    busy = [s for s in self.slots if s.job is not None]
+                    self._pull(ray, busy)
+                    on_tick([s.job for s in busy if s.job is not None])
+                    last_tick = time.monotonic()
+        except KeyboardInterrupt:
+            self._interrupt(ray, on_end)
+            raise
+        finally:
+            self._shutdown(ray)
+
+    def _on_ready(self, ray: Any, s: _Slot) -> None:
+        try:
+            s.info = ray.get(s.ready_ref)
+            self._spawn_failures = 0
+        except Exception as e:  # noqa: BLE001 - the actor could not start on its node
+            self._spawn_failures += 1
+            if self._spawn_failures > 3 * len(self.slots):
+                first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+                raise RuntimeError(f"Ray actors keep failing to start ({first}); is rlbench-cli installed on "
+                                   "every node, in the same Python environment?") from None  # fmt: skip
+            self._kill(ray, s)
+            self._spawn(s)
+
+    def _on_result(self, ray: Any, s: _Slot, queue: deque[Job], on_end: OnEnd) -> None:
+        assert s.job is not None
+        try:
+            reply = ray.get(s.run_ref)
+        except ray.exceptions.RayActorError as e:  # the actor died under the job
+            node = (s.info or {}).get("node_id")
+            self._kill(ray, s)
+            self._salvage(ray, s.job, node, s.remote_folder)
+            cause, code = _death_cause(e, s.job.folder / "output.log")
+            self._finish(s, queue, on_end, Outcome("failed", code, cause, time.monotonic() - s.started))
+            self._spawn(s)
+            return
+        except Exception as e:  # noqa: BLE001 - Ray could not run the task (it did not reach run_one)
+            s.run_ref = None
+            lines = str(e).strip().splitlines()
+            self._finish(s, queue, on_end, Outcome("failed", None, f"Ray task failed: {lines[-1] if lines else e}",
+                                                   time.monotonic() - s.started))  # fmt: skip
+            return
+        s.run_ref = None
+        _write_files(s.job.folder, reply["files"])
+        r = reply["result"]
+        self._finish(s, queue, on_end, Outcome(r["status"], r.get("exit_code"), r.get("error"),
+                                               r.get("duration_s", 0.0), r))  # fmt: skip
+
+    def _salvage(self, ray: Any, job: Job, node_id: str | None, folder: str | None) -> None:
+        """Fetch what a dead actor's job flushed after the last poll, with a task on the same node (a node
+        that is gone, or does not answer within SALVAGE_TIMEOUT_S, keeps it)."""
+        if not node_id or not folder:
+            return
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        metrics = job.folder / "metrics"
+        have = [f"metrics/{p.name}" for p in metrics.glob("*.parquet")] if metrics.is_dir() else []
+        task = ray.remote(num_cpus=0, max_retries=0)(_leftovers).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+        )
+        ref = task.remote(folder, have)
+        try:
+            _write_files(job.folder, ray.get(ref, timeout=SALVAGE_TIMEOUT_S))
+        except Exception:  # noqa: BLE001 - node lost or too slow: what was pulled before is what we have
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _pull(self, ray: Any, slots: list[_Slot]) -> None:
+        """Copy the shards these slots' jobs flushed since the last pull into their attempt folders."""
+        asks = [(s, s.actor.poll.remote()) for s in slots if s.actor is not None and s.job is not None]
+        if not asks:
+            return
+        ray.wait([ref for _, ref in asks], num_returns=len(asks), timeout=POLL_TIMEOUT_S)
+        for s, ref in asks:
+            try:
+                files = ray.get(ref, timeout=0)
+            except Exception:  # noqa: BLE001 - dead or busy actor: its run reference tells what happened
+                continue
+            if s.job is not None:
+                _write_files(s.job.folder, files)
+
+    def _finish(self, s: _Slot, queue: deque[Job], on_end: OnEnd, outcome: Outcome) -> None:
+        job, s.job, s.run_ref = s.job, None, None
+        assert job is not None
+        again = on_end(job, outcome)
+        if again is not None:
+            queue.append(again)
+
+    def _interrupt(self, ray: Any, on_end: OnEnd) -> None:
+        busy = [s for s in self.slots if s.job is not None and s.run_ref is not None]
+        for s in busy:
+            try:
+                s.actor.stop.remote(s.job_name)
+            except Exception:  # noqa: BLE001
+                pass
+        deadline = time.monotonic() + STOP_GRACE_S
+        while any(s.job for s in busy) and time.monotonic() < deadline:
+            pending = {s.run_ref: s for s in busy if s.job is not None}
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.2)
+            for ref in ready:
+                s = pending[ref]
+                job, s.job = s.job, None
+                assert job is not None
+                try:
+                    reply = ray.get(ref)
+                except Exception:  # noqa: BLE001 - the actor or the local Ray instance went down meanwhile
+                    on_end(job, Outcome("interrupted", None, "interrupted", time.monotonic() - s.started))
+                    continue
+                _write_files(job.folder, reply["files"])
+                r = reply["result"]
+                status = "finished" if r["status"] == "finished" else "interrupted"
+                on_end(job, Outcome(status, r.get("exit_code"), r.get("error"), r.get("duration_s", 0.0), r))
+        for s in self.slots:
+            if s.job is not None:
+                self._pull(ray, [s])
+                self._kill(ray, s)
+                job, s.job = s.job, None
+                on_end(job, Outcome("interrupted", None, f"interrupted: killed after {STOP_GRACE_S:g}s",
+                                    time.monotonic() - s.started))  # fmt: skip
+
+
+# -- building one, with the checks first -------------------------------------------------------------------
+def _host_port(address: str) -> tuple[str, int]:
+    rest = address.removeprefix("ray://")
+    default = 10001 if address.startswith("ray://") else 6379
+    host, sep, port = rest.rpartition(":")
+    if not sep:
+        return rest, default
+    try:
+        return host.strip("[]"), int(port)
+    except ValueError:
+        raise UsageError(f"--address {address}: expected auto, HOST:PORT or ray://HOST:PORT") from None
+
+
+def _resolve_auto() -> str:
+    """What ``--address auto`` means to Ray: $RAY_ADDRESS, else the cluster `ray start` left on this machine."""
+    env = os.environ.get("RAY_ADDRESS")
+    if env and env != "auto":
+        return env
+    current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    try:
+        found = current.read_text().strip()
+    except OSError:
+        found = ""
+    if not found:
+        raise UsageError("--address auto: no Ray cluster is running on this machine; start one with "
+                         "`ray start --head`, or pass --address HOST:PORT")  # fmt: skip
+    return found
+
+
+def _check_reachable(address: str) -> None:
+    target = _resolve_auto() if address == "auto" else address
+    host, port = _host_port(target)
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise UsageError(
+            f"--address {address}: no Ray cluster answers at {host}:{port} ({e.strerror or e}); start one there "
+            f"with `ray start --head --port {port}`, or fix the host and port"
+        ) from None
+
+
+def _quiet_driver(ray: Any) -> None:
+    """Keep Ray from printing worker deaths on the driver's stdout (it would break ``--json`` output):
+    rlbench reports them as the failed run's error instead. Private to Ray, hence guarded."""
+    mod = getattr(getattr(ray, "_private", None), "worker", None)
+    orig = getattr(mod, "print_to_stdstream", None)
+    if orig is None or getattr(orig, "_rlbench_quiet", False):
+        return
+
+    def filtered(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        if data.get("pid") != "raylet":
+            orig(data, *args, **kwargs)
+
+    filtered._rlbench_quiet = True  # type: ignore[attr-defined]
+    mod.print_to_stdstream = filtered
+
+
+def _start_local(ray: Any, cpus: int, gpus: int) -> None:
+    """Start a Ray instance on this machine for this run, in the main thread (Ray ties its daemons' lives to
+    the thread that starts them), keeping the signal handlers of ``rlbench run``."""
+    import logging
+
+    logging.getLogger("ray").setLevel(logging.ERROR)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _quiet_driver(ray)
+    try:
+        ray.init(address="local", num_cpus=cpus, num_gpus=gpus, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)  # fmt: skip
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
+def _init(ray: Any, address: str) -> None:
+    """``ray.init``, given up after INIT_TIMEOUT_S instead of hanging. It runs in a thread, which also keeps
+    Ray from replacing the SIGTERM handler of ``rlbench run`` (a stop request, not an exit)."""
+    import logging
+
+    logging.getLogger("ray").setLevel(logging.ERROR)  # e.g. "SIGTERM handler is not set ...": meant so
+    box: dict[str, BaseException | None] = {"err": None}
+    _quiet_driver(ray)
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
+                     configure_logging=False)  # fmt: skip
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box["err"] = e
+
+    t = threading.Thread(target=connect, name="rlbench-ray-init", daemon=True)
+    t.start()
+    t.join(INIT_TIMEOUT_S)
+    if t.is_alive():
+        raise UsageError(f"--address {address}: the port answers but Ray did not connect within "
+                         f"{INIT_TIMEOUT_S:g}s; is it a Ray head (`ray start --head`) of the same Ray version?")  # fmt: skip
+    if box["err"] is not None:
+        first = (
+            str(box["err"]).strip().splitlines()[0] if str(box["err"]).strip() else type(box["err"]).__name__
+        )
+        raise UsageError(f"--address {address}: cannot connect to Ray ({first}); check that a head runs there "
+                         "(`ray start --head`) with the same Ray and Python versions")  # fmt: skip
+
+
+def _fit(node: dict[str, float], cpus: float, gpus: float) -> int:
+    """How many actors needing cpus/gpus one node holds."""
+    n = math.floor(node.get("CPU", 0.0) / cpus + 1e-9) if cpus > 0 else 10**6
+    if gpus > 0:
+        n = min(n, math.floor(node.get("GPU", 0.0) / gpus + 1e-9))
+    return n
+
+
+def _too_big(cpus: float, gpus: float, where: str, nodes: list[dict[str, float]]) -> UsageError:
+    best = max(nodes, key=lambda n: (n.get("GPU", 0.0), n.get("CPU", 0.0))) if nodes else {}
+    return UsageError(
+        f"resources.cpus_per_job={cpus:g}, resources.gpus_per_job={gpus:g}: no node of {where} has that much "
+        f"(largest node: {best.get('CPU', 0.0):g} CPUs, {best.get('GPU', 0.0):g} GPUs); lower them in the "
+        "suite's resources, or add a bigger node"
+    )
+
+
+def create(suite: Any, n_jobs: int, workers: int | None, timeout: float | None,
+           options: dict[str, Any]) -> RayExecutor:  # fmt: skip
+    """A RayExecutor for ``n_jobs`` runs of ``suite``, after checking (before anything is recorded) that Ray is
+    installed, the cluster answers and some node can hold one run. Raises UsageError naming the fix."""
+    res = suite.resources
+    address = options.get("address") or res.ray.address
+    gpus = float(res.gpus_per_job)
+    cpus = float(res.cpus_per_job or res.threads_per_job or 1)
+    threads = res.threads_per_job or max(1, math.floor(cpus))
+    if gpus > 1 and not float(gpus).is_integer():
+        raise UsageError(f"resources.gpus_per_job={gpus:g}: Ray shares a GPU only below 1; use a fraction "
+                         "(0.5, 0.25) or a whole number of GPUs")  # fmt: skip
+    ray = _import_ray()
+    if address:
+        _check_reachable(address)
+        _init(ray, address)
+        nodes = [{k: float(v) for k, v in n["Resources"].items()} for n in ray.nodes() if n.get("Alive")]
+        where = f"the Ray cluster at {address}"
+        local_cpus, local_gpus = 0, 0
+    else:
+        local_cpus, local_gpus = usable_cores(), detect_gpus()
+        nodes = [{"CPU": float(local_cpus), "GPU": float(local_gpus)}]
+        where = "this machine (a local Ray instance; pass --address to use a cluster)"
+    capacity = sum(_fit(n, cpus, gpus) for n in nodes)
+    if capacity < 1:
+        if address:
+            ray.shutdown()
+        raise _too_big(cpus, gpus, where, nodes)
+    n_actors = max(1, min(workers or capacity, n_jobs))
+    return RayExecutor(address, n_actors, cpus, gpus, threads, timeout, local_cpus, local_gpus,
+                       connected=bool(address))  # fmt: skip

@@ -1,0 +1,70 @@
+"""A real single-node Slurm for the tests (slurmctld + slurmd + slurmdbd accounting + MariaDB, fake GPUs),
+brought up once per session by ``tests/engines/slurm_up.sh`` and down at the end.
+
+Test modules import the ``slurm`` fixture from here. It needs root (the script installs Debian's packages
+when they are missing and starts the daemons); without root or apt-get it skips, saying why. It exports
+SLURM_CONF, so every ``rlbench`` subprocess talks to this cluster. Set RLBENCH_TEST_SLURM_PORT to move its
+ports (slurmctld, +1 slurmd, +2 slurmdbd, +3 MariaDB; default 6917) off a cluster already on this machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ENGINES = Path(__file__).resolve().parent.parent / "engines"
+UP_TIMEOUT_S = 900  # a first run installs slurm + mariadb from Debian (about a minute on a fast mirror)
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    base: Path
+    conf: Path
+
+    def cmd(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        """A Slurm command (squeue, sacct, scontrol, ...) against this cluster."""
+        return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "SLURM_CONF": str(self.conf)})  # fmt: skip
+
+
+def _script_env(base: Path) -> dict[str, str]:
+    return {**os.environ, "SLURM_BASE": str(base), "WITH_DBD": "1", "FAKE_GPUS": "2", "SLURM_CPUS": "8",
+            "SLURM_PORT": os.environ.get("RLBENCH_TEST_SLURM_PORT", "6917")}  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory: pytest.TempPathFactory):
+    if os.geteuid() != 0:
+        pytest.skip(
+            "the real Slurm engine needs root: it installs Debian's slurm packages and starts daemons"
+        )
+    if not shutil.which("slurmctld") and not shutil.which("apt-get"):
+        pytest.skip("no slurmctld installed and no apt-get to install it (Debian/Ubuntu needed)")
+    base = Path("/tmp") / f"rlbench-test-slurm-{os.getpid()}"  # short: sockets have a path length limit
+    env = _script_env(base)
+    try:
+        r = subprocess.run(["bash", str(ENGINES / "slurm_up.sh")], env=env, capture_output=True, text=True,
+                           timeout=UP_TIMEOUT_S)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        subprocess.run(["bash", str(ENGINES / "slurm_down.sh")], env=env, timeout=120)
+        pytest.fail(f"slurm_up.sh did not finish in {UP_TIMEOUT_S}s")
+    if r.returncode != 0:
+        subprocess.run(["bash", str(ENGINES / "slurm_down.sh")], env=env, timeout=120)
+        pytest.fail(f"slurm_up.sh failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(base / "slurm.conf")
+    try:
+        yield SlurmCluster(base, base / "slurm.conf")
+    finally:
+        subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=30)
+        subprocess.run(["bash", str(ENGINES / "slurm_down.sh")], env=env, capture_output=True, timeout=180)
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,172 @@
+"""``rlbench run --executor ray`` against a real Ray head on loopback (``ray_engine.ray_head``), end to end
+through the real ``rlbench`` command. The faults, ``--retries``, ``--only-failed`` and Ctrl-C tests shared with
+the local executor are parametrised over both in test_job_faults.py and test_smoke.py."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import duckdb
+import pytest
+from e2e_cli import rl
+from ray_engine import ray_head  # noqa: F401 - the session fixture
+
+pytestmark = pytest.mark.slow
+
+TINY = (
+    "name: tiny\nseeds: 2\nbudget: {steps: 600, eval_every: 300, eval_episodes: 1}\n"
+    "envs: [CartPole-v1]\nalgorithms: [random]\n"
+)
+
+PACKED = textwrap.dedent(
+    """
+    import os, time
+
+    import numpy as np
+
+
+    def packed(ctx):
+        # a barrier: every run waits until all 8 are running at once (or 60 s pass)
+        barrier = os.environ["RLBENCH_TEST_BARRIER"]
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        ids = [x for x in visible.split(",") if x.strip()]
+        with open(os.path.join(barrier, str(ctx.seed)), "w") as fh:
+            fh.write(visible)
+        deadline = time.time() + 60
+        while len(os.listdir(barrier)) < 8 and time.time() < deadline:
+            time.sleep(0.05)
+        results = os.path.realpath(os.environ["RLBENCH_TEST_RESULTS"])
+        shared = os.path.realpath(str(ctx.run_dir)).startswith(results)
+        ctx.sink.log(0, **{"test/n_visible": len(ids), "test/gpu": float(ids[0]) if ids else -1.0,
+                           "test/at_once": len(os.listdir(barrier)), "test/shared_folder": float(shared)})
+        ctx.finish(ctx.steps, lambda obs: np.zeros(len(obs), dtype=int))
+    """
+)
+
+
+def _rows(db, sql):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_a_suite_on_ray_stores_the_same_metrics_as_local_and_a_rerun_skips_it(tmp_path, ray_head):  # noqa: F811
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY)
+    local_db, ray_db = tmp_path / "local.duckdb", tmp_path / "ray.duckdb"
+    rl("run", suite, "--db", local_db, "--workers", "2", timeout=180)
+    r = rl("run", suite, "--db", ray_db, "--executor", "ray", "--address", ray_head.address, timeout=180)
+    assert "Ray actors on the Ray cluster at" in r.stdout
+    same = ("SELECT run_id, step, name, value FROM metrics WHERE name NOT LIKE 'sys/%' "
+            "ORDER BY run_id, name, step, value")  # fmt: skip
+    local_rows, ray_rows = _rows(local_db, same), _rows(ray_db, same)
+    assert len(ray_rows) > 10 and ray_rows == local_rows
+    runs = _rows(ray_db, "SELECT status, attempts, executor, job_id, host, device FROM runs")
+    assert len(runs) == 2
+    for status, attempts, executor, job_id, host, device in runs:
+        assert (status, attempts, executor, device) == ("finished", 1, "ray", "cpu")
+        assert job_id and "@" in job_id and host
+
+    out = json.loads(rl("run", suite, "--db", ray_db, "--executor", "ray", "--address", ray_head.address,
+                        "--json", timeout=120).stdout)  # fmt: skip
+    assert (out["skipped"], out["finished"]) == (2, 0)
+    assert _rows(ray_db, "SELECT sum(attempts) FROM runs") == [(2,)]
+
+
+def test_fractional_gpus_pack_eight_runs_on_two_gpus_and_shards_travel_without_a_shared_folder(
+    tmp_path,
+    ray_head,  # noqa: F811
+):
+    (tmp_path / "packing.py").write_text(PACKED)
+    (tmp_path / "packed.yaml").write_text(
+        "name: packed\nseeds: 8\nbudget: {steps: 200, eval_every: 200, eval_episodes: 1}\n"
+        "envs: [CartPole-v1]\nalgorithms: [{name: packed, entrypoint: 'packing:packed'}]\n"
+        "resources: {gpus_per_job: 0.25, cpus_per_job: 0.25, executor: ray}\n"
+    )
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    results = tmp_path / "results"
+    env = {**os.environ, "RLBENCH_TEST_BARRIER": str(barrier), "RLBENCH_TEST_RESULTS": str(results)}
+    cmd = ["rlbench", "run", "packed.yaml", "--db", str(results / "db.duckdb"), "--address", ray_head.address]
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "8 Ray actors" in r.stdout
+    got = dict(_rows(results / "db.duckdb", "SELECT name, list(value ORDER BY value) FROM metrics "
+                                            "WHERE name LIKE 'test/%' GROUP BY name"))  # fmt: skip
+    assert got["test/n_visible"] == [1.0] * 8  # each run sees exactly one GPU
+    assert got["test/gpu"] == [0.0] * 4 + [1.0] * 4  # four runs on each of the two GPUs
+    assert got["test/at_once"] == [8.0] * 8  # all eight ran at once
+    assert got["test/shared_folder"] == [0.0] * 8  # the actors never wrote into the coordinator's folder
+    folders = sorted((results / "runs" / "packed").glob("*/attempt-1"))
+    assert len(folders) == 8
+    for f in folders:  # ...and yet everything the runs wrote is here, on the coordinator's side
+        assert list((f / "metrics").glob("*.parquet")) and (f / "result.json").exists()
+        assert json.loads((f / "result.json").read_text())["status"] == "finished"
+    assert ray_head.wait_all_free(), "actors outlived the run"
+
+
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(tmp_path, ray_head, make_results_db):  # noqa: F811
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY)
+    db = tmp_path / "db.duckdb"
+    r = rl("run", suite, "--db", db, "--executor", "ray", "--address", "127.0.0.1:1", check=False, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "127.0.0.1:1" in r.stderr and "ray start --head" in r.stderr
+    assert not db.exists()
+
+    make_results_db(
+        db, [("random", "CartPole-v1", 0, [(0, 10.0), (300, 20.0)])], suite="tiny"
+    )  # a store in use
+    before = _rows(db, "SELECT run_id, status, attempts FROM runs ORDER BY run_id")
+    for field, value in (("gpus_per_job", 4), ("cpus_per_job", 16)):
+        big = tmp_path / f"big_{field}.yaml"
+        big.write_text(
+            TINY.replace("name: tiny", f"name: big{field[0]}") + f"resources: {{{field}: {value}}}\n"
+        )
+        r = rl(
+            "run",
+            big,
+            "--db",
+            db,
+            "--executor",
+            "ray",
+            "--address",
+            ray_head.address,
+            check=False,
+            timeout=120,
+        )
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        line = r.stderr.strip()
+        assert "\n" not in line and f"resources.{field}" in line and "2 CPUs, 2 GPUs" in line, line
+        assert _rows(db, f"SELECT count(*) FROM runs WHERE suite = 'big{field[0]}'") == [(0,)]
+    assert _rows(db, "SELECT run_id, status, attempts FROM runs ORDER BY run_id") == before
+
+
+def test_ray_not_installed_is_one_line_with_the_install_command(tmp_path):
+    """A Python where `import ray` fails (a package named ray that raises ImportError, first on the path)."""
+    blocker = tmp_path / "blocker" / "ray"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError(\"No module named 'ray'\")\n")
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY)
+    db = tmp_path / "db.duckdb"
+    path = os.pathsep.join([str(blocker.parent), os.environ.get("PYTHONPATH", "")])
+    main = "import sys; from rlbench_cli.cli.app import main; sys.argv[0] = 'rlbench'; main()"
+    r = subprocess.run([sys.executable, "-c", main, "run", str(suite), "--db", str(db), "--executor", "ray"],
+                       env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip() == (
+        "rlbench: error: --executor ray needs Ray, which is not installed here; install it: "
+        'pip install "rlbench-cli[ray]"'
+    )
+    assert not db.exists()
+
+
+def test_rlbench_does_not_import_ray_until_asked():
+    code = "import sys, rlbench_cli.cli.app, rlbench_cli.executors, rlbench_cli.coordinator; print('ray' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "False", r.stderr

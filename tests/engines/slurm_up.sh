@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# A real single-node Slurm (Debian bookworm's 22.05: slurmctld + slurmd, munge, slurmdbd + MariaDB accounting,
+# fake GPUs through GRES) on 127.0.0.1, no systemd needed. The engine of rlbench's Slurm tests (and CI's).
+# Usage (root): SLURM_BASE=DIR WITH_DBD=1 FAKE_GPUS=2 SLURM_PORT=6817 bash slurm_up.sh
+#   then export SLURM_CONF=$SLURM_BASE/slurm.conf ; stop with SLURM_BASE=DIR bash slurm_down.sh
+# Accounting matters: without slurmdbd a job that dies without writing anything is never seen to end.
+# Ports: SLURM_PORT (slurmctld), +1 (slurmd), +2 (slurmdbd), +3 (MariaDB); all on loopback.
+set -euo pipefail
+B=${SLURM_BASE:-${TMPDIR:-/tmp}/rlbench-slurm}; WITH_DBD=${WITH_DBD:-1}; FAKE_GPUS=${FAKE_GPUS:-2}; CPUS=${SLURM_CPUS:-8}
+P=${SLURM_PORT:-6817}; PD=$((P+1)); PDBD=$((P+2)); PSQL=$((P+3))
+export DEBIAN_FRONTEND=noninteractive
+pk="slurmctld slurmd slurm-client munge"; [ "$WITH_DBD" = 1 ] && pk="$pk slurmdbd mariadb-server"
+if ! command -v slurmctld >/dev/null || { [ "$WITH_DBD" = 1 ] && ! command -v slurmdbd >/dev/null; }; then
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends $pk >/dev/null
+fi
+mkdir -p $B/{state,spool,log,run,dev,mysql}
+# --- munge (package postinst creates /etc/munge/munge.key) ---
+[ -s /etc/munge/munge.key ] || { mungekey --create --force 2>/dev/null || dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key; chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key; }
+mkdir -p /run/munge && chown munge:munge /run/munge
+if ! munge -n >/dev/null 2>&1; then
+  nohup setpriv --reuid=munge --regid=munge --clear-groups /usr/sbin/munged --foreground >$B/log/munged.out 2>&1 & echo $! > $B/run/munged.bgpid
+  for i in $(seq 1 40); do munge -n >/dev/null 2>&1 && break; sleep 0.25; done
+fi
+munge -n | unmunge >/dev/null
+# --- fake GPU device files (same major/minor as /dev/null) ---
+GRES_LINE=""; GRES_TYPES=""
+if [ "$FAKE_GPUS" -gt 0 ]; then
+  for i in $(seq 0 $((FAKE_GPUS-1))); do [ -e $B/dev/nvidia$i ] || mknod $B/dev/nvidia$i c 1 3; done
+  printf 'AutoDetect=off\nNodeName=localhost Name=gpu Type=fake File=%s/dev/nvidia[0-%d]\n' $B $((FAKE_GPUS-1)) > $B/gres.conf
+  GRES_LINE=" Gres=gpu:fake:$FAKE_GPUS"; GRES_TYPES='GresTypes=gpu'
+  [ "$WITH_DBD" = 1 ] && GRES_TYPES=$'GresTypes=gpu\nAccountingStorageTRES=gres/gpu'   # this TRES needs slurmdbd (slurmctld is fatal otherwise)
+fi
+if [ "$WITH_DBD" = 1 ]; then ACCT=$(printf 'AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=localhost\nAccountingStoragePort=%s' $PDBD)
+else ACCT='AccountingStorageType=accounting_storage/none'; fi
+cat > $B/slurm.conf <<CONF
+ClusterName=local
+SlurmctldHost=localhost
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$P
+SlurmdPort=$PD
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=cred_expire=10
+StateSaveLocation=$B/state
+SlurmdSpoolDir=$B/spool
+SlurmctldPidFile=$B/run/slurmctld.pid
+SlurmdPidFile=$B/run/slurmd.pid
+SlurmctldLogFile=$B/log/slurmctld.log
+SlurmdLogFile=$B/log/slurmd.log
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+MinJobAge=300
+KillWait=5
+Waittime=0
+$ACCT
+$GRES_TYPES
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=4000$GRES_LINE State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+CONF
+export SLURM_CONF=$B/slurm.conf
+if [ "$WITH_DBD" = 1 ]; then
+  if [ ! -d $B/mysql/data/mysql ]; then
+    mariadb-install-db --no-defaults --user=root --datadir=$B/mysql/data --auth-root-authentication-method=normal --skip-test-db >$B/log/mariadb-install.log 2>&1
+  fi
+  nohup /usr/sbin/mariadbd --no-defaults --user=root --datadir=$B/mysql/data --socket=$B/mysql/mysqld.sock \
+     --pid-file=$B/run/mariadbd.pid --bind-address=127.0.0.1 --port=$PSQL --log-error=$B/log/mariadb.log \
+     --innodb-buffer-pool-size=64M --innodb-lock-wait-timeout=900 >/dev/null 2>&1 & echo $! > $B/run/mariadbd.bgpid
+  for i in $(seq 1 120); do mariadb --no-defaults -S $B/mysql/mysqld.sock -uroot -e 'select 1' >/dev/null 2>&1 && break; sleep 0.25; done
+  mariadb --no-defaults -S $B/mysql/mysqld.sock -uroot -e "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmpw'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
+  cat > $B/slurmdbd.conf <<CONF
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$PDBD
+SlurmUser=root
+AuthType=auth/munge
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$PSQL
+StorageUser=slurm
+StoragePass=slurmpw
+StorageLoc=slurm_acct_db
+LogFile=$B/log/slurmdbd.log
+PidFile=$B/run/slurmdbd.pid
+CONF
+  chmod 600 $B/slurmdbd.conf
+  nohup slurmdbd -D >$B/log/slurmdbd.out 2>&1 & echo $! > $B/run/slurmdbd.bgpid   # finds slurmdbd.conf next to $SLURM_CONF
+  for i in $(seq 1 120); do sacctmgr -n show cluster >/dev/null 2>&1 && break; sleep 0.25; done
+  sacctmgr -i -n show cluster format=cluster | grep -qw local || sacctmgr -i add cluster local >/dev/null
+fi
+nohup slurmctld -D >$B/log/slurmctld.out 2>&1 & echo $! > $B/run/slurmctld.bgpid
+nohup slurmd -D -N localhost >$B/log/slurmd.out 2>&1 & echo $! > $B/run/slurmd.bgpid   # node name fixed to "localhost" whatever `hostname` says
+for i in $(seq 1 120); do
+  kill -0 "$(cat $B/run/slurmctld.bgpid)" 2>/dev/null || { echo "slurmctld died:"; tail -3 $B/log/slurmctld.log; exit 1; }
+  timeout 5 sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mix|alloc)' && break; sleep 0.25; done
+sinfo -o '%P %N %T %c %G'

@@ -1,0 +1,45 @@
+"""resources.seeds_per_job: validation and the pure grouping of a grid's runs into jobs."""
+
+import pytest
+
+from rlbench_cli.errors import SuiteInvalid
+from rlbench_cli.grid import expand
+from rlbench_cli.packed import plan_packs, unpackable
+from rlbench_cli.spec import parse_suite
+
+
+def _suite(n=3, seeds=5, algos=("ppo", "dqn")):
+    return parse_suite({"name": "p", "seeds": seeds, "envs": ["CartPole-v1", "Acrobot-v1"],
+                        "algorithms": list(algos), "resources": {"seeds_per_job": n}})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "n, sizes",
+    [(1, [1] * 20), (2, [2, 2, 1] * 2 + [1] * 10), (3, [3, 2] * 2 + [1] * 10), (5, [5, 5] + [1] * 10)],
+    ids=["one", "two", "three", "all"],
+)
+def test_packable_cells_are_cut_into_jobs_of_n_seeds_and_the_rest_run_alone(n, sizes):
+    specs = expand(_suite(n))
+    jobs = plan_packs(specs, n)
+    assert sorted(map(len, jobs), reverse=True) == sorted(sizes, reverse=True)
+    assert sorted(s.run_id for job in jobs for s in job) == sorted(s.run_id for s in specs)  # each run once
+    for job in jobs:
+        assert len({(s.algo, s.env) for s in job}) == 1  # one cell per job
+        assert [s.seed for s in job] == sorted(s.seed for s in job)
+        assert len(job) == 1 or job[0].algo == "ppo"
+    assert unpackable(specs) == ["dqn"]
+
+
+def test_packing_does_not_change_run_ids():
+    assert [s.run_id for s in expand(_suite(1))] == [s.run_id for s in expand(_suite(4))]
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [(0, "seeds_per_job must be a positive integer"), ("4", "seeds_per_job must be a positive integer"),
+     (True, "seeds_per_job must be a positive integer"), (6, "seeds_per_job is 6 but the suite has 5 seed(s)")],
+)  # fmt: skip
+def test_bad_seeds_per_job_names_the_field(value, message):
+    with pytest.raises(SuiteInvalid, match="seeds_per_job") as e:
+        _suite(value)
+    assert message in str(e.value)

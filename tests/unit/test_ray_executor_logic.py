@@ -1,0 +1,63 @@
+"""The Ray executor's pure logic, without a cluster: address parsing, how many runs a node holds, the cause
+named for an actor that died, and the checks made before anything is recorded. (Everything that needs Ray
+runs against a real head in tests/e2e/test_ray_executor.py.)"""
+
+from pathlib import Path
+
+import pytest
+
+from rlbench_cli.errors import UsageError
+from rlbench_cli.executors import ray as rx
+from rlbench_cli.spec import Suite
+
+
+def test_addresses_parse_with_ray_defaults():
+    assert rx._host_port("10.0.0.5:6380") == ("10.0.0.5", 6380)
+    assert rx._host_port("head") == ("head", 6379)
+    assert rx._host_port("ray://head") == ("head", 10001)
+    assert rx._host_port("ray://head:10002") == ("head", 10002)
+    with pytest.raises(UsageError, match="expected auto, HOST:PORT or ray://HOST:PORT"):
+        rx._host_port("head:port")
+
+
+def test_runs_per_node_follow_cpus_and_fractional_gpus():
+    node = {"CPU": 16.0, "GPU": 2.0}
+    assert rx._fit(node, 1, 0) == 16
+    assert rx._fit(node, 1, 0.25) == 8  # four per GPU
+    assert rx._fit(node, 0.25, 0.25) == 8
+    assert rx._fit(node, 4, 0.25) == 4  # CPUs bound first
+    assert rx._fit(node, 1, 3) == 0
+    assert rx._fit({"CPU": 2.0}, 1, 0.5) == 0  # a CPU-only node holds no GPU run
+
+
+class _DiedError(Exception):
+    pass
+
+
+def test_a_dead_actor_is_named_by_the_fatal_signal_it_reported(tmp_path: Path):
+    ray_text = ("The actor died unexpectedly before finishing this task. Worker exit type: SYSTEM_ERROR Worker "
+                "exit detail: Worker unexpectedly exits with a connection error code 2. End of file. Some...")  # fmt: skip
+    log = tmp_path / "output.log"
+    log.write_text(
+        "training...\n*** SIGSEGV received at time=1 on cpu 1 ***\nFatal Python error: Segmentation fault\n"
+    )
+    cause, code = rx._death_cause(_DiedError(ray_text), log)
+    assert cause.startswith("worker killed by SIGSEGV (segmentation fault in native code); Ray: _DiedError")
+    assert "connection error code 2" in cause and code == -11
+    log.write_text("training...\n")  # SIGKILL leaves no report
+    cause, code = rx._death_cause(_DiedError(ray_text), log)
+    assert cause.startswith("worker died: the Ray actor's process exited without a fatal-signal report")
+    assert code is None
+    cause, _ = rx._death_cause(
+        _DiedError("The actor died because its node has died. Node ID: ab"), tmp_path / "none"
+    )
+    assert cause.startswith("node lost: the Ray node running this job died or left the cluster")
+
+
+def test_checks_before_anything_is_recorded():
+    base = {"name": "t", "envs": ["CartPole-v1"], "algorithms": ["random"]}
+    with pytest.raises(UsageError, match=r"resources.gpus_per_job=1.5: Ray shares a GPU only below 1"):
+        rx.create(Suite(**base, resources={"gpus_per_job": 1.5}), 4, None, None, {})
+    pytest.importorskip("ray")
+    with pytest.raises(UsageError, match=r"--address 127.0.0.1:1: no Ray cluster answers at 127.0.0.1:1"):
+        rx.create(Suite(**base), 4, None, None, {"address": "127.0.0.1:1"})
