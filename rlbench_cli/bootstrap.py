@@ -71,8 +71,9 @@ Rng = np.random.Generator | np.random.RandomState
 BatchFunc = Callable[[np.ndarray], np.ndarray]
 """A vectorised statistic: batch of shape (reps, num_runs, num_tasks) -> values of shape (reps,)."""
 
-# Elements (reps * runs * tasks) resampled at once: bounds memory to a few tens of MB whatever the table size.
-_CHUNK_ELEMENTS = 1 << 20
+# Elements (reps * runs * tasks) resampled at once: a chunk stays in the CPU caches (1 MB of float64), which
+# measured about twice as fast as 1M-element chunks; results do not depend on it.
+_CHUNK_ELEMENTS = 1 << 17
 _METHODS = ("percentile", "basic")
 _VARIANTS = ("run", "mean")
 
@@ -184,6 +185,14 @@ def stratified_indices(rng: Rng, num_runs: int, num_tasks: int, reps: int) -> np
     return _draw(rng, num_runs, (reps, num_runs, num_tasks))
 
 
+def _flat_indices(indices: np.ndarray, num_tasks: int) -> np.ndarray:
+    """Stratified indices (reps, k, num_tasks) -> positions in a raveled (num_runs, num_tasks) matrix."""
+    flat = indices.astype(np.intp)
+    flat *= num_tasks
+    flat += np.arange(num_tasks, dtype=np.intp)
+    return flat
+
+
 def resample(scores: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """Applies stratified indices to a score matrix.
 
@@ -195,11 +204,7 @@ def resample(scores: np.ndarray, indices: np.ndarray) -> np.ndarray:
         Shape (reps, k, num_tasks): ``out[r, i, j] = scores[indices[r, i, j], j]``.
     """
     scores = np.ascontiguousarray(scores)
-    num_tasks = scores.shape[1]
-    flat = indices.astype(np.intp)
-    flat *= num_tasks
-    flat += np.arange(num_tasks, dtype=np.intp)
-    return scores.ravel().take(flat)
+    return scores.ravel().take(_flat_indices(indices, scores.shape[1]))
 
 
 # ------------------------------------------------------------------------------------------- aggregates
@@ -286,10 +291,35 @@ def _check_funcs(funcs: Sequence[str | BatchFunc] | str | BatchFunc) -> list[str
     return items
 
 
-def _aggregate(batch: np.ndarray, funcs: Sequence[str | BatchFunc], gamma: float) -> np.ndarray:
+class _Ranks(NamedTuple):
+    """A score matrix's values by rank: ``codes[i, j]`` is the rank of ``scores[i, j]`` among all its values
+    (ties in row-major order), ``values`` those values sorted, so ``values[codes] == scores``."""
+
+    codes: np.ndarray
+    values: np.ndarray
+
+
+def _ranks(arr: np.ndarray) -> _Ranks:
+    size = arr.size
+    dtype = np.uint16 if size <= np.iinfo(np.uint16).max + 1 else np.uint32
+    order = np.argsort(arr.ravel(), kind="stable")
+    codes = np.empty(size, dtype=dtype)
+    codes[order] = np.arange(size, dtype=dtype)
+    return _Ranks(codes.reshape(arr.shape), arr.ravel()[order])
+
+
+def _aggregate(
+    batch: np.ndarray,
+    funcs: Sequence[str | BatchFunc],
+    gamma: float,
+    ranked: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """All statistics of a batch (reps, runs, tasks) -> (reps, len(funcs)), sharing the work between them.
 
-    Consumes ``batch`` (sorts it in place for the IQM).
+    Consumes ``batch`` (sorts it in place for the IQM). With ``ranked`` = (the batch's rank codes, shape
+    (reps, runs, tasks), and the sorted values, ``_Ranks``) the IQM sorts the small integer codes instead of
+    the float64 values (several times faster) and reads the middle values back: the same sorted values in the
+    same order, so the same mean, bit for bit.
     """
     reps = batch.shape[0]
     out = np.empty((reps, len(funcs)), dtype=np.float64)
@@ -306,7 +336,12 @@ def _aggregate(batch: np.ndarray, funcs: Sequence[str | BatchFunc], gamma: float
             out[:, col] = gamma - np.minimum(batch, gamma).mean(axis=(1, 2))
         else:
             iqm_cols.append(col)
-    if iqm_cols:  # last: sorts the batch in place
+    if iqm_cols and ranked is not None:
+        codes = ranked[0].reshape(reps, -1)
+        codes.sort(axis=1)
+        low, high = _iqm_cuts(codes.shape[1])
+        out[:, iqm_cols] = ranked[1].take(codes[:, low:high]).mean(axis=1)[:, None]
+    elif iqm_cols:  # last: sorts the batch in place
         flat = batch.reshape(reps, -1)
         flat.sort(axis=1)
         low, high = _iqm_cuts(flat.shape[1])
@@ -342,11 +377,14 @@ def bootstrap_distribution(
     gen = _rng(rng, "")
     n, m = arr.shape
     step = _chunk_reps(n * m, chunk_reps)
+    ranks = _ranks(arr) if "iqm" in items else None
+    values = arr.ravel()
     out = np.empty((reps, len(items)), dtype=np.float64)
     for start in range(0, reps, step):
         stop = min(reps, start + step)
-        batch = resample(arr, _draw(gen, n, (stop - start, n, m)))
-        out[start:stop] = _aggregate(batch, items, float(gamma))
+        flat = _flat_indices(_draw(gen, n, (stop - start, n, m)), m)
+        ranked = None if ranks is None else (ranks.codes.ravel().take(flat), ranks.values)
+        out[start:stop] = _aggregate(values.take(flat), items, float(gamma), ranked)
     return out
 
 
@@ -429,6 +467,37 @@ def _poi_batch(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     return (u / (nx * ny)).mean(axis=-1)
 
 
+def _twice_u(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per task, 2 x [x_a > y_b] + [x_a = y_b] for every pair of runs: shape (num_tasks, nx, ny), float64."""
+    a, b = x.T[:, :, None], y.T[:, None, :]
+    return 2.0 * (a > b) + (a == b)
+
+
+def _counts(idx: np.ndarray, size: int) -> np.ndarray:
+    """How often each run is drawn, per replicate and task: (reps, k, T) indices in [0, size) ->
+    (T, reps, size) counts, float64."""
+    reps, _, tasks = idx.shape
+    lanes = (np.arange(tasks, dtype=np.intp) * reps)[None, None, :] + np.arange(reps, dtype=np.intp)[
+        :, None, None
+    ]
+    flat = lanes * size + idx
+    return (
+        np.bincount(flat.ravel(), minlength=tasks * reps * size).reshape(tasks, reps, size).astype(np.float64)
+    )
+
+
+def _poi_counts(s2: np.ndarray, ix: np.ndarray, iy: np.ndarray, nx: int, ny: int) -> np.ndarray:
+    """``_poi_batch`` of the replicates drawn by ``ix`` (reps, nx, T) and ``iy`` (reps, ny, T), without
+    building them: a replicate's U statistic on task t is ``cx @ S_t @ cy``, where ``cx``, ``cy`` count how
+    often each run was drawn and ``S_t`` (``_twice_u`` / 2) scores every pair of original runs. Every term is
+    a small integer (or half of one), so the sums are exact and the result equals ``_poi_batch`` bit for bit.
+    """
+    cx, cy = _counts(ix, nx), _counts(iy, ny)
+    twice = np.einsum("trb,trb->rt", np.matmul(cx, s2), cy)  # (reps, T): 2U, exact integers
+    u = np.ascontiguousarray(twice) / 2.0
+    return (u / (nx * ny)).mean(axis=-1)
+
+
 def _check_pair(x: object, y: object) -> tuple[np.ndarray, np.ndarray]:
     xa, ya = _check_scores(x, "x"), _check_scores(y, "y")
     if xa.shape[1] != ya.shape[1]:
@@ -451,10 +520,6 @@ def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
     """
     xa, ya = _check_pair(x, y)
     return float(_poi_batch(xa[None], ya[None])[0])
-
-
-def _pair_elements(nx: int, ny: int, m: int) -> int:
-    return max((nx + ny) * m, nx * ny * m)
 
 
 def poi_distribution(
@@ -481,12 +546,13 @@ def poi_distribution(
     nx, ny, m = xa.shape[0], ya.shape[0], xa.shape[1]
     # one draw per replicate of shape (nx + ny, m): x's rows first, then y's, each row bounded by its size
     high: int | np.ndarray = nx if nx == ny else np.repeat([nx, ny], [nx, ny])[:, None]
-    step = _chunk_reps(_pair_elements(nx, ny, m), chunk_reps)
+    step = _chunk_reps((nx + ny) * m, chunk_reps)
+    s2 = _twice_u(xa, ya)
     out = np.empty(reps, dtype=np.float64)
     for start in range(0, reps, step):
         stop = min(reps, start + step)
         idx = _draw(gen, high, (stop - start, nx + ny, m))
-        out[start:stop] = _poi_batch(resample(xa, idx[:, :nx]), resample(ya, idx[:, nx:]))
+        out[start:stop] = _poi_counts(s2, idx[:, :nx], idx[:, nx:], nx, ny)
     return out
 
 

@@ -443,7 +443,7 @@ def _per_task_board(
     # the per-run scores, with what they drop (non-finite values, runs emptied by drop_first, ...) ...
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)
-        stats.run_scores(df, rule, drop_first)
+        stats.per_run_scores(df, rule, drop_first)
     notes = _messages(caught)
     # ... and the same runs normalised; score_table also matches seeds across tasks for rliable's matrices,
     # which a per-task table does not need, so what it says about that is not passed on

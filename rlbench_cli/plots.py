@@ -747,6 +747,7 @@ def write_all(
     step_kinds: Mapping[str, str] | None = None,
     options: FigureOptions | None = None,
     learning_curves: bool = True,
+    sample_efficiency: bool = True,
 ) -> list[Path]:
     """Writes every figure of a suite (or of one of its task groups) and returns their paths.
 
@@ -777,6 +778,8 @@ def write_all(
         step_kinds: ``{task: "online" | "offline"}``, for the step axis labels (``steps_label``).
         options: Title, labels and size set by the user.
         learning_curves: Also write ``learning_curves`` (from ``curves_df``).
+        sample_efficiency: Also write ``sample_efficiency`` (from ``df_metric``). With neither curve,
+            ``df_metric`` is only read for algorithm names (per-run scores will do).
 
     Returns:
         Paths of the files written, in the order above.
@@ -808,10 +811,11 @@ def write_all(
             plot_probability_of_improvement(poi_df, table, colors=colors), "probability_of_improvement", reps
         )
 
-    se = stats.sample_efficiency(df_metric, normalize=table.resolved, reps=reps, seed=seed)
-    fig = plot_sample_efficiency(se, table, colors=colors, xlabel=opts.xlabel, ylabel=opts.ylabel,
-                                 step_kinds=step_kinds)  # fmt: skip
-    save(fig, "sample_efficiency", reps)
+    if sample_efficiency:
+        se = stats.sample_efficiency(df_metric, normalize=table.resolved, reps=reps, seed=seed)
+        fig = plot_sample_efficiency(se, table, colors=colors, xlabel=opts.xlabel, ylabel=opts.ylabel,
+                                     step_kinds=step_kinds)  # fmt: skip
+        save(fig, "sample_efficiency", reps)
 
     if learning_curves:
         paths.append(write_learning_curves(suite_name, df_metric if curves_df is None else curves_df,

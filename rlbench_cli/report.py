@@ -76,6 +76,7 @@ def make_report(
     fmt: str = "png",
     step_kinds: dict[str, str] | None = None,
     options: Any = None,
+    curves: bool = True,
 ) -> Report:
     """Score runs, compute rliable statistics, write every figure and the leaderboard (md + csv).
 
@@ -88,6 +89,9 @@ def make_report(
     Args:
         step_kinds: ``{task: "online" | "offline"}``, for the step axis labels.
         options: ``plots.FigureOptions`` (title, labels, size) for every figure.
+        curves: Also draw the curves over training (``sample_efficiency`` and ``learning_curves``), which need
+            the metric rows. With False, ``df`` may instead be per-run scores computed in SQL
+            (``stats.SCORED_COLUMNS``, ``Store.run_scores``); every other figure and the leaderboard are the same.
     """
     from . import leaderboard, plots, stats
 
@@ -140,12 +144,13 @@ def make_report(
             )
             paths += plots.write_all(suite, rows, table, out_dir, reps=poi_reps, aggregates_df=agg, poi_df=poi,
                                      aggregate_reps=reps, group=group if len(groups) > 1 else None,
-                                     learning_curves=False, **kw)  # fmt: skip
+                                     learning_curves=False, sample_efficiency=curves, **kw)  # fmt: skip
             if not group.name:  # the tasks every algorithm has: the leaderboard's table
                 frame = leaderboard.leaderboard(table, agg, poi)
                 header = leaderboard.header_lines(suite, table, reps=reps, seed=seed, poi_reps=poi_reps)
                 md = leaderboard.to_markdown(frame, header)
-        paths.append(plots.write_learning_curves(suite, df, metric, out_dir, reps=CURVE_REPS, **kw))
+        if curves:
+            paths.append(plots.write_learning_curves(suite, df, metric, out_dir, reps=CURVE_REPS, **kw))
         if data is None or frame is None:
             board = leaderboard.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
                                       normalize=normalize, reps=reps, seed=seed, per_task=True)  # fmt: skip

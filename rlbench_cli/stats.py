@@ -46,6 +46,10 @@ __all__ = [
     "StatsWarning",
     "parse_rule",
     "run_scores",
+    "SCORED_COLUMNS",
+    "is_scored",
+    "finish_run_scores",
+    "per_run_scores",
     "score_table",
     "aggregates",
     "probability_of_improvement",
@@ -203,6 +207,82 @@ def run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd
     return out.loc[:, ["run_id", "algo", "env", "seed", "score"]]
 
 
+SCORED_COLUMNS = ("run_id", "algo", "env", "seed", "score", "rows", "nonfinite", "points")
+"""Columns of per-run scores computed in SQL (``Store.run_scores``), which ``score_table`` takes as well."""
+
+
+def is_scored(df: pd.DataFrame) -> bool:
+    """Whether ``df`` holds per-run scores computed in SQL (``SCORED_COLUMNS``) rather than metric rows."""
+    return (
+        isinstance(df, pd.DataFrame) and set(SCORED_COLUMNS) <= set(df.columns) and "value" not in df.columns
+    )
+
+
+def finish_run_scores(runs: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd.DataFrame:
+    """``run_scores``'s output, warnings and errors from per-run scores computed in SQL.
+
+    ``Store.run_scores`` applies the rule in the database and counts, per run, its rows, the non-finite ones
+    and the points the rule used; this says what ``run_scores`` says about them (non-finite values dropped,
+    runs emptied by ``drop_first``, runs shorter than ``mean_last:N``), in the same words and order, and
+    returns the same frame: equal scores (bitwise: the same operations in the same order), same sort.
+
+    Args:
+        runs: Columns ``SCORED_COLUMNS``, one row per run (any subset of a suite's runs, e.g. some tasks).
+        rule: The score rule the scores were computed with.
+        drop_first: The evaluations dropped from the start of each run.
+
+    Returns:
+        DataFrame with columns ``run_id, algo, env, seed, score``, one row per run, sorted by
+        ``algo, env, seed, run_id``.
+    """
+    name, n = parse_rule(rule)
+    if int(drop_first) != drop_first or drop_first < 0:
+        raise StatsError(f"drop_first must be a non-negative integer, got {drop_first!r}.")
+    missing = [c for c in SCORED_COLUMNS if c not in runs.columns]
+    if missing:
+        raise StatsError(
+            f"Per-run scores lack column(s) {', '.join(missing)}; expected {', '.join(SCORED_COLUMNS)}."
+        )
+    if runs.empty or not int(runs["rows"].sum()):
+        raise StatsError("Metric table is empty: no evaluation rows to score. Did the runs log this metric?")
+    bad = runs.loc[runs["nonfinite"] > 0]
+    if len(bad):
+        _warn(
+            f"Dropped {int(bad['nonfinite'].sum())} non-finite value(s) (NaN/inf) from {len(bad)} run(s): "
+            f"{_short(sorted(map(str, bad['run_id'])))}."
+        )
+    data = runs.loc[runs["rows"] > runs["nonfinite"]]
+    if data.empty:
+        raise StatsError("Metric table has no finite values left after dropping NaN/inf.")
+    if drop_first:
+        emptied = sorted(map(str, data.loc[data["points"] == 0, "run_id"]))
+        if emptied:
+            _warn(
+                f"{len(emptied)} run(s) have no more than {drop_first} evaluation point(s) and were dropped "
+                f"by drop_first={drop_first}: {_short(emptied)}."
+            )
+        data = data.loc[data["points"] > 0]
+        if data.empty:
+            raise StatsError(f"No evaluation points left after drop_first={drop_first}; lower --drop-first.")
+    if name == "mean_last":
+        short = data.loc[data["points"] < n, "run_id"]
+        if len(short):
+            _warn(
+                f"{len(short)} run(s) have fewer than {n} evaluation points; mean_last:{n} averages all the "
+                f"points they have: {_short(sorted(map(str, short)))}."
+            )
+    out = data.loc[:, ["run_id", "algo", "env", "seed", "score"]].astype({"score": float})
+    out = out.sort_values(["algo", "env", "seed", "run_id"], kind="mergesort").reset_index(drop=True)
+    return out
+
+
+def per_run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd.DataFrame:
+    """``run_scores`` of metric rows, or ``finish_run_scores`` of per-run scores computed in SQL."""
+    if is_scored(df):
+        return finish_run_scores(df, rule, drop_first)
+    return run_scores(df, rule, drop_first)
+
+
 # ------------------------------------------------------------------------------------------ normalisation
 def _resolve_references(
     tasks: Sequence[str], normalize: Any, per_run: pd.DataFrame | None = None
@@ -346,6 +426,8 @@ def score_table(
     Args:
         df: Tidy rows of ONE metric, columns ``run_id, algo, env, seed, step, value`` (see ``run_scores``).
             An optional ``name`` or ``metric`` column with one unique value names the metric for labels.
+            Or per-run scores computed in SQL with the same rule (``SCORED_COLUMNS``, ``Store.run_scores``):
+            the same table, without loading the rows.
         rule: Score rule, see ``parse_rule``.
         drop_first: Evaluation points to drop from the start of each run.
         normalize: A suite's ``normalize`` mapping (see ``references.resolve``), or ``"auto"``: normalise by
@@ -361,7 +443,7 @@ def score_table(
     """
     if metric is None:
         metric = _infer_metric(df)
-    per_run = run_scores(df, rule, drop_first)
+    per_run = per_run_scores(df, rule, drop_first)
     _check_unique_cells(per_run)
     tasks = sorted(per_run["env"].astype(str).unique())
     per_run["env"] = per_run["env"].astype(str)

@@ -278,6 +278,9 @@ def fetch(
             filters["run_ids"] = [r["run_id"] for r in runs if matches(_config(r["config"]), conditions)]
         if scores:
             table = _scores(store, con, filters, metric[0] if metric else None, score, drop_first)
+        elif out_fmt is OutFormat.parquet and not wide:  # DuckDB writes the file, streaming (no pandas)
+            _parquet(store, con, {**filters, "metrics": metric or ()}, output, limit, metric, conditions)
+            return
         else:
             table = store.query_metrics(con, metrics=metric or (), **filters)
     if table.num_rows == 0:
@@ -287,6 +290,17 @@ def fetch(
     if limit is not None:
         table = table.slice(0, limit)
     write_table(table, out_fmt, output)
+
+
+def _parquet(store: Any, con: Any, filters: dict[str, Any], output: Path, limit: int | None,
+             metric: list[str] | None, conditions: list) -> None:  # fmt: skip
+    """Tidy rows to a Parquet file by DuckDB's ``COPY ... TO`` (``Store.metrics_to_parquet``): the file
+    ``write_table`` writes from the same query, in seconds for millions of rows."""
+    probe = store.query_metrics_exists(con, **filters)
+    if not probe:
+        raise UsageError(_nothing(store, filters, metric, conditions, False))
+    n = store.metrics_to_parquet(con, output, COLUMNS, limit=limit, **filters)
+    typer.echo(f"wrote {n} rows to {output}", err=True)
 
 
 def _config(value: Any) -> Any:
@@ -333,7 +347,8 @@ def _wide(table: Any) -> Any:
 
 def _scores(store: Any, con: Any, filters: dict[str, Any], metric: str | None, rule: str | None,
             drop_first: int | None) -> Any:  # fmt: skip
-    """One row per run: the suite's score rule (``stats.run_scores``) applied to its rows of one metric."""
+    """One row per run: the suite's score rule applied to its rows of one metric, in SQL (``Store.run_scores``,
+    the same numbers and warnings as ``stats.run_scores`` on the rows)."""
     import warnings
 
     import pyarrow as pa
@@ -344,14 +359,15 @@ def _scores(store: Any, con: Any, filters: dict[str, Any], metric: str | None, r
     parts = []
     for name in suites:
         m, r, d = report.suite_scoring(_Open(con), name, metric, rule, drop_first)
-        rows = store.query_metrics(con, **{**filters, "suite": name}, metrics=[m])
-        if rows.num_rows == 0:
+        rule_name, n = stats.parse_rule(r)
+        runs = store.run_scores(con, suite=name, metric=m, rule=rule_name, n=n, drop_first=d,
+                                **{k: v for k, v in filters.items() if k != "suite"}).to_pandas()  # fmt: skip
+        if runs.empty:
             continue
-        df = rows.to_pandas()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", stats.StatsWarning)
             try:
-                per_run = stats.run_scores(df[list(stats.COLUMNS)], r, d)
+                per_run = stats.finish_run_scores(runs, r, d)
             except stats.StatsError as e:
                 if "no finite values" in str(e) or "No evaluation points left" in str(e):
                     typer.echo(f"warning: suite {name!r}: {e}", err=True)
@@ -359,7 +375,7 @@ def _scores(store: Any, con: Any, filters: dict[str, Any], metric: str | None, r
                 raise
         for w in dict.fromkeys(str(c.message) for c in caught if issubclass(c.category, stats.StatsWarning)):
             typer.echo(f"warning: suite {name!r}: {w}", err=True)
-        status = df.groupby("run_id")["status"].first()
+        status = runs.set_index("run_id")["status"]
         per_run = per_run.assign(suite=name, status=per_run["run_id"].map(status), metric=m, rule=r,
                                  drop_first=d)  # fmt: skip
         parts.append(per_run)

@@ -61,12 +61,12 @@ def leaderboard(
     """
     from .. import leaderboard as lb
     from .. import report
-    from .plot import load_metric
+    from .plot import load_scores
 
     check_score_flags(score, drop_first)
     store = store_for(db)
     metric, rule, drop_first = report.suite_scoring(store, suite, metric, score, drop_first)
-    df, unfinished = load_metric(store, suite, metric)
+    df, unfinished = load_scores(store, suite, metric, rule, drop_first)  # scored in SQL, rows stay there
     board = lb.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
                      normalize=report.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
                      per_task=per_task)  # fmt: skip

@@ -55,6 +55,40 @@ def load_metric(store, suite: str, metric: str):  # noqa: ANN001, ANN201
     return df, unfinished
 
 
+def load_scores(store, suite: str, metric: str, rule: str, drop_first: int):  # noqa: ANN001, ANN201
+    """Finished runs' scores of one metric by a score rule, computed in SQL (``Store.run_scores``): a pandas
+    DataFrame with ``stats.SCORED_COLUMNS``, one row per run, which ``stats.score_table`` and
+    ``leaderboard.build`` take in place of the rows ``load_metric`` returns (same tables, same warnings),
+    and the number of unfinished runs. Raises what ``load_metric`` raises."""
+    from .. import stats
+
+    name, n = stats.parse_rule(rule)
+    with store.reader() as con:
+        if suite not in store.suites(con):
+            known = ", ".join(store.suites(con)) or "none yet"
+            raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
+        table = store.run_scores(con, suite=suite, metric=metric, rule=name, n=n, drop_first=drop_first)
+        unfinished, finished = con.execute(
+            "SELECT count(*) FILTER (status <> 'finished'), count(*) FILTER (status = 'finished') FROM runs "
+            "WHERE suite = ?", [suite]
+        ).fetchall()[0]  # fmt: skip
+        names = []
+        if table.num_rows == 0:
+            names = [r[0] for r in con.execute(
+                "SELECT DISTINCT m.name FROM metrics m JOIN runs r USING (run_id) WHERE r.suite = ? ORDER BY 1",
+                [suite]).fetchall()]  # fmt: skip
+    df = table.to_pandas()
+    if df.empty:
+        if not finished:
+            raise UsageError(f"suite {suite!r} has no finished runs yet; see rlbench status {suite}")
+        raise UnknownName(f"suite {suite!r} has no finished run with metric {metric!r} "
+                          f"(metrics there: {', '.join(names) or 'none'}); pass another --metric")  # fmt: skip
+    if not (df["rows"] > df["nonfinite"]).any():
+        raise UsageError(f"suite {suite!r}: every {metric!r} value of its finished runs is NaN or inf, so there is "
+                         f"nothing to score; see them with rlbench fetch --suite {suite} --metric {metric}")  # fmt: skip
+    return df, unfinished
+
+
 def step_kinds(store, suite: str) -> dict[str, str]:  # noqa: ANN001
     """``{task: "online" | "offline"}`` of a suite's finished runs: offline where a run trained on a dataset,
     online where rlbench recorded none; tasks of runs imported without that (e.g. d3rlpy logs) are left out."""
@@ -122,6 +156,15 @@ def plot(
     xlabel: XlabelOpt = None,
     ylabel: YlabelOpt = None,
     figsize: FigsizeOpt = None,
+    curves: Annotated[
+        bool,
+        typer.Option(
+            "--curves/--no-curves",
+            help="also draw the curves over training (learning curves and "
+            "sample efficiency), which read every metric row; --no-curves draws the score figures "
+            "from per-run scores computed in the database, much faster on large suites",
+        ),
+    ] = True,  # fmt: skip
 ) -> None:
     """rliable figures and a leaderboard for a suite: aggregates with 95% bootstrap CIs, performance
     profile, probability of improvement, sample efficiency, learning curves.
@@ -132,6 +175,8 @@ def plot(
 
     Example: rlbench plot quickstart --score final --reps 50000 --seed 0
 
+    Large suites (thousands of runs): rlbench plot SUITE --no-curves (no learning curves, no sample efficiency)
+
     Example, for a paper (TrueType fonts in the PDF): rlbench plot quickstart --format pdf --figsize 6,3.5 --title "Classic control" --ylabel "Normalised return"
     """
     from .. import plots, report
@@ -140,13 +185,16 @@ def plot(
     store = store_for(db)
     check_score_flags(score, drop_first)
     metric, rule, drop_first = report.suite_scoring(store, suite, metric, score, drop_first)
-    df, unfinished = load_metric(store, suite, metric)
+    if curves:
+        df, unfinished = load_metric(store, suite, metric)
+    else:
+        df, unfinished = load_scores(store, suite, metric, rule, drop_first)
     out_dir = out or store.path.parent / "figures" / suite
     options = plots.FigureOptions(title=title, xlabel=xlabel, ylabel=ylabel, figsize=size)
     result = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first,
                                 normalize=report.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
                                 out_dir=out_dir, fmt=fmt.value, step_kinds=step_kinds(store, suite),
-                                options=options)  # fmt: skip
+                                options=options, curves=curves)  # fmt: skip
     if unfinished:
         typer.echo(f"warning: {unfinished} runs of {suite!r} are not finished and are left out", err=True)
     for w in result.warnings:

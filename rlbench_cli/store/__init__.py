@@ -419,31 +419,152 @@ class Store:
 
         ``run_ids`` (None: any run) keeps those runs; ``step_min`` / ``step_max`` bound the step, inclusive.
         """
-        where, params = [], []
-        if run_ids is not None:
-            where.append("list_contains(?::VARCHAR[], r.run_id)")
-            params.append(list(run_ids))
-        if step_min is not None:
-            where.append("m.step >= ?")
-            params.append(step_min)
-        if step_max is not None:
-            where.append("m.step <= ?")
-            params.append(step_max)
-        if suite is not None:
-            where.append("r.suite = ?")
-            params.append(suite)
-        for col, values in (("r.algo", algos), ("r.env", envs), ("r.seed", seeds), ("m.name", metrics),
-                            ("r.status", statuses)):  # fmt: skip
+        sql, params = _metrics_sql(suite=suite, algos=algos, envs=envs, seeds=seeds, metrics=metrics,
+                                   statuses=statuses, run_ids=run_ids, step_min=step_min, step_max=step_max)  # fmt: skip
+        return con.sql(sql, params=params).to_arrow_table()
+
+    def query_metrics_exists(self, con: Any, **filters: Any) -> bool:
+        """Whether ``query_metrics`` with these filters has at least one row (without fetching them)."""
+        sql, params = _metrics_sql(**filters)
+        sql = sql[: sql.index(" ORDER BY ")]
+        return bool(con.execute(f"SELECT EXISTS ({sql})", params).fetchall()[0][0])
+
+    def metrics_to_parquet(
+        self, con: Any, path: str | Path, columns: Sequence[str], limit: int | None = None, **filters: Any
+    ) -> int:
+        """Writes ``query_metrics``' rows (the ``columns`` given, same order) to a Parquet file with DuckDB's
+        ``COPY ... TO ... (FORMAT parquet)``, streaming, without building the table in Python.
+
+        Args:
+            con: A connection (read-only is fine: COPY TO writes a file, not the database).
+            path: The Parquet file (replaced).
+            columns: Columns of ``query_metrics`` to write.
+            limit: At most this many rows (the first ones in ``query_metrics``' order).
+            **filters: As ``query_metrics``.
+
+        Returns:
+            The number of rows written.
+        """
+        sql, params = _metrics_sql(**filters)
+        unknown = [c for c in columns if c not in _METRIC_COLUMNS]
+        if unknown:
+            raise ValueError(f"unknown metric columns {unknown}")
+        sql = f"SELECT {', '.join(columns)} FROM ({sql})"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        target = str(path).replace("'", "''")
+        rows = con.execute(
+            f"COPY ({sql}) TO '{target}' (FORMAT parquet, COMPRESSION snappy)", params
+        ).fetchall()
+        return int(rows[0][0]) if rows and rows[0] else 0
+
+    def run_scores(
+        self,
+        con: Any,
+        *,
+        suite: str,
+        metric: str,
+        rule: str,
+        n: int | None = None,
+        drop_first: int = 0,
+        statuses: Sequence[str] = ("finished",),
+        envs: Sequence[str] = (),
+        algos: Sequence[str] = (),
+        seeds: Sequence[int] = (),
+        run_ids: Sequence[str] | None = None,
+        step_min: int | None = None,
+        step_max: int | None = None,
+    ) -> Any:
+        """One score per run by a score rule, computed in SQL (one aggregate per run), as a pyarrow Table.
+
+        The same numbers as ``stats.run_scores`` on the runs' rows of ``metric`` (``stats.finish_run_scores``
+        turns this table into its output, warnings and errors included), without loading the rows: a run's
+        evaluations are numbered by step before non-finite values (NULL, NaN, inf) are left out, the first
+        ``drop_first`` are dropped, then the rule: ``final`` is the value at the largest step (``arg_max``),
+        ``best`` the maximum, ``mean_last`` the mean of the last ``n`` points and ``auc`` the trapezoids over
+        consecutive points (``lag``) divided by the step span (the mean when the span is 0). Sums are
+        compensated (Kahan, ``fsum``) in step order, as pandas' groupby sums are, so they agree to the bit.
+
+        Args:
+            suite: Suite whose runs are scored.
+            metric: Metric name, e.g. ``eval/return``.
+            rule: ``final``, ``best``, ``mean_last`` or ``auc`` (parsed: ``stats.parse_rule``).
+            n: N of ``mean_last``.
+            drop_first: Evaluations dropped from the start of each run.
+            statuses: Run statuses kept (all when empty).
+            envs, algos, seeds, run_ids, step_min, step_max: Other filters, as in ``query_metrics``
+                (the steps bound the rows, before the evaluations are numbered).
+
+        Returns:
+            Columns ``run_id, algo, env, seed, score, rows, nonfinite, points, status``: one row per run with at least
+            one row of the metric; ``rows`` counts them, ``nonfinite`` those left out as non-finite,
+            ``points`` the finite ones the rule used (0: the run is emptied by ``drop_first``; ``score`` is
+            then NULL). Ordered by ``run_id``.
+        """
+        if rule not in ("final", "best", "mean_last", "auc"):
+            raise ValueError(f"unknown score rule {rule!r}")
+        if rule == "mean_last" and (n is None or int(n) < 1):
+            raise ValueError("mean_last needs n >= 1")
+        where, params = ["r.suite = ?"], [suite]
+        for col, values in (("r.status", statuses), ("r.env", envs), ("r.algo", algos), ("r.seed", seeds)):
             if values:
                 where.append(f"{col} IN ({', '.join('?' for _ in values)})")
                 params.extend(values)
-        sql = (
-            "SELECT m.run_id, r.suite, r.algo, r.env, r.seed, m.step, m.name, m.value, m.wall_time, r.status "
-            "FROM metrics m JOIN runs r USING (run_id)"
+        if run_ids is not None:
+            where.append("list_contains(?::VARCHAR[], r.run_id)")
+            params.append(list(run_ids))
+        steps, step_params = "", []
+        if step_min is not None:
+            steps += " AND m.step >= ?"
+            step_params.append(step_min)
+        if step_max is not None:
+            steps += " AND m.step <= ?"
+            step_params.append(step_max)
+        ok = "(m.value IS NOT NULL AND isfinite(m.value))"
+        # the k-th evaluation of a run by step, counted before non-finite values are left out (stats._clean)
+        k = "row_number() OVER (PARTITION BY m.run_id ORDER BY m.step)" if drop_first else "1"
+        rows = (
+            f"SELECT m.run_id, m.step, m.value, {ok} AS ok, {k} AS k FROM metrics m "
+            f"WHERE m.name = ?{steps} AND m.run_id IN (SELECT r.run_id FROM runs r WHERE {' AND '.join(where)})"
         )
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY r.suite, r.algo, r.env, r.seed, m.name, m.step"
+        params = [metric, *step_params, *params]
+        keep = f"ok AND k > {int(drop_first)}"
+        if rule in ("final", "best"):
+            score = "arg_max(value, step)" if rule == "final" else "max(value)"
+            per_run = (
+                f"SELECT run_id, count(*) AS rows, count(*) FILTER (NOT ok) AS nonfinite, "
+                f"count(*) FILTER ({keep}) AS points, {score} FILTER ({keep}) AS score FROM ({rows}) GROUP BY run_id"
+            )
+        else:
+            if rule == "mean_last":
+                kept = (
+                    f"SELECT run_id, step, value, row_number() OVER (PARTITION BY run_id ORDER BY step DESC) "
+                    f"AS back FROM ({rows}) WHERE {keep}"
+                )
+                score = f"fsum(value ORDER BY step) FILTER (back <= {int(n)}) / count(*) FILTER (back <= {int(n)})"
+            else:  # trapezoids over consecutive kept points; their first has no area (pandas: fillna(0))
+                kept = (
+                    f"SELECT run_id, step, value, coalesce((value + lag(value) OVER w) / 2.0 * "
+                    f"(step::DOUBLE - (lag(step) OVER w)::DOUBLE), 0.0) AS area FROM ({rows}) WHERE {keep} "
+                    "WINDOW w AS (PARTITION BY run_id ORDER BY step)"
+                )
+                span = "(max(step)::DOUBLE - min(step)::DOUBLE)"
+                score = (
+                    f"CASE WHEN {span} > 0 THEN fsum(area ORDER BY step) / {span} "
+                    "ELSE fsum(value ORDER BY step) / count(*) END"
+                )
+            per_run = (
+                f"SELECT a.run_id, a.rows, a.nonfinite, coalesce(b.points, 0) AS points, b.score FROM "
+                f"(SELECT run_id, count(*) AS rows, count(*) FILTER (NOT ok) AS nonfinite FROM ({rows}) "
+                f"GROUP BY run_id) a LEFT JOIN (SELECT run_id, count(*) AS points, {score} AS score "
+                f"FROM ({kept}) GROUP BY run_id) b USING (run_id)"
+            )
+            params = params * 2
+        sql = (
+            "SELECT s.run_id, r.algo, r.env, r.seed, s.score::DOUBLE AS score, s.rows, s.nonfinite, s.points, "
+            "r.status "
+            f"FROM ({per_run}) s JOIN runs r USING (run_id) ORDER BY s.run_id"
+        )
         return con.sql(sql, params=params).to_arrow_table()
 
     def select(self, con: Any, sql: str) -> Any:
@@ -581,6 +702,50 @@ class Store:
             for view in views:
                 con.unregister(view)
         return int(new_runs), int(new_rows)
+
+
+_METRIC_COLUMNS = ("run_id", "suite", "algo", "env", "seed", "step", "name", "value", "wall_time", "status")
+
+
+def _metrics_sql(
+    suite: str | None = None,
+    algos: Sequence[str] = (),
+    envs: Sequence[str] = (),
+    seeds: Sequence[int] = (),
+    metrics: Sequence[str] = (),
+    statuses: Sequence[str] = (),
+    run_ids: Sequence[str] | None = None,
+    step_min: int | None = None,
+    step_max: int | None = None,
+) -> tuple[str, list[Any]]:
+    """The SELECT of ``Store.query_metrics`` and its bound parameters."""
+    where: list[str] = []
+    params: list[Any] = []
+    if run_ids is not None:
+        where.append("list_contains(?::VARCHAR[], r.run_id)")
+        params.append(list(run_ids))
+    if step_min is not None:
+        where.append("m.step >= ?")
+        params.append(step_min)
+    if step_max is not None:
+        where.append("m.step <= ?")
+        params.append(step_max)
+    if suite is not None:
+        where.append("r.suite = ?")
+        params.append(suite)
+    for col, values in (("r.algo", algos), ("r.env", envs), ("r.seed", seeds), ("m.name", metrics),
+                        ("r.status", statuses)):  # fmt: skip
+        if values:
+            where.append(f"{col} IN ({', '.join('?' for _ in values)})")
+            params.extend(values)
+    sql = (
+        "SELECT m.run_id, r.suite, r.algo, r.env, r.seed, m.step, m.name, m.value, m.wall_time, r.status "
+        "FROM metrics m JOIN runs r USING (run_id)"
+    )
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY r.suite, r.algo, r.env, r.seed, m.name, m.step"
+    return sql, params
 
 
 def _not_duckdb(path: Path) -> str | None:
