@@ -170,3 +170,16 @@ def test_rlbench_does_not_import_ray_until_asked():
     code = "import sys, rlbench_cli.cli.app, rlbench_cli.executors, rlbench_cli.coordinator; print('ray' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "False", r.stderr
+
+
+def test_adaptive_seeds_run_on_ray_to_the_same_decisions_as_local(tmp_path, ray_head):  # noqa: F811
+    suite = tmp_path / "ada.yaml"
+    suite.write_text("name: ada\nbudget: {steps: 300, eval_every: 300, eval_episodes: 1}\n"
+                     "envs: [CartPole-v1]\nalgorithms: [random, {name: random, label: same}]\n")  # fmt: skip
+    flags = ["--adaptive", "--batch", "2", "--max-batches", "2", "--permutations", "200", "--json"]
+    on_ray = json.loads(rl("run", suite, "--db", tmp_path / "r" / "ray.duckdb", "--executor", "ray", "--address",
+                           ray_head.address, *flags, timeout=300).stdout.strip().splitlines()[-1])  # fmt: skip
+    local = json.loads(rl("run", suite, "--db", tmp_path / "l" / "local.duckdb", *flags, timeout=300)
+                       .stdout.strip().splitlines()[-1])  # fmt: skip
+    assert on_ray["decisions"] == local["decisions"] and on_ray["runs"] == 8 and on_ray["batches_run"] == 2
+    assert {e for (e,) in _rows(tmp_path / "r" / "ray.duckdb", "SELECT executor FROM runs")} == {"ray"}
