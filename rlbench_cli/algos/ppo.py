@@ -305,6 +305,24 @@ class _ActionSpec:
     high: np.ndarray | None
 
 
+def _spaces(obs_space: Any, act_space: Any) -> tuple[_ActionSpec, tuple[int, ...]]:
+    """The action spec and the observation shape of an env's spaces; a one-line error for spaces ppo cannot
+    train on (a non-Box observation, an action space that is neither Discrete nor Box)."""
+    import gymnasium as gym
+
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise ValueError(f"ppo needs a Box observation space, got {obs_space}")
+    if isinstance(act_space, gym.spaces.Discrete):
+        space = _ActionSpec(False, int(act_space.n), (), int(act_space.start), None, None)
+    elif isinstance(act_space, gym.spaces.Box):
+        space = _ActionSpec(True, int(np.prod(act_space.shape)), tuple(act_space.shape), 0,
+                            act_space.low.astype(np.float32).reshape(-1),
+                            act_space.high.astype(np.float32).reshape(-1))  # fmt: skip
+    else:
+        raise ValueError(f"ppo supports Discrete and Box action spaces, got {act_space}")
+    return space, tuple(obs_space.shape)
+
+
 _CHECKPOINT_FORMAT = "rlbench-ppo-policy-1"
 
 
@@ -422,7 +440,6 @@ class PPO:
     name: ClassVar[str] = "ppo"
 
     def train(self, ctx: RunContext) -> None:
-        import gymnasium as gym
 
         cfg = PPOConfig.from_params(ctx.params)
         seed = ctx.seed
@@ -437,21 +454,9 @@ class PPO:
 
         n_envs, total = cfg.num_envs, ctx.steps
         envs = [ctx.make_env(seed + i) for i in range(n_envs)]
-        obs_space, act_space = envs[0].observation_space, envs[0].action_space
-        if not isinstance(obs_space, gym.spaces.Box):
-            raise ValueError(f"ppo needs a Box observation space, got {obs_space}")
-        if isinstance(act_space, gym.spaces.Discrete):
-            continuous, n_act, act_dim = False, int(act_space.n), ()
-            act_offset = int(act_space.start)
-            low = high = None
-        elif isinstance(act_space, gym.spaces.Box):
-            continuous, act_dim, act_offset = True, tuple(act_space.shape), 0
-            n_act = int(np.prod(act_dim))
-            low = act_space.low.astype(np.float32).reshape(-1)
-            high = act_space.high.astype(np.float32).reshape(-1)
-        else:
-            raise ValueError(f"ppo supports Discrete and Box action spaces, got {act_space}")
-        obs_shape = tuple(obs_space.shape)
+        space, obs_shape = _spaces(envs[0].observation_space, envs[0].action_space)
+        continuous, n_act, act_dim, low, high = space.continuous, space.n_act, space.act_dim, space.low, space.high
+        act_offset = space.offset
         obs_dim = int(np.prod(obs_shape))
 
         agent = _Agent(obs_dim, n_act, continuous, cfg).to(device)
@@ -462,7 +467,6 @@ class PPO:
         ret_rms = _RunningMeanStd() if cfg.normalize_reward else None
         disc_ret = np.zeros(n_envs, np.float64)
 
-        space = _ActionSpec(continuous, n_act, act_dim, act_offset, low, high)
         policy = PPOPolicy(agent, cfg, obs_shape, space, obs_rms, device)
         norm_obs = policy.normalize
 

@@ -71,7 +71,7 @@ import torch
 from torch import nn
 
 from .base import RunContext
-from .ppo import PPOConfig, PPOPolicy, _ActionSpec, _Agent, _RunningMeanStd
+from .ppo import PPOConfig, PPOPolicy, _Agent, _RunningMeanStd, _spaces
 
 __all__ = ["PACKABLE", "train_packed", "can_vectorise_cartpole"]
 
@@ -509,7 +509,6 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
     ``vectorise``: step CartPole with the NumPy-vectorised block (None: whenever the env allows it;
     False: a list of plain envs, as ppo.py).
     """
-    import gymnasium as gym
 
     _check_pack(ctxs)
     cfg = PPOConfig.from_params(ctxs[0].params)
@@ -529,27 +528,14 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
     else:
         rows = [[c.make_env(s) for s in env_seeds[k]] for k, c in enumerate(ctxs)]
         template = rows[0][0]
-    obs_space, act_space = template.observation_space, template.action_space
-    if not isinstance(obs_space, gym.spaces.Box):
-        raise ValueError(f"ppo needs a Box observation space, got {obs_space}")
-    if isinstance(act_space, gym.spaces.Discrete):
-        continuous, n_act, act_dim = False, int(act_space.n), ()
-        act_offset = int(act_space.start)
-        low = high = None
-    elif isinstance(act_space, gym.spaces.Box):
-        continuous, act_dim, act_offset = True, tuple(act_space.shape), 0
-        n_act = int(np.prod(act_dim))
-        low = act_space.low.astype(np.float32).reshape(-1)
-        high = act_space.high.astype(np.float32).reshape(-1)
-    else:
-        raise ValueError(f"ppo supports Discrete and Box action spaces, got {act_space}")
-    obs_shape = tuple(obs_space.shape)
+    space, obs_shape = _spaces(template.observation_space, template.action_space)
+    continuous, n_act, act_dim, low, high = space.continuous, space.n_act, space.act_dim, space.low, space.high
+    act_offset = space.offset
     obs_dim = int(np.prod(obs_shape))
     if fast:
         template.close()
     else:
         envs = _EnvList(rows, obs_dim)
-    space = _ActionSpec(continuous, n_act, act_dim, act_offset, low, high)
 
     # -- agents: each drawn from torch's generator seeded with its own seed, then stacked ----------------
     seeds: list[_Seed] = []
