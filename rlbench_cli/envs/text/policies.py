@@ -53,6 +53,28 @@ def _wordle(quality: str, rng: _random.Random) -> Policy:
     return act
 
 
+def _textnav(quality: str, rng: _random.Random) -> Policy:
+    """Optimal: LMRL-Gym's walkthrough (walk to the living room, take the stale food, walk to the kitchen,
+    open the fridge, insert the food, close it); random: a uniformly random admissible command."""
+    from .textnav import admissible_from, shortest_path
+
+    def act(obs: str, info: dict[str, Any]) -> str:
+        if quality == "random" or (quality == "noisy" and rng.random() < NOISE):
+            return rng.choice(admissible_from(obs))
+        room, holding, fridge_open = info["room"], info["holding"], info["fridge_open"]
+        if info["stale_food_in_fridge"]:
+            return "close fridge"
+        if "stale food" not in holding:
+            if room != "living room":
+                return "go " + shortest_path(room, "living room")[0]
+            return "take stale food from table"
+        if room != "kitchen":
+            return "go " + shortest_path(room, "kitchen")[0]
+        return "insert stale food into fridge" if fridge_open else "open fridge"
+
+    return act
+
+
 class _ChessPolicy:
     """Optimal: Stockfish at full strength (its own engine, 20 ms a move); random: a uniformly random legal
     move. The engine starts on the first optimal move; ``close()`` stops it."""
@@ -83,6 +105,7 @@ _FACTORIES: dict[str, Callable[[str, _random.Random], Any]] = {
     "rlbench/MazeFO-v0": _maze,
     "rlbench/MazePO-v0": _maze,
     "rlbench/Wordle-v0": _wordle,
+    "rlbench/TextNav-v0": _textnav,
     "rlbench/Chess-v0": _ChessPolicy,
     "rlbench/Endgames-v0": _ChessPolicy,
 }
