@@ -75,6 +75,60 @@ def _textnav(quality: str, rng: _random.Random) -> Policy:
     return act
 
 
+def _guessing(quality: str, rng: _random.Random) -> Policy:
+    """Twenty Questions / Guess My City. Optimal: the unasked attribute question that splits the remaining
+    candidates most evenly, then the guess once one is left; random: any question or guess."""
+    from .oracle import CITIES, QUESTIONS, WORDS, guess_question
+
+    state: dict[str, Any] = {}
+
+    def act(obs: str, info: dict[str, Any]) -> str:
+        task = info["task"]
+        table, questions = (WORDS if task == "twenty_questions" else CITIES), QUESTIONS[task]
+        if "reply" not in info:  # a new episode
+            state.update(candidates=sorted(table), asked=set(), last=None)
+        elif state["last"] in questions:
+            attr, yes = state["last"], info["reply"].lower().startswith("yes")
+            state["candidates"] = [c for c in state["candidates"] if (attr in table[c]) == yes]
+        options = list(questions.values()) + [guess_question(task, n) for n in sorted(table)]
+        if quality == "random" or (quality == "noisy" and rng.random() < NOISE):
+            choice = rng.choice(options)
+            state["last"] = next((a for a, q in questions.items() if q == choice), None)
+            return choice
+        cands = state["candidates"] or sorted(table)
+        if len(cands) == 1:
+            state["last"] = None
+            return guess_question(task, cands[0])
+        best = min(
+            (a for a in questions if a not in state["asked"]),
+            key=lambda a: abs(2 * sum(a in table[c] for c in cands) - len(cands)),
+            default=None,
+        )
+        if best is None or all(best in table[c] for c in cands) or not any(best in table[c] for c in cands):
+            state["last"] = None
+            return guess_question(task, rng.choice(cands))
+        state["asked"].add(best)
+        state["last"] = best
+        return questions[best]
+
+    return act
+
+
+def _car_dealer(quality: str, rng: _random.Random) -> Policy:
+    """Optimal: start high ($45,000) and come down $3,000 a turn until the buyer takes it; random: any
+    price of the offer list."""
+
+    state = {"turn": 0}
+
+    def act(obs: str, info: dict[str, Any]) -> str:
+        state["turn"] = 0 if "reply" not in info else state["turn"] + 1
+        if quality == "random" or (quality == "noisy" and rng.random() < NOISE):
+            return f"I can sell it to you for ${rng.randrange(15, 51) * 1000:,}."
+        return f"I can sell it to you for ${max(15, 45 - 3 * state['turn']) * 1000:,}."
+
+    return act
+
+
 class _ChessPolicy:
     """Optimal: Stockfish at full strength (its own engine, 20 ms a move); random: a uniformly random legal
     move. The engine starts on the first optimal move; ``close()`` stops it."""
@@ -107,6 +161,9 @@ _FACTORIES: dict[str, Callable[[str, _random.Random], Any]] = {
     "rlbench/Wordle-v0": _wordle,
     "rlbench/TextNav-v0": _textnav,
     "rlbench/Chess-v0": _ChessPolicy,
+    "rlbench/TwentyQuestions-v0": _guessing,
+    "rlbench/GuessMyCity-v0": _guessing,
+    "rlbench/CarDealer-v0": _car_dealer,
     "rlbench/Endgames-v0": _ChessPolicy,
 }
 
