@@ -100,7 +100,12 @@ class ChessEnv(TextEnv):
         max_moves: int = MAX_MOVES,
         fen: str | None = None,
     ) -> None:
-        import chess
+        try:
+            import chess
+        except ImportError:
+            raise UsageError(
+                "the Chess and Endgames envs need the chess package: pip install 'rlbench[text]'"
+            ) from None
 
         super().__init__()
         self.stockfish_path = find_stockfish(stockfish)

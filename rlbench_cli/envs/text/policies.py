@@ -129,8 +129,12 @@ def _car_dealer(quality: str, rng: _random.Random) -> Policy:
     return act
 
 
+DEPTH = 12
+
+
 class _ChessPolicy:
-    """Optimal: Stockfish at full strength (its own engine, 20 ms a move); random: a uniformly random legal
+    """Optimal: Stockfish at full strength (its own engine, searching ``DEPTH`` plies: deterministic, unlike a
+    time limit on a busy machine); random: a uniformly random legal
     move. The engine starts on the first optimal move; ``close()`` stops it."""
 
     def __init__(self, quality: str, rng: _random.Random) -> None:
@@ -147,7 +151,7 @@ class _ChessPolicy:
             from .chess_env import _open_engine
 
             self.engine = _open_engine(info["stockfish"], elo=None, skill_level=None)
-        return board.san(self.engine.play(board, chess.engine.Limit(time=0.02)).move)
+        return board.san(self.engine.play(board, chess.engine.Limit(depth=DEPTH)).move)
 
     def close(self) -> None:
         engine, self.engine = self.engine, None
