@@ -89,3 +89,17 @@ def test_scripted_optimal_policy_mates_in_endgames():
 
     opt = build_text_dataset("rlbench/Endgames-v0", "optimal", 3, seed=0, env_kwargs=FAST)
     assert episode_returns(opt) == [1.0, 1.0, 1.0]
+
+
+def test_an_env_left_unclosed_does_not_hold_the_interpreter_at_exit():
+    import subprocess
+    import sys
+
+    code = (
+        "from rlbench_cli.envs import make_env\n"
+        "env = make_env('rlbench/Chess-v0', {'movetime': 0.01})\n"
+        "env.reset(seed=0)\n"
+        "print(env.step('e4')[1])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "0.0", r.stderr

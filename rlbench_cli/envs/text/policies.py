@@ -142,7 +142,6 @@ class _ChessPolicy:
 
     def __call__(self, obs: str, info: dict[str, Any]) -> str:
         import chess
-        import chess.engine
 
         board = chess.Board(info["fen"])
         if self.quality == "random" or (self.quality == "noisy" and self.rng.random() < NOISE):
@@ -151,7 +150,7 @@ class _ChessPolicy:
             from .chess_env import _open_engine
 
             self.engine = _open_engine(info["stockfish"], elo=None, skill_level=None)
-        return board.san(self.engine.play(board, chess.engine.Limit(depth=DEPTH)).move)
+        return board.san(chess.Move.from_uci(self.engine.best_move(board.fen(), depth=DEPTH)))
 
     def close(self) -> None:
         engine, self.engine = self.engine, None
