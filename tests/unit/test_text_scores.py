@@ -61,3 +61,11 @@ def test_scripted_optimal_maze_scores_about_100_and_random_far_below_the_dataset
     # some episodes (mean return about -88): about 35 here, between LMRL-Gym's min (-101: never reaching the
     # goal) and its dataset average (-83).
     assert 0.0 <= _maze_score("random") < 45.0
+
+
+def test_every_text_env_has_lmrl_references():
+    from rlbench_cli.envs.text import TEXT_ENVS
+
+    for env_id in TEXT_ENVS:
+        ref = BUILTIN["lmrl"].lookup(env_id)
+        assert ref is not None and len(ref) == 3 and ref[0] < ref[1] < ref[2], env_id
