@@ -259,9 +259,9 @@ def _from_set(s: ReferenceSet, refs: dict[str, tuple[float, ...]]) -> Resolved:
     if any(len(r) == 3 for r in refs.values()):
         desc = (
             f"{s.name} reference scores, piecewise linear: 0 = {lo}, {s.scale / 2:g} = the dataset average, "
-            f"{s.scale:g} = {hi}"
+            f"{s.scale:g} = {hi} (LMRL-Gym's convention)"
         )
-    if s.scale == 100:
+    elif s.scale == 100:
         desc += " (x 100, the D4RL convention)"
     return Resolved(s.name, refs, s.scale, desc)
 

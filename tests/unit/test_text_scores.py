@@ -37,6 +37,7 @@ def test_lmrl_table_keys_env_ids_and_dataset_names():
 def test_auto_picks_lmrl_and_stats_normalises_piecewise():
     res = resolve(["rlbench/MazeFO-v0", "rlbench/Endgames-v0"], "auto")
     assert res.name == "lmrl" and res.scale == 100.0 and "piecewise" in res.description
+    assert "D4RL" not in res.description
     values = pd.Series([-6.84, -83.0, 0.586, -1.0])
     tasks = pd.Series(
         ["rlbench/MazeFO-v0", "rlbench/MazeFO-v0", "rlbench/Endgames-v0", "rlbench/Endgames-v0"]
