@@ -162,3 +162,55 @@ def test_ray_actor_killed_mid_training_resumes_from_the_last_checkpoint_it_sent(
     curve = _curve(db)
     _one_curve(curve)
     _same_curve(curve, straight)
+
+
+# -- Slurm -------------------------------------------------------------------------------------------------
+def _job_id(runs: Path, attempt: int = 1) -> str:
+    (placed,) = runs.glob(f"*/attempt-{attempt}/placement.json")
+    return json.loads(placed.read_text())["job_id"]
+
+
+def test_slurm_scancel_mid_training_resumes_from_the_checkpoint_on_the_next_run(tmp_path, slurm, straight):  # noqa: F811
+    """`scancel` of the array task (a user, or the cluster's admin) mid-training: the task saves a checkpoint
+    where it stops; the next `rlbench run --executor slurm` goes on from it."""
+    suite, db = _suite(tmp_path, "cks"), tmp_path / "db.duckdb"
+    proc = _start(["run", suite, "--db", db, "--executor", "slurm"], tmp_path)
+    runs = tmp_path / "runs" / "cks"
+    _wait("a first checkpoint", lambda: list(runs.glob("*/checkpoint/step-*.pt")), 120, proc)
+    r = slurm.cmd("scancel", _job_id(runs))
+    assert r.returncode == 0, r.stderr
+    out = _end(proc, 120)
+    assert proc.returncode == 1 and "cancelled in Slurm" in out, out
+    (ck,) = runs.glob("*/checkpoint/step-*.pt")
+    step = int(ck.stem.split("-")[1])
+    assert CKPT_EVERY <= step < STEPS
+
+    out = rl("run", suite, "--db", db, "--executor", "slurm", timeout=300).stdout
+    assert f"resumed at step {step}" in out, out
+    assert [r[1:] for r in _runs(db)] == [("finished", 2)]
+    (attempt2,) = runs.glob("*/attempt-2")
+    assert json.loads((attempt2 / "result.json").read_text())["resumed_from_step"] == step
+    curve = _curve(db)
+    _one_curve(curve)
+    _same_curve(curve, straight)
+
+
+def test_slurm_requeued_task_resumes_from_its_checkpoint_instead_of_starting_over(tmp_path, slurm, straight):  # noqa: F811
+    """A task requeued mid-training (pre-empted, node failure, `scontrol requeue`) comes back as the next
+    attempt and goes on from the run's last checkpoint; the attached `rlbench run` ends with it finished."""
+    suite, db = _suite(tmp_path, "ckq"), tmp_path / "db.duckdb"
+    proc = _start(["run", suite, "--db", db, "--executor", "slurm"], tmp_path)
+    runs = tmp_path / "runs" / "ckq"
+    _wait("a first checkpoint", lambda: list(runs.glob("*/checkpoint/step-*.pt")), 120, proc)
+    r = slurm.cmd("scontrol", "requeue", _job_id(runs))
+    assert r.returncode == 0, r.stderr
+    out = _end(proc, 300)
+    assert proc.returncode == 0 and "requeued" in out, out
+    assert [r[1:] for r in _runs(db)] == [("finished", 2)]
+    assert _job_id(runs, 2) == _job_id(runs, 1)  # the same Slurm task, run again
+    (attempt2,) = runs.glob("*/attempt-2")
+    assert json.loads((attempt2 / "result.json").read_text())["resumed_from_step"] >= CKPT_EVERY
+    assert "resumed from the checkpoint at step" in (attempt2 / "output.log").read_text()
+    curve = _curve(db)
+    _one_curve(curve)
+    _same_curve(curve, straight)
