@@ -6,6 +6,8 @@ first, which says where the task landed (node, device, Slurm job id ``ARRAYID_TA
 coordinator never talks to the task: it polls Slurm (``squeue``, then ``sacct`` for jobs that have left the
 queue) about once a second and reads the attempt folders.
 
+- ``resources.seeds_per_job`` packs seeds of one cell into one array task (``packed.run_packed``): each seed
+  keeps its own attempt folder with its own ``placement.json`` and ``result.json``, and its own end.
 - A task that Slurm requeues (pre-emption, node failure, ``scontrol requeue``, or submitit's own requeue at
   the time limit) starts again with ``SLURM_RESTART_COUNT`` one higher and writes into the NEXT attempt
   folder, so a requeue is a new attempt, recorded as such, and the earlier attempt's files stay as they are.
