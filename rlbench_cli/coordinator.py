@@ -340,10 +340,6 @@ def run_suite(
             return Job(members[0].spec, members[0].folder, members[0].attempt, pack=members)
 
         per_job = suite.resources.seeds_per_job
-        if per_job > 1 and executor_name != "local":
-            report("note", {"msg": f"seeds_per_job {per_job}: seeds share a job on the local executor only; on "
-                                   f"{executor_name} each seed runs in a job of its own"})  # fmt: skip
-            per_job = 1
         jobs = [job_of(group, lambda s: first_attempt[s.run_id]) for group in plan_packs(todo, per_job)]
         by_id = {s.run_id: s for s in specs}
         if live:  # already in Slurm: waited for, never submitted again
@@ -381,7 +377,7 @@ def run_suite(
                 r = results[i] if results else None  # none: the job itself died; every seed shares its end
                 again = end_one(m, Outcome(r["status"], r.get("exit_code"), r.get("error"), r.get("duration_s", 0.0), r)
                                 if r is not None else Outcome(outcome.status, outcome.exit_code, outcome.error,
-                                                              outcome.duration_s))  # fmt: skip
+                                                              outcome.duration_s, outcome.result))  # fmt: skip
                 if again is not None:
                     retry.append(again.spec)
             return job_of(retry, lambda s: attempt_of_retry[s.run_id]) if retry else None

@@ -7,7 +7,12 @@ nodes (0.25 GPU: four actors share a GPU) and sets CUDA_VISIBLE_DEVICES to the G
 Metric shards travel through Ray, never through a shared filesystem: an actor always runs its job in a
 node-local temporary folder, and the coordinator pulls the shards it has not seen yet (``poll``) at least once
 a second, plus the last ones with the result, writing them into ``job.folder`` on the coordinator's machine
-under the same names. So ingestion is the same as for local runs, and works across machines.
+under the same names. So ingestion is the same as for local runs, and works across machines. Checkpoints
+(``budget.checkpoint_every``) travel the same way: the latest one a run saved comes back with its shards into
+the run folder on the coordinator's side (``<run_id>/checkpoint/``, read before the shards are listed, so it
+never arrives without the rows it continues), and an attempt that resumes is sent that checkpoint and its
+earlier attempts' shards, so it goes on from there on whichever node it lands. ``resources.seeds_per_job``
+packs seeds into one actor call (``packed.run_packed``), each seed still its own run and folder.
 
 Faults: a job that raises is reported by its actor; an actor that dies (segfault, out-of-memory kill, its node
 lost) makes the job ``failed`` with the cause, and a fresh actor takes its place; a job past its timeout has
@@ -116,21 +121,33 @@ class RlbenchWorker:
         self.stop_event = threading.Event()
         self.stopped: set[str] = set()  # jobs asked to stop, even before their run() began
         self.lock = threading.Lock()
-        self.folder: Path | None = None
-        self.sent: set[str] = set()
+        self.folders: list[Path] = []  # the running job's attempt folders (several for a pack of seeds)
+        self.sent: list[set[str]] = []
 
     def where(self) -> dict[str, Any]:
         return self.info
 
-    def run(self, spec: Any, name: str) -> dict[str, Any]:
-        """Run one job in a fresh node-local folder; return its result and the files not yet polled."""
-        folder = self.root / name
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
+    def run(self, spec: Any, name: Any, carry: list[list[tuple[str, bytes]]] | None = None) -> dict[str, Any]:
+        """Run one job in fresh node-local folders; return its result and the files not yet polled.
+
+        ``spec``/``name`` are one run's, or lists of them for a pack of seeds (``resources.seeds_per_job``).
+        ``carry`` gives each run the files of its run folder that a resumed attempt needs (its latest
+        checkpoint, the metric shards of earlier attempts), relative to that run folder."""
+        specs = spec if isinstance(spec, list) else [spec]
+        names = name if isinstance(name, list) else [name]
+        carries = carry or [[] for _ in specs]
+        folders = [self.root / n for n in names]
+        sent: list[set[str]] = []
+        for folder, files in zip(folders, carries):
+            shutil.rmtree(folder.parent, ignore_errors=True)  # this run's folder on this node, fresh
+            folder.mkdir(parents=True)
+            _write_files(folder.parent, files, checkpoints_up=False)
+            sent.append({f for f, _ in files if f.startswith("checkpoint/")})  # never sent back
+        folder = folders[0]
         with self.lock:
-            self.folder, self.sent = folder, set()
+            self.folders, self.sent = folders, sent
             self.stop_event = threading.Event()
-            if name in self.stopped:
+            if any(n in self.stopped for n in names):
                 self.stop_event.set()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -139,7 +156,13 @@ class RlbenchWorker:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
             try:
-                result = run_one(spec, folder, device=self.device, stop_event=self.stop_event)
+                if len(specs) > 1:
+                    from ..packed import pack_outcome, run_packed
+
+                    result = pack_outcome(run_packed(specs, folders, device=self.device,
+                                                     stop_event=self.stop_event))  # fmt: skip
+                else:
+                    result = run_one(specs[0], folder, device=self.device, stop_event=self.stop_event)
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -148,44 +171,51 @@ class RlbenchWorker:
                 os.close(saved[0])
                 os.close(saved[1])
         with self.lock:
-            files = self._collect(final=True)
-            self.folder = None
-        shutil.rmtree(folder, ignore_errors=True)
+            files = [self._collect(f, sent, final=True) for f, sent in zip(folders, self.sent)]
+            self.folders, self.sent = [], []
+        for f in folders:
+            shutil.rmtree(f.parent, ignore_errors=True)
         return {"result": result, "files": files}
 
-    def poll(self) -> list[tuple[str, bytes]]:
-        """The shards the running job flushed since the last poll (complete files only)."""
+    def poll(self) -> list[list[tuple[str, bytes]]]:
+        """For each run of the running job, the shards it flushed (and the checkpoint it saved) since the
+        last poll (complete files only)."""
         with self.lock:
-            return self._collect(final=False)
+            return [self._collect(f, sent, final=False) for f, sent in zip(self.folders, self.sent)]
 
     def stop(self, name: str) -> None:
         """Ask job ``name`` to stop (it flushes and ends 'interrupted'); also when its run() has not begun."""
         with self.lock:
             self.stopped.add(name)
-            if self.folder is not None and self.folder == self.root / name:
+            if self.root / name in self.folders:
                 self.stop_event.set()
 
-    def _collect(self, final: bool) -> list[tuple[str, bytes]]:
-        if self.folder is None:
-            return []
+    @staticmethod
+    def _collect(folder: Path, sent: set[str], final: bool) -> list[tuple[str, bytes]]:
+        # The latest checkpoint is read BEFORE the shards are listed: every shard it names was flushed
+        # before it was saved, so the coordinator never holds a checkpoint without the rows it continues.
+        ckpt = _latest_checkpoint(folder.parent, sent)
         out = []
-        metrics = self.folder / "metrics"
+        metrics = folder / "metrics"
         names = sorted(p.name for p in metrics.glob("*.parquet")) if metrics.is_dir() else []
         for n in names:
             rel = f"metrics/{n}"
-            if rel not in self.sent:
+            if rel not in sent:
                 out.append((rel, (metrics / n).read_bytes()))
-                self.sent.add(rel)
+                sent.add(rel)
         if final:
             for rel in ("spec.json", "result.json"):
-                p = self.folder / rel
+                p = folder / rel
                 if p.exists():
                     out.append((rel, p.read_bytes()))
-            log = self.folder / "output.log"
+            log = folder / "output.log"
             if log.exists():
                 with open(log, "rb") as fh:
                     fh.seek(max(0, log.stat().st_size - MAX_LOG_BYTES))
                     out.append(("output.log", fh.read()))
+        if ckpt is not None:
+            out.append(ckpt)  # last: written after the shards it continues
+            sent.add(ckpt[0])
         return out
 
 
@@ -208,6 +238,7 @@ def _leftovers(folder: str, have: list[str]) -> list[tuple[str, bytes]]:
     coordinator does not have yet (shards flushed since the last poll, spec.json, output.log). Removes the
     folder."""
     path, out = Path(folder), []
+    ckpt = _latest_checkpoint(path.parent, set(have))
     metrics = path / "metrics"
     for f in sorted(metrics.glob("*.parquet")) if metrics.is_dir() else []:
         if f"metrics/{f.name}" not in have:
@@ -217,21 +248,67 @@ def _leftovers(folder: str, have: list[str]) -> list[tuple[str, bytes]]:
         if p.is_file() and rel not in have:
             data = p.read_bytes()
             out.append((rel, data[-MAX_LOG_BYTES:]))
-    shutil.rmtree(path, ignore_errors=True)
+    if ckpt is not None:
+        out.append(ckpt)
+    shutil.rmtree(path.parent, ignore_errors=True)
     return out
 
 
-def _write_files(folder: Path, files: list[tuple[str, bytes]]) -> None:
-    """Write files an actor sent into the attempt folder on this machine (atomically, same names)."""
+def _latest_checkpoint(run_folder: Path, have: set[str]) -> tuple[str, bytes] | None:
+    """The run's latest checkpoint file as ("checkpoint/step-S.pt", bytes), unless ``have`` has it."""
+    from ..checkpoint import list_checkpoints
+
+    for _, path in list_checkpoints(run_folder / "checkpoint"):
+        rel = f"checkpoint/{path.name}"
+        if rel in have:
+            return None
+        try:
+            return rel, path.read_bytes()
+        except FileNotFoundError:  # replaced by a newer one meanwhile
+            continue
+    return None
+
+
+def _carry(job: Job) -> list[tuple[str, bytes]]:
+    """What attempt ``job`` needs from its run folder on the coordinator's machine to resume on another
+    node: the run's latest checkpoint and the metric shards of its earlier attempts (the checkpoint names
+    the shards of the attempt that saved it; without them it would start over). Relative to the run folder."""
+    if job.attempt < 2 or job.spec.budget.get("checkpoint_every") is None:
+        return []
+    from ..checkpoint import list_checkpoints
+
+    run_folder = job.folder.parent
+    found = list_checkpoints(run_folder / "checkpoint")
+    if not found:
+        return []
+    files = []
+    for k in range(1, job.attempt):
+        metrics = run_folder / f"attempt-{k}" / "metrics"
+        for p in sorted(metrics.glob("*.parquet")) if metrics.is_dir() else []:
+            files.append((f"attempt-{k}/metrics/{p.name}", p.read_bytes()))
+    path = found[0][1]
+    files.append((f"checkpoint/{path.name}", path.read_bytes()))
+    return files
+
+
+def _write_files(folder: Path, files: list[tuple[str, bytes]], checkpoints_up: bool = True) -> None:
+    """Write files an actor sent into the attempt folder on this machine (atomically, same names). A
+    checkpoint (``checkpoint/step-S.pt``) goes to the run folder, shared by the attempts, and replaces the
+    older ones there, as ``checkpoint.save`` does."""
     for rel, data in files:
         parts = Path(rel).parts
         if not parts or any(p in ("", ".", "..") for p in parts) or Path(rel).is_absolute():
             continue  # never outside the attempt folder
-        dest = folder / rel
+        is_ckpt = checkpoints_up and parts[0] == "checkpoint" and len(parts) == 2
+        dest = (folder.parent if is_ckpt else folder) / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(dest.name + ".part")
         tmp.write_bytes(data)
         os.replace(tmp, dest)
+        if is_ckpt:
+            for old in dest.parent.glob("step-*.pt"):
+                if old != dest:
+                    old.unlink(missing_ok=True)
 
 
 def _death_cause(err: BaseException, log: Path) -> tuple[str, int | None]:
@@ -283,8 +360,8 @@ class _Slot:
     job: Job | None = None
     run_ref: Any = None
     started: float = 0.0
-    remote_folder: str | None = None  # the job's node-local folder, on the actor's node
-    job_name: str = ""  # <suite>/<run_id>/attempt-N: the job's folder under the actor's root
+    remote_folders: list[str] | None = None  # the job's node-local attempt folders, on the actor's node
+    job_name: str = ""  # <suite>/<run_id>/attempt-N: the job's (first run's) folder under the actor's root
 
 
 class RayExecutor:
@@ -388,11 +465,17 @@ class RayExecutor:
                     if s.info is not None and s.job is None and queue:
                         job = queue.popleft()
                         s.job, s.started = job, time.monotonic()
-                        job.folder.mkdir(parents=True, exist_ok=True)
+                        for m in job.members:
+                            m.folder.mkdir(parents=True, exist_ok=True)
                         on_start(job, self._placement(s))
-                        name = f"{job.spec.suite}/{job.spec.run_id}/{job.folder.name}"
-                        s.run_ref, s.job_name = s.actor.run.remote(job.spec, name), name
-                        s.remote_folder = f"{(s.info or {}).get('root')}/{name}"
+                        names = [f"{m.spec.suite}/{m.spec.run_id}/{m.folder.name}" for m in job.members]
+                        carry = [_carry(m) for m in job.members]
+                        if job.pack:
+                            s.run_ref = s.actor.run.remote([m.spec for m in job.pack], names, carry)
+                        else:
+                            s.run_ref = s.actor.run.remote(job.spec, names[0], carry)
+                        s.job_name = names[0]
+                        s.remote_folders = [f"{(s.info or {}).get('root')}/{n}" for n in names]
                 pending = {s.run_ref: s for s in self.slots if s.run_ref is not None}
                 pending.update(
                     {s.ready_ref: s for s in self.slots if s.info is None and s.ready_ref is not None}
@@ -446,7 +529,7 @@ class RayExecutor:
         except ray.exceptions.RayActorError as e:  # the actor died under the job
             node = (s.info or {}).get("node_id")
             self._kill(ray, s)
-            self._salvage(ray, s.job, node, s.remote_folder)
+            self._salvage(ray, s.job, node, s.remote_folders)
             cause, code = _death_cause(e, s.job.folder / "output.log")
             self._finish(s, queue, on_end, Outcome("failed", code, cause, time.monotonic() - s.started))
             self._spawn(s)
@@ -458,31 +541,36 @@ class RayExecutor:
                                                    time.monotonic() - s.started))  # fmt: skip
             return
         s.run_ref = None
-        _write_files(s.job.folder, reply["files"])
+        _receive(s.job, reply)
         r = reply["result"]
         self._finish(s, queue, on_end, Outcome(r["status"], r.get("exit_code"), r.get("error"),
                                                r.get("duration_s", 0.0), r))  # fmt: skip
 
-    def _salvage(self, ray: Any, job: Job, node_id: str | None, folder: str | None) -> None:
-        """Fetch what a dead actor's job flushed after the last poll, with a task on the same node (a node
-        that is gone, or does not answer within SALVAGE_TIMEOUT_S, keeps it)."""
-        if not node_id or not folder:
+    def _salvage(self, ray: Any, job: Job, node_id: str | None, folders: list[str] | None) -> None:
+        """Fetch what a dead actor's job flushed after the last poll (shards, the latest checkpoint), with a
+        task on the same node (a node that is gone, or does not answer within SALVAGE_TIMEOUT_S, keeps it)."""
+        if not node_id or not folders:
             return
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        metrics = job.folder / "metrics"
-        have = [f"metrics/{p.name}" for p in metrics.glob("*.parquet")] if metrics.is_dir() else []
         task = ray.remote(num_cpus=0, max_retries=0)(_leftovers).options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
         )
-        ref = task.remote(folder, have)
-        try:
-            _write_files(job.folder, ray.get(ref, timeout=SALVAGE_TIMEOUT_S))
-        except Exception:  # noqa: BLE001 - node lost or too slow: what was pulled before is what we have
+        asks = []
+        for m, folder in zip(job.members, folders):
+            metrics, ckpts = m.folder / "metrics", m.folder.parent / "checkpoint"
+            have = [f"metrics/{p.name}" for p in metrics.glob("*.parquet")] if metrics.is_dir() else []
+            have += [f"checkpoint/{p.name}" for p in ckpts.glob("step-*.pt")] if ckpts.is_dir() else []
+            asks.append((m, task.remote(folder, have)))
+        deadline = time.monotonic() + SALVAGE_TIMEOUT_S
+        for m, ref in asks:
             try:
-                ray.cancel(ref, force=True)
-            except Exception:  # noqa: BLE001
-                pass
+                _write_files(m.folder, ray.get(ref, timeout=max(0.1, deadline - time.monotonic())))
+            except Exception:  # noqa: BLE001 - node lost or too slow: what was pulled before is what we have
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001
+                    pass
 
     def _pull(self, ray: Any, slots: list[_Slot]) -> None:
         """Copy the shards these slots' jobs flushed since the last pull into their attempt folders."""
@@ -496,7 +584,8 @@ class RayExecutor:
             except Exception:  # noqa: BLE001 - dead or busy actor: its run reference tells what happened
                 continue
             if s.job is not None:
-                _write_files(s.job.folder, files)
+                for m, got in zip(s.job.members, files):
+                    _write_files(m.folder, got)
 
     def _finish(self, s: _Slot, queue: deque[Job], on_end: OnEnd, outcome: Outcome) -> None:
         job, s.job, s.run_ref = s.job, None, None
@@ -525,7 +614,7 @@ class RayExecutor:
                 except Exception:  # noqa: BLE001 - the actor or the local Ray instance went down meanwhile
                     on_end(job, Outcome("interrupted", None, "interrupted", time.monotonic() - s.started))
                     continue
-                _write_files(job.folder, reply["files"])
+                _receive(job, reply)
                 r = reply["result"]
                 status = "finished" if r["status"] == "finished" else "interrupted"
                 on_end(job, Outcome(status, r.get("exit_code"), r.get("error"), r.get("duration_s", 0.0), r))
@@ -536,6 +625,16 @@ class RayExecutor:
                 job, s.job = s.job, None
                 on_end(job, Outcome("interrupted", None, f"interrupted: killed after {STOP_GRACE_S:g}s",
                                     time.monotonic() - s.started))  # fmt: skip
+
+
+def _receive(job: Job, reply: dict[str, Any]) -> None:
+    """Write what an actor sent with a job's result into its runs' attempt folders; a run that finished
+    needs its checkpoint no more (``run_one`` removes it where it ran; this is the coordinator's copy)."""
+    results = reply["result"].get("pack_results") or [reply["result"]]
+    for m, files, r in zip(job.members, reply["files"], results):
+        _write_files(m.folder, files)
+        if r.get("status") == "finished":
+            shutil.rmtree(m.folder.parent / "checkpoint", ignore_errors=True)
 
 
 # -- building one, with the checks first -------------------------------------------------------------------

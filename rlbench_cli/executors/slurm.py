@@ -6,6 +6,8 @@ first, which says where the task landed (node, device, Slurm job id ``ARRAYID_TA
 coordinator never talks to the task: it polls Slurm (``squeue``, then ``sacct`` for jobs that have left the
 queue) about once a second and reads the attempt folders.
 
+- ``resources.seeds_per_job`` packs seeds of one cell into one array task (``packed.run_packed``): each seed
+  keeps its own attempt folder with its own ``placement.json`` and ``result.json``, and its own end.
 - A task that Slurm requeues (pre-emption, node failure, ``scontrol requeue``, or submitit's own requeue at
   the time limit) starts again with ``SLURM_RESTART_COUNT`` one higher and writes into the NEXT attempt
   folder, so a requeue is a new attempt, recorded as such, and the earlier attempt's files stay as they are.
@@ -315,17 +317,24 @@ def _job_id_here() -> str:
 
 
 class _Task:
-    """What each array task runs: ``run_one`` into attempt ``first_attempt + SLURM_RESTART_COUNT``.
+    """What each array task runs: ``run_one`` into attempt ``first_attempt + SLURM_RESTART_COUNT``; for a
+    pack of seeds (``resources.seeds_per_job``: ``spec`` and ``first_attempt`` are lists) ``run_packed``, each
+    seed into its own attempt folder, each folder with its own ``placement.json`` and ``result.json``.
 
     Checkpointable in submitit's sense (``checkpoint`` resubmits the same call), so submitit requeues a task
     that reaches Slurm's time limit or is pre-empted instead of losing it; the requeued task is a new attempt.
     """
 
-    def __call__(self, spec: RunSpec, runs_root: str, first_attempt: int, threads: int) -> dict[str, Any]:
+    def __call__(self, spec: RunSpec | list[RunSpec], runs_root: str, first_attempt: int | list[int],
+                 threads: int) -> dict[str, Any]:  # fmt: skip
         restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
-        attempt = first_attempt + restarts
-        folder = attempt_dir(Path(runs_root), spec, attempt=attempt)
-        folder.mkdir(parents=True, exist_ok=True)
+        specs = spec if isinstance(spec, list) else [spec]
+        firsts = first_attempt if isinstance(first_attempt, list) else [first_attempt]
+        attempts = [a + restarts for a in firsts]
+        folders = [attempt_dir(Path(runs_root), s, attempt=a) for s, a in zip(specs, attempts)]
+        for f in folders:
+            f.mkdir(parents=True, exist_ok=True)
+        folder, attempt = folders[0], attempts[0]
         visible = [
             v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip() not in ("", "-1")
         ]
@@ -335,11 +344,13 @@ class _Task:
 
         torch.set_num_threads(threads)
         device = "cuda:0" if visible and torch.cuda.is_available() else "cpu"
-        write_json_atomic(folder / PLACEMENT, {
-            "job_id": _job_id_here(), "host": os.environ.get("SLURMD_NODENAME") or os.environ.get(
-                "SLURM_NODELIST") or os.uname().nodename, "device": device, "attempt": attempt,
-            "restart_count": restarts, "cuda_visible_devices": ",".join(visible) or None, "started_at": time.time(),
-        })  # fmt: skip
+        for f, attempt in zip(folders, attempts):
+            write_json_atomic(f / PLACEMENT, {
+                "job_id": _job_id_here(), "host": os.environ.get("SLURMD_NODENAME") or os.environ.get(
+                    "SLURM_NODELIST") or os.uname().nodename, "device": device, "attempt": attempt,
+                "restart_count": restarts, "cuda_visible_devices": ",".join(visible) or None,
+                "started_at": time.time(),
+            })  # fmt: skip
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())  # scancel: flush, write result.json, end
         sys.stdout.flush()
@@ -349,7 +360,11 @@ class _Task:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
             try:
-                return run_one(spec, folder, device=device, stop_event=stop)
+                if len(specs) > 1:
+                    from ..packed import pack_outcome, run_packed
+
+                    return pack_outcome(run_packed(specs, folders, device=device, stop_event=stop))
+                return run_one(specs[0], folder, device=device, stop_event=stop)
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -516,8 +531,10 @@ class SlurmExecutor:
         ex = submitit.SlurmExecutor(folder=str(self.folder / "%j"), max_num_timeout=3)
         ex.update_parameters(**self.params)
         try:
-            sjobs = ex.map_array(_Task(), [j.spec for j in jobs], [str(self.runs_root)] * len(jobs),
-                                 [j.attempt for j in jobs], [self.threads] * len(jobs))  # fmt: skip
+            sjobs = ex.map_array(_Task(), [[m.spec for m in j.pack] if j.pack else j.spec for j in jobs],
+                                 [str(self.runs_root)] * len(jobs),
+                                 [[m.attempt for m in j.pack] if j.pack else j.attempt for j in jobs],
+                                 [self.threads] * len(jobs))  # fmt: skip
         except Exception as e:  # sbatch refused (bad QOS, account, flag): nothing was submitted
             text = str(e)
             m = re.search(r"sbatch: error: (.*)", text)
@@ -541,8 +558,12 @@ class SlurmExecutor:
         """Submit ``jobs`` as one array (and retries as further arrays), follow them and the adopted ones
         until each has ended; with ``detach``, return once submitted."""
         live: dict[str, _Tracked] = {}
-        for job, jid, known in self._adopted:
-            live[jid] = _Tracked(job, jid, announced=known)
+        for job, jid, known in self._adopted:  # runs sharing a task (seeds_per_job) are one pack again
+            if jid in live:
+                t = live[jid]
+                t.job = Job(t.job.spec, t.job.folder, t.job.attempt, pack=[*t.job.members, job])
+            else:
+                live[jid] = _Tracked(job, jid, announced=known)
         self._adopted = []
         queue = list(jobs)
         last_tick = time.monotonic()
@@ -598,7 +619,11 @@ class SlurmExecutor:
             on_end(job, Outcome("interrupted", None, f"requeued by Slurm (pre-empted, node failure or requeue) as "
                                 f"attempt {nxt}", time.monotonic() - (t.started or t.submitted),
                                 {"requeued": True}))  # fmt: skip
-            t.job = job = Job(job.spec, attempt_dir(self.runs_root, job.spec, attempt=nxt), nxt)
+            moved = [Job(m.spec, attempt_dir(self.runs_root, m.spec, attempt=m.attempt + nxt - job.attempt),
+                         m.attempt + nxt - job.attempt) for m in job.members]  # fmt: skip
+            t.job = job = (
+                moved[0] if len(moved) == 1 else Job(moved[0].spec, moved[0].folder, nxt, pack=moved)
+            )
             t.announced, t.ended_seen = False, None
         if not t.announced:
             p = read_placement(job.folder)
@@ -615,12 +640,15 @@ class SlurmExecutor:
                 return on_end(job, Outcome("failed", None, f"timeout: cancelled after {self.timeout:g}s (--timeout / "
                                            "budget.timeout)", time.monotonic() - t.started))  # fmt: skip
             return _KEEP
-        if read_result(job.folder) is None and st.state != UNKNOWN:
+        if any(read_result(m.folder) is None for m in job.members) and st.state != UNKNOWN:
             if t.ended_seen is None:
                 t.ended_seen = time.monotonic()
             if time.monotonic() - t.ended_seen < (RESULT_GRACE_S if st.state == "COMPLETED" else 2.0):
                 return _KEEP  # result.json may be a moment behind Slurm (NFS), or being written after SIGTERM
-        return on_end(job, outcome_of(st, job.folder, self.params.get("time")))
+        if not job.pack:
+            return on_end(job, outcome_of(st, job.folder, self.params.get("time")))
+        each = [outcome_of(st, m.folder, self.params.get("time")) for m in job.pack]
+        return on_end(job, _pack_of(each))
 
     def _interrupt(self, live: dict[str, _Tracked], on_end: OnEnd) -> None:
         """Ctrl-C / stop: cancel every job of this run, give them a moment to flush, report them interrupted."""
@@ -640,11 +668,14 @@ class SlurmExecutor:
                 st = states.get(jid)
                 if st is None or st.ended:
                     del live[jid]
-                    r = read_result(t.job.folder) or {}
-                    status = "finished" if r.get("status") == "finished" else "interrupted"
-                    on_end(t.job, Outcome(status, r.get("exit_code"), r.get("error") if status == "finished"
-                                          else "interrupted: cancelled in Slurm (Ctrl-C / stop)",
-                                          float(r.get("duration_s") or 0.0), r))  # fmt: skip
+                    each = []
+                    for m in t.job.members:
+                        r = read_result(m.folder) or {}
+                        status = "finished" if r.get("status") == "finished" else "interrupted"
+                        each.append(Outcome(status, r.get("exit_code"), r.get("error") if status == "finished"
+                                            else "interrupted: cancelled in Slurm (Ctrl-C / stop)",
+                                            float(r.get("duration_s") or 0.0), r))  # fmt: skip
+                    on_end(t.job, _pack_of(each) if t.job.pack else each[0])
             time.sleep(0.5)
         for t in live.values():
             on_end(
@@ -653,3 +684,17 @@ class SlurmExecutor:
 
 
 _KEEP = object()
+
+
+def _pack_of(each: list[Outcome]) -> Outcome:
+    """One outcome for a packed task from each seed's own (what the coordinator records per run, as
+    ``packed.pack_outcome`` gives it for a local or Ray job)."""
+    results = [{**o.result, "status": o.status, "exit_code": o.exit_code, "error": o.error,
+                "duration_s": o.duration_s} for o in each]  # fmt: skip
+    statuses = {o.status for o in each}
+    status = (
+        "finished" if statuses == {"finished"} else "interrupted" if "interrupted" in statuses else "failed"
+    )
+    failed = [o for o in each if o.status == "failed"]
+    return Outcome(status, 0 if status == "finished" else 1, failed[0].error if failed else None,
+                   max(o.duration_s for o in each), {"pack_results": results})  # fmt: skip
