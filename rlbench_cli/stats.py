@@ -518,16 +518,18 @@ def probability_of_improvement(
     _check_reps(reps, confidence)
     rows = []
     algos = table.algos
-    for i, x in enumerate(algos):
-        for y in algos[i + 1 :]:
-            sx, sy = table.scores[x], table.scores[y]
-            point, lo, hi = bootstrap.poi_interval(
-                sx, sy, reps=int(reps), confidence=confidence, seed=seed, key=f"{x}|{y}"
-            )
-            rows.append((x, y, float(point), float(lo), float(hi)))
-            rows.append(
-                (y, x, float(bootstrap.probability_of_improvement(sy, sx)), 1.0 - float(hi), 1.0 - float(lo))
-            )
+    pairs = [(x, y) for i, x in enumerate(algos) for y in algos[i + 1 :]]
+    intervals = bootstrap.map_independent(
+        lambda p: bootstrap.poi_interval(table.scores[p[0]], table.scores[p[1]], reps=int(reps),
+                                         confidence=confidence, seed=seed, key=f"{p[0]}|{p[1]}"),
+        pairs, seed,
+    )  # fmt: skip
+    for (x, y), (point, lo, hi) in zip(pairs, intervals):
+        sx, sy = table.scores[x], table.scores[y]
+        rows.append((x, y, float(point), float(lo), float(hi)))
+        rows.append(
+            (y, x, float(bootstrap.probability_of_improvement(sy, sx)), 1.0 - float(hi), 1.0 - float(lo))
+        )
     out = pd.DataFrame(rows, columns=["algo_x", "algo_y", "estimate", "lower", "upper"])
     order = {a: k for k, a in enumerate(algos)}
     out = out.sort_values(["algo_x", "algo_y"], key=lambda c: c.map(order), kind="mergesort")
