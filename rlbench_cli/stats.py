@@ -475,17 +475,21 @@ def aggregates(table: ScoreTable, reps: int = 50000, seed: int = 0, confidence: 
 
     _check_reps(reps, confidence)
     gamma = OPTIMALITY_GAP_GAMMA * table.scale
+    # raw scores have no optimality gap (NaN below): not bootstrapped. The other statistics do not depend on
+    # which are computed together (the same replicates, each statistic on its own), so they are unchanged.
+    funcs = METRICS if table.normalized is not None else tuple(m for m in METRICS if m != "optimality_gap")
     est = bootstrap.interval_estimates(
-        {a: table.scores[a] for a in table.algos}, METRICS, reps=int(reps), confidence=confidence, seed=seed,
+        {a: table.scores[a] for a in table.algos}, funcs, reps=int(reps), confidence=confidence, seed=seed,
         gamma=gamma,
     )  # fmt: skip
     rows = []
     for algo in table.algos:
         point, lower, upper = est[algo]
-        for i, metric in enumerate(METRICS):
-            if metric == "optimality_gap" and table.normalized is None:
+        for metric in METRICS:
+            if metric not in funcs:
                 rows.append((algo, metric, np.nan, np.nan, np.nan))
             else:
+                i = funcs.index(metric)
                 rows.append((algo, metric, float(point[i]), float(lower[i]), float(upper[i])))
     return pd.DataFrame(rows, columns=["algo", "metric", "estimate", "lower", "upper"])
 
