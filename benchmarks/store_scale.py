@@ -21,8 +21,11 @@ written with numpy) are cached beside it.
     python benchmarks/store_scale.py --quick               # tiny, for the test suite
 
 To compare with another checkout, run this script with PYTHONPATH pointing at it: the commands run the
-``rlbench`` next to the Python running this script, which loads ``rlbench_cli`` from PYTHONPATH.
+``rlbench`` next to the Python running this script, which loads ``rlbench_cli`` from PYTHONPATH. Or side by side
+in one run: ``--baseline /path/to/other/checkout`` times every command with that checkout's ``rlbench_cli``
+too, the two taking turns, and prints the baseline's time and the speed-up beside each target.
 Timings are medians of --repeat runs; on a shared machine they move a lot, so compare runs made side by side.
+Each target's verdict (met / NOT met) is on the median wall time of this checkout.
 """
 
 from __future__ import annotations
@@ -142,15 +145,18 @@ def rlbench_command() -> list[str]:
     return [sys.executable, "-c", "from rlbench_cli.cli.app import main; main()"]
 
 
-def run(args: list[str], profile: Path | None = None) -> tuple[float, float]:
+def run(args: list[str], profile: Path | None = None, checkout: Path | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds: user + system) of one ``rlbench ARGS`` in a subprocess (fails loudly on a
-    non-zero exit). On a loaded machine the wall time waits for the CPU; the CPU time says what it needed."""
+    non-zero exit). On a loaded machine the wall time waits for the CPU; the CPU time says what it needed.
+    ``checkout``: run that checkout's ``rlbench_cli`` (first on PYTHONPATH) instead of this one's."""
     import resource
 
     cmd = rlbench_command()
     if profile is not None:
         cmd = [cmd[0], "-m", "cProfile", "-o", str(profile), *cmd[1:]]
     env = {**os.environ, "MPLBACKEND": "Agg"}
+    if checkout is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(checkout), env.get("PYTHONPATH", "")])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, timeout=1800)
@@ -206,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="also profile each command (cProfile)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (for the tests)")
     parser.add_argument("--json", type=Path, help="also write the timings to this JSON file")
+    parser.add_argument("--baseline", type=Path, help="another checkout to time side by side (e.g. main)")
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.rows, args.reps, args.import_runs, args.repeat = 40, 20, 200, 20, 1
@@ -249,19 +256,32 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"load average before: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
         )
-        print(f"{'command':<26} {'wall s':>8} {'cpu s':>7} {'target s':>9}  {'wall spread':<14} verdict")
+        base = args.baseline
+        head = f"{'command':<26} {'wall s':>8} {'cpu s':>7} {'target s':>9}  {'wall spread':<14} verdict"
+        print(head + (f"   {'baseline wall s':>15} {'cpu s':>7} {'speed-up':>8}" if base else ""))
         for name, (cmd, target) in commands.items():
-            times, cpus = [], []
-            for _ in range(args.repeat):
-                (work / "import.duckdb").unlink(missing_ok=True)
-                wall, cpu = run([str(c) for c in cmd])
-                times.append(wall)
-                cpus.append(cpu)
+            times, cpus, btimes, bcpus = [], [], [], []
+            for _ in range(args.repeat):  # with a baseline the two take turns, so a slow spell hits both
+                for checkout, walls, cpu_list in ((None, times, cpus), (base, btimes, bcpus))[
+                    : 2 if base else 1
+                ]:
+                    (work / "import.duckdb").unlink(missing_ok=True)
+                    wall, cpu = run([str(c) for c in cmd], checkout=checkout)
+                    walls.append(wall)
+                    cpu_list.append(cpu)
             med, cpu = statistics.median(times), statistics.median(cpus)
-            results[name] = {"seconds": med, "cpu_seconds": cpu, "all": times, "target": target}
+            results[name] = {"seconds": med, "cpu_seconds": cpu, "all": times, "target": target,
+                             "met": med < target}  # fmt: skip
             spread = f"{min(times):.2f}..{max(times):.2f}"
-            verdict = "ok" if med < target else "OVER"
-            print(f"{name:<26} {med:>8.2f} {cpu:>7.2f} {target:>9.1f}  {spread:<14} {verdict}", flush=True)
+            verdict = "met" if med < target else "NOT met"
+            line = f"{name:<26} {med:>8.2f} {cpu:>7.2f} {target:>9.1f}  {spread:<14} {verdict:<7}"
+            if base:
+                bmed, bcpu = statistics.median(btimes), statistics.median(bcpus)
+                results[name]["baseline"] = {"seconds": bmed, "cpu_seconds": bcpu, "all": btimes}
+                line += f"   {bmed:>15.2f} {bcpu:>7.2f} {bmed / med:>7.2f}x"
+            print(line, flush=True)
+        met = sum(r["met"] for r in results.values())
+        print(f"targets met: {met} of {len(results)} (median wall time of this checkout)")
         print(f"load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
         if args.profile:
             for name, (cmd, _) in commands.items():

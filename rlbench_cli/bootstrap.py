@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -60,6 +61,8 @@ __all__ = [
     "poi_distribution",
     "poi_interval",
     "performance_profile",
+    "map_independent",
+    "workers",
 ]
 
 METRICS: tuple[str, ...] = ("median", "iqm", "mean", "optimality_gap")
@@ -143,6 +146,41 @@ def derive_rng(seed: int, key: str = "") -> np.random.Generator:
     digest = hashlib.blake2b(str(key).encode("utf-8"), digest_size=16).digest()
     words = tuple(int(w) for w in np.frombuffer(digest, dtype="<u4"))
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(int(seed), spawn_key=words)))
+
+
+_T = TypeVar("_T")
+
+
+def workers(jobs: int) -> int:
+    """Threads for ``jobs`` independent bootstraps: the CPUs this process may use (``$RLBENCH_THREADS``
+    caps them; 1 turns threads off), at most ``jobs``."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    cap = os.environ.get("RLBENCH_THREADS", "")
+    if cap.strip().isdigit() and int(cap) > 0:
+        cpus = min(cpus, int(cap))
+    return max(1, min(cpus, jobs))
+
+
+def map_independent(fn: Callable[[Any], _T], items: Iterable[Any], seed: object) -> list[_T]:
+    """``[fn(item) for item in items]``, on threads when ``seed`` is an integer.
+
+    With an integer seed every item resamples from its own generator (``derive_rng(seed, key)``), so the
+    items are independent and each result is the same whichever thread computes it, in whatever order:
+    numpy's generators, ``take``, sorts and reductions release the GIL, so on N cores the bootstraps of N
+    algorithms (or pairs) run at once. A ``RandomState`` / ``Generator`` seed is one stream shared by the
+    items in order (rliable replay): then they run one after another.
+    """
+    items = list(items)
+    n = workers(len(items)) if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) else 1
+    if n <= 1:
+        return [fn(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(n, thread_name_prefix="rlbench-bootstrap") as pool:
+        return list(pool.map(fn, items))
 
 
 def _rng(seed: int | Rng, key: str) -> Rng:
@@ -445,14 +483,16 @@ def interval_estimates(
     """
     reps = _check_common(reps, confidence, method)
     items = _check_funcs(funcs)
-    results: dict[str, Interval] = {}
-    for algo, raw in scores.items():
-        arr = _check_scores(raw, f"scores[{algo!r}]")
+    arrays = {algo: _check_scores(raw, f"scores[{algo!r}]") for algo, raw in scores.items()}
+
+    def one(algo: str) -> Interval:
+        arr = arrays[algo]
         point = _aggregate(arr[None].copy(), items, float(gamma))[0]
         dist = bootstrap_distribution(arr, items, reps, _rng(seed, str(algo)), gamma, chunk_reps)
         lower, upper = percentile_interval(dist, point, confidence, method)
-        results[algo] = Interval(point, lower, upper)
-    return results
+        return Interval(point, lower, upper)
+
+    return dict(zip(arrays, map_independent(one, arrays, seed)))
 
 
 # ----------------------------------------------------------------------------- probability of improvement
@@ -650,9 +690,10 @@ def performance_profile(
         values = batch.reshape(batch.shape[0], -1) if variant == "run" else batch.mean(axis=1)
         return _fraction_above(values, taus_sorted)
 
-    results: dict[str, Interval] = {}
-    for algo, raw in scores.items():
-        arr = _check_scores(raw, f"scores[{algo!r}]")
+    arrays = {algo: _check_scores(raw, f"scores[{algo!r}]") for algo, raw in scores.items()}
+
+    def one(algo: str) -> Interval:
+        arr = arrays[algo]
         n, m = arr.shape
         gen = _rng(seed, str(algo))
         point = profile(arr[None])[0]
@@ -662,5 +703,6 @@ def performance_profile(
             stop = min(reps, start + step)
             dist[start:stop] = profile(resample(arr, _draw(gen, n, (stop - start, n, m))))
         lower, upper = percentile_interval(dist, point, confidence, method)
-        results[algo] = Interval(point[unsort], lower[unsort], upper[unsort])
-    return results
+        return Interval(point[unsort], lower[unsort], upper[unsort])
+
+    return dict(zip(arrays, map_independent(one, arrays, seed)))

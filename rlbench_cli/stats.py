@@ -23,8 +23,6 @@ rliable and scipy are imported inside the functions that use them, so importing 
 
 from __future__ import annotations
 
-import re
-import warnings
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -34,8 +32,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlbench_cli.errors import UsageError
 from rlbench_cli.references import BUILTIN, NormalizeError, Resolved, resolve
+from rlbench_cli.scoring import (  # noqa: F401  (re-exported: stats is where callers look)
+    SCORED_COLUMNS,
+    StatsError,
+    StatsWarning,
+    _short,
+    _warn,
+    finish_order,
+    parse_rule,
+)
 
 __all__ = [
     "REFERENCES",
@@ -69,42 +75,6 @@ OPTIMALITY_GAP_GAMMA = 1.0
 # Fixed reference scores live in ``references`` (classic-control, d4rl, atari, and a suite's own block);
 # this mapping exposes each built-in set's table for callers that want the raw numbers.
 REFERENCES: dict[str, dict[str, tuple[float, float]]] = {name: dict(rs.table) for name, rs in BUILTIN.items()}
-
-
-class StatsError(UsageError, ValueError):
-    """A score rule, reference set or metric table the statistics cannot use (also a ``ValueError``)."""
-
-
-class StatsWarning(UserWarning):
-    """Data was dropped or changed on the way to the statistics (non-finite values, incomplete seeds...)."""
-
-
-def _warn(message: str) -> None:
-    warnings.warn(message, StatsWarning, stacklevel=3)
-
-
-# --------------------------------------------------------------------------------------------- score rules
-def parse_rule(rule: str) -> tuple[str, int | None]:
-    """Parses a score rule.
-
-    Args:
-        rule: ``final`` (last evaluation), ``best`` (maximum over evaluations), ``mean_last:N`` (mean of the
-            last N evaluations, N >= 1) or ``auc`` (area under the (step, value) curve divided by the step
-            span, i.e. the mean value over training).
-
-    Returns:
-        ``(name, n)``: ``n`` is N for ``mean_last:N`` and ``None`` otherwise.
-
-    Raises:
-        StatsError: (a ``ValueError``) for anything else.
-    """
-    text = rule.strip() if isinstance(rule, str) else rule
-    if text in ("final", "best", "auc"):
-        return text, None
-    match = re.fullmatch(r"mean_last:(\d+)", text) if isinstance(text, str) else None
-    if match and int(match.group(1)) >= 1:
-        return "mean_last", int(match.group(1))
-    raise StatsError(f"Unknown score rule {rule!r}. Use one of: final, best, mean_last:N (N >= 1), auc.")
 
 
 def _clean(df: pd.DataFrame) -> pd.DataFrame:
@@ -141,12 +111,6 @@ def _clean(df: pd.DataFrame) -> pd.DataFrame:
     if out.empty:
         raise StatsError("Metric table has no finite values left after dropping NaN/inf.")
     return out.reset_index(drop=True)
-
-
-def _short(items: Sequence[object], limit: int = 5) -> str:
-    items = list(items)
-    text = ", ".join(map(str, items[:limit]))
-    return text + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd.DataFrame:
@@ -207,10 +171,6 @@ def run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd
     return out.loc[:, ["run_id", "algo", "env", "seed", "score"]]
 
 
-SCORED_COLUMNS = ("run_id", "algo", "env", "seed", "score", "rows", "nonfinite", "points")
-"""Columns of per-run scores computed in SQL (``Store.run_scores``), which ``score_table`` takes as well."""
-
-
 def is_scored(df: pd.DataFrame) -> bool:
     """Whether ``df`` holds per-run scores computed in SQL (``SCORED_COLUMNS``) rather than metric rows."""
     return (
@@ -235,45 +195,9 @@ def finish_run_scores(runs: pd.DataFrame, rule: str = "final", drop_first: int =
         DataFrame with columns ``run_id, algo, env, seed, score``, one row per run, sorted by
         ``algo, env, seed, run_id``.
     """
-    name, n = parse_rule(rule)
-    if int(drop_first) != drop_first or drop_first < 0:
-        raise StatsError(f"drop_first must be a non-negative integer, got {drop_first!r}.")
-    missing = [c for c in SCORED_COLUMNS if c not in runs.columns]
-    if missing:
-        raise StatsError(
-            f"Per-run scores lack column(s) {', '.join(missing)}; expected {', '.join(SCORED_COLUMNS)}."
-        )
-    if runs.empty or not int(runs["rows"].sum()):
-        raise StatsError("Metric table is empty: no evaluation rows to score. Did the runs log this metric?")
-    bad = runs.loc[runs["nonfinite"] > 0]
-    if len(bad):
-        _warn(
-            f"Dropped {int(bad['nonfinite'].sum())} non-finite value(s) (NaN/inf) from {len(bad)} run(s): "
-            f"{_short(sorted(map(str, bad['run_id'])))}."
-        )
-    data = runs.loc[runs["rows"] > runs["nonfinite"]]
-    if data.empty:
-        raise StatsError("Metric table has no finite values left after dropping NaN/inf.")
-    if drop_first:
-        emptied = sorted(map(str, data.loc[data["points"] == 0, "run_id"]))
-        if emptied:
-            _warn(
-                f"{len(emptied)} run(s) have no more than {drop_first} evaluation point(s) and were dropped "
-                f"by drop_first={drop_first}: {_short(emptied)}."
-            )
-        data = data.loc[data["points"] > 0]
-        if data.empty:
-            raise StatsError(f"No evaluation points left after drop_first={drop_first}; lower --drop-first.")
-    if name == "mean_last":
-        short = data.loc[data["points"] < n, "run_id"]
-        if len(short):
-            _warn(
-                f"{len(short)} run(s) have fewer than {n} evaluation points; mean_last:{n} averages all the "
-                f"points they have: {_short(sorted(map(str, short)))}."
-            )
-    out = data.loc[:, ["run_id", "algo", "env", "seed", "score"]].astype({"score": float})
-    out = out.sort_values(["algo", "env", "seed", "run_id"], kind="mergesort").reset_index(drop=True)
-    return out
+    order = finish_order({c: runs[c].to_numpy() for c in runs.columns}, rule, drop_first)
+    out = runs.iloc[order].loc[:, ["run_id", "algo", "env", "seed", "score"]].astype({"score": float})
+    return out.reset_index(drop=True)
 
 
 def per_run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd.DataFrame:
@@ -556,17 +480,21 @@ def aggregates(table: ScoreTable, reps: int = 50000, seed: int = 0, confidence: 
 
     _check_reps(reps, confidence)
     gamma = OPTIMALITY_GAP_GAMMA * table.scale
+    # raw scores have no optimality gap (NaN below): not bootstrapped. The other statistics do not depend on
+    # which are computed together (the same replicates, each statistic on its own), so they are unchanged.
+    funcs = METRICS if table.normalized is not None else tuple(m for m in METRICS if m != "optimality_gap")
     est = bootstrap.interval_estimates(
-        {a: table.scores[a] for a in table.algos}, METRICS, reps=int(reps), confidence=confidence, seed=seed,
+        {a: table.scores[a] for a in table.algos}, funcs, reps=int(reps), confidence=confidence, seed=seed,
         gamma=gamma,
     )  # fmt: skip
     rows = []
     for algo in table.algos:
         point, lower, upper = est[algo]
-        for i, metric in enumerate(METRICS):
-            if metric == "optimality_gap" and table.normalized is None:
+        for metric in METRICS:
+            if metric not in funcs:
                 rows.append((algo, metric, np.nan, np.nan, np.nan))
             else:
+                i = funcs.index(metric)
                 rows.append((algo, metric, float(point[i]), float(lower[i]), float(upper[i])))
     return pd.DataFrame(rows, columns=["algo", "metric", "estimate", "lower", "upper"])
 
@@ -599,16 +527,18 @@ def probability_of_improvement(
     _check_reps(reps, confidence)
     rows = []
     algos = table.algos
-    for i, x in enumerate(algos):
-        for y in algos[i + 1 :]:
-            sx, sy = table.scores[x], table.scores[y]
-            point, lo, hi = bootstrap.poi_interval(
-                sx, sy, reps=int(reps), confidence=confidence, seed=seed, key=f"{x}|{y}"
-            )
-            rows.append((x, y, float(point), float(lo), float(hi)))
-            rows.append(
-                (y, x, float(bootstrap.probability_of_improvement(sy, sx)), 1.0 - float(hi), 1.0 - float(lo))
-            )
+    pairs = [(x, y) for i, x in enumerate(algos) for y in algos[i + 1 :]]
+    intervals = bootstrap.map_independent(
+        lambda p: bootstrap.poi_interval(table.scores[p[0]], table.scores[p[1]], reps=int(reps),
+                                         confidence=confidence, seed=seed, key=f"{p[0]}|{p[1]}"),
+        pairs, seed,
+    )  # fmt: skip
+    for (x, y), (point, lo, hi) in zip(pairs, intervals):
+        sx, sy = table.scores[x], table.scores[y]
+        rows.append((x, y, float(point), float(lo), float(hi)))
+        rows.append(
+            (y, x, float(bootstrap.probability_of_improvement(sy, sx)), 1.0 - float(hi), 1.0 - float(lo))
+        )
     out = pd.DataFrame(rows, columns=["algo_x", "algo_y", "estimate", "lower", "upper"])
     order = {a: k for k, a in enumerate(algos)}
     out = out.sort_values(["algo_x", "algo_y"], key=lambda c: c.map(order), kind="mergesort")

@@ -17,6 +17,7 @@ from .common import (
     SuiteArg,
     check_score_flags,
     handle_errors,
+    shared_reader,
     store_for,
 )
 
@@ -65,11 +66,12 @@ def leaderboard(
 
     check_score_flags(score, drop_first)
     store = store_for(db)
-    metric, rule, drop_first = report.suite_scoring(store, suite, metric, score, drop_first)
-    df, unfinished = load_scores(store, suite, metric, rule, drop_first)  # scored in SQL, rows stay there
-    board = lb.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
-                     normalize=report.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
-                     per_task=per_task)  # fmt: skip
+    with shared_reader(store) as reads:  # one connection for the reads, closed before the statistics
+        metric, rule, drop_first = report.suite_scoring(reads, suite, metric, score, drop_first)
+        df, unfinished = load_scores(reads, suite, metric, rule, drop_first)  # scored in SQL, rows stay there
+        norm = report.suite_normalize(reads, suite, normalize)
+    board = lb.build(suite, df, metric=metric, rule=rule, drop_first=drop_first, normalize=norm, reps=reps,
+                     seed=seed, per_task=per_task)  # fmt: skip
     if unfinished:
         typer.echo(f"warning: {unfinished} runs of {suite!r} are not finished and are left out", err=True)
     for w in board.warnings:

@@ -19,6 +19,7 @@ from .common import (
     SuiteArg,
     check_score_flags,
     handle_errors,
+    shared_reader,
     store_for,
 )
 
@@ -184,16 +185,17 @@ def plot(
     size = parse_figsize(figsize)
     store = store_for(db)
     check_score_flags(score, drop_first)
-    metric, rule, drop_first = report.suite_scoring(store, suite, metric, score, drop_first)
-    if curves:
-        df, unfinished = load_metric(store, suite, metric)
-    else:
-        df, unfinished = load_scores(store, suite, metric, rule, drop_first)
+    with shared_reader(store) as reads:  # one connection for the reads, closed before the statistics
+        metric, rule, drop_first = report.suite_scoring(reads, suite, metric, score, drop_first)
+        if curves:
+            df, unfinished = load_metric(reads, suite, metric)
+        else:
+            df, unfinished = load_scores(reads, suite, metric, rule, drop_first)
+        norm, kinds = report.suite_normalize(reads, suite, normalize), step_kinds(reads, suite)
     out_dir = out or store.path.parent / "figures" / suite
     options = plots.FigureOptions(title=title, xlabel=xlabel, ylabel=ylabel, figsize=size)
-    result = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first,
-                                normalize=report.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
-                                out_dir=out_dir, fmt=fmt.value, step_kinds=step_kinds(store, suite),
+    result = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first, normalize=norm,
+                                reps=reps, seed=seed, out_dir=out_dir, fmt=fmt.value, step_kinds=kinds,
                                 options=options, curves=curves)  # fmt: skip
     if unfinished:
         typer.echo(f"warning: {unfinished} runs of {suite!r} are not finished and are left out", err=True)

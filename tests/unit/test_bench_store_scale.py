@@ -1,5 +1,6 @@
 """benchmarks/store_scale.py runs to the end in its quick mode (a tiny store, every command timed once) and
-prints a line per command. No timing thresholds: the machine running the tests decides those."""
+prints a line per command, with its verdict (met / NOT met). No timing thresholds: the machine running the
+tests decides those."""
 
 from __future__ import annotations
 
@@ -23,3 +24,8 @@ def test_store_scale_quick(tmp_path: Path) -> None:
                  "fetch --from d3rlpy"):  # fmt: skip
         assert any(line.startswith(name + " ") for line in proc.stdout.splitlines()), proc.stdout
     assert (tmp_path / "t.json").is_file()
+    lines = {line.split("  ")[0].strip(): line for line in proc.stdout.splitlines()}
+    assert all(
+        "met" in line for name, line in lines.items() if name.startswith(("fetch ", "leaderboard", "plot"))
+    )
+    assert "targets met:" in proc.stdout, proc.stdout

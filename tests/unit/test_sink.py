@@ -43,3 +43,28 @@ def test_log_columns_refuses_a_length_mismatch_at_the_call(tmp_path):
         sink.log_columns(0, ("a", "b"), [1.0, 2.0, 3.0])
     sink.close()
     assert list_shards(tmp_path) == []
+
+
+def test_log_columns_keeps_each_calls_values_out_of_the_collector(tmp_path):
+    """A caller that reuses one list logs each step's values (not the list's last contents), and the
+    buffered calls are untracked by the garbage collector once it has seen them (a growing buffer of
+    tracked lists made every collection rescan it)."""
+    import gc
+
+    import pyarrow.parquet as pq
+
+    from rlbench_cli.sink import ShardSink, list_shards
+
+    sink = ShardSink(tmp_path / "m", background=False)
+    names, row = ("a", "b"), [0.0, 0.0]
+    for step in range(1000):
+        row[0], row[1] = float(step), -float(step)
+        sink.log_columns(step, names, row)
+    gc.collect()  # the first pass untracks each call's values, the next the entry holding them
+    gc.collect()
+    assert not any(gc.is_tracked(entry) for entry in sink._buf)
+    sink.close()
+    table = pq.read_table(list_shards(tmp_path / "m")[0])
+    assert table.num_rows == 2000
+    assert table.column("value").to_pylist()[:4] == [0.0, -0.0, 1.0, -1.0]
+    assert table.column("value").to_pylist()[-2:] == [999.0, -999.0]
