@@ -659,7 +659,7 @@ def _not_plain(value: Any, where: str, open_ids: set[int]) -> tuple[str, str] | 
 
 
 def _check_envs(suite: Suite, path: str) -> None:
-    from .envs import known_env, known_wrapper
+    from .envs import known_env, known_wrapper, wrapper_kwargs_problem
 
     for i, env in enumerate(suite.envs):
         problem = known_env(env.id)
@@ -669,6 +669,9 @@ def _check_envs(suite: Suite, path: str) -> None:
             problem = known_wrapper(w.name)
             if problem:
                 raise SuiteInvalid(f"{path}: field 'envs[{i}].wrappers[{j}]': {problem}")
+            problem = wrapper_kwargs_problem(w.name, w.kwargs)
+            if problem:
+                raise SuiteInvalid(f"{path}: field 'envs[{i}].wrappers[{j}].kwargs': {_printable(problem)}")
     for i, ds in enumerate(suite.datasets):
         problem = known_env(ds.env or "")
         if problem:

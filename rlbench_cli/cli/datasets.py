@@ -37,7 +37,10 @@ def build(
     env: Annotated[str, typer.Argument(help="gymnasium id, e.g. CartPole-v1, Pendulum-v1, Hopper-v5")],
     level: Annotated[
         list[str],
-        typer.Option("--level", help="random | medium | expert | medium-replay | medium-expert (repeatable)"),
+        typer.Option(
+            "--level",
+            help="random | medium | expert | medium-replay | medium-expert | conservative (repeatable)",
+        ),
     ],
     size: Annotated[
         int | None,
