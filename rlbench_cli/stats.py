@@ -47,6 +47,9 @@ __all__ = [
     "parse_rule",
     "run_scores",
     "SCORED_COLUMNS",
+    "rule_phase",
+    "phase_rows",
+    "PHASE_METRIC",
     "is_scored",
     "finish_run_scores",
     "per_run_scores",
@@ -84,13 +87,48 @@ def _warn(message: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------- score rules
+PHASE_METRIC = "train/phase"  # 0 from step 0, 1 from the phase boundary (the last offline step) on
+_PHASE = re.compile(r"^(?P<rule>.*?)@(?P<phase>offline|online)$")
+
+
+def rule_phase(rule: str) -> tuple[str, str | None]:
+    """``"final@online"`` -> ``("final", "online")``; a rule without ``@offline`` / ``@online`` -> (rule, None).
+
+    A phase scores part of each offline-to-online run: ``offline`` the evaluations up to and including its
+    phase boundary (the last offline step; all of a run without one), ``online`` those after it (none for a
+    run without one, which is then left out)."""
+    m = _PHASE.match(rule.strip()) if isinstance(rule, str) else None
+    return (m.group("rule"), m.group("phase")) if m else (rule, None)
+
+
+def phase_rows(df: pd.DataFrame, phase: str | None) -> pd.DataFrame:
+    """The rows of ``df`` in ``phase`` (see ``rule_phase``), by its ``boundary`` column (each row's run's
+    phase boundary step, NaN or absent for runs without one); all rows when ``phase`` is None."""
+    if phase is None:
+        return df
+    boundary = df["boundary"] if "boundary" in df.columns else pd.Series(np.nan, index=df.index)
+    boundary = pd.to_numeric(boundary, errors="coerce").astype(float)
+    step = df["step"].astype(float)
+    keep = (boundary.isna() | (step <= boundary)) if phase == "offline" else (step > boundary)
+    out = df.loc[keep.to_numpy()]
+    if out.empty and not df.empty:
+        why = (
+            "no run has an online phase (runs fine-tuned with finetune: {steps: N} have)"
+            if phase == "online"
+            else "nothing is left"
+        )
+        raise StatsError(f"No evaluation points in the {phase} phase: {why}.")
+    return out
+
+
 def parse_rule(rule: str) -> tuple[str, int | None]:
     """Parses a score rule.
 
     Args:
         rule: ``final`` (last evaluation), ``best`` (maximum over evaluations), ``mean_last:N`` (mean of the
             last N evaluations, N >= 1) or ``auc`` (area under the (step, value) curve divided by the step
-            span, i.e. the mean value over training).
+            span, i.e. the mean value over training); any of them may end in ``@offline`` or ``@online``
+            (see ``rule_phase``), which this leaves out.
 
     Returns:
         ``(name, n)``: ``n`` is N for ``mean_last:N`` and ``None`` otherwise.
@@ -98,7 +136,7 @@ def parse_rule(rule: str) -> tuple[str, int | None]:
     Raises:
         StatsError: (a ``ValueError``) for anything else.
     """
-    text = rule.strip() if isinstance(rule, str) else rule
+    text = rule_phase(rule)[0].strip() if isinstance(rule, str) else rule
     if text in ("final", "best", "auc"):
         return text, None
     match = re.fullmatch(r"mean_last:(\d+)", text) if isinstance(text, str) else None
@@ -155,7 +193,8 @@ def run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd
     Args:
         df: Tidy rows of ONE metric, columns ``run_id, algo, env, seed, step, value``, one row per evaluation
             point. Runs may have different lengths; non-finite values are dropped with a warning.
-        rule: Score rule, see ``parse_rule``.
+        rule: Score rule, see ``parse_rule``; with ``@offline`` / ``@online``, the rows of that phase only
+            (``phase_rows``, by a ``boundary`` column), before evaluations are numbered.
         drop_first: Drop each run's first ``drop_first`` evaluation points (ordered by step) before applying
             the rule. A run left with no points is dropped with a warning.
 
@@ -166,6 +205,8 @@ def run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd
     name, n = parse_rule(rule)
     if int(drop_first) != drop_first or drop_first < 0:
         raise StatsError(f"drop_first must be a non-negative integer, got {drop_first!r}.")
+    if isinstance(df, pd.DataFrame) and not df.empty and "step" in df.columns:
+        df = phase_rows(df, rule_phase(rule)[1])  # before numbering evaluations, as step bounds are
     data = _clean(df)
     if drop_first:
         before = set(data["run_id"].unique())

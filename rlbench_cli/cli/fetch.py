@@ -361,6 +361,7 @@ def _scores(store: Any, con: Any, filters: dict[str, Any], metric: str | None, r
         m, r, d = report.suite_scoring(_Open(con), name, metric, rule, drop_first)
         rule_name, n = stats.parse_rule(r)
         runs = store.run_scores(con, suite=name, metric=m, rule=rule_name, n=n, drop_first=d,
+                                phase=stats.rule_phase(r)[1],
                                 **{k: v for k, v in filters.items() if k != "suite"}).to_pandas()  # fmt: skip
         if runs.empty:
             continue
