@@ -103,8 +103,10 @@ def check_score_flags(score: str | None, drop_first: int | None) -> None:
     from ..errors import UsageError
     from ..spec import SCORE_RULE_RE
 
-    rule, _, phase = (score or "").partition("@")
-    if score is not None and (not SCORE_RULE_RE.match(rule) or phase not in ("", "offline", "online", "all")):
+    rule, at, phase = (score or "").partition("@")
+    if score is not None and (
+        not SCORE_RULE_RE.match(rule) or (at and phase not in ("offline", "online", "all"))
+    ):
         raise UsageError(f"--score {score!r}: use final, best, auc or mean_last:N (N a positive integer), "
                          "optionally @offline, @online or @all for a phase of fine-tuned runs")  # fmt: skip
     if drop_first is not None and drop_first < 0:
