@@ -639,13 +639,18 @@ def plot_learning_curves(
             )
         for b in sorted(set((boundaries or {}).get(env, ()))):
             ax.axvline(b, color="0.35", linestyle=":", linewidth=1.2, zorder=1)
-            ax.annotate("offline | online", (b, 1.0), xycoords=("data", "axes fraction"), ha="center",
-                        va="bottom", fontsize=LEGEND_SIZE, color="0.35")  # fmt: skip
+            ax.annotate("offline | online", (b, 0.02), xycoords=("data", "axes fraction"), ha="center",
+                        va="bottom", fontsize=LEGEND_SIZE, color="0.35",
+                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none"})  # fmt: skip
         _step_axis(ax)
         _style(
             ax,
             title=env,
-            xlabel=xlabel if xlabel is not None else steps_label([(step_kinds or {}).get(env)]),
+            xlabel=xlabel
+            if xlabel is not None
+            else "Gradient steps, then env steps"
+            if (boundaries or {}).get(env)
+            else steps_label([(step_kinds or {}).get(env)]),
             ylabel=ylabel if ylabel is not None else metric_label(metric),
         )
     handles = [_line(colors[a], styles[a], a) for a in algos]

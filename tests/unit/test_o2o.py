@@ -71,3 +71,21 @@ def test_score_flag_takes_a_phase(score):
 def test_score_flag_with_a_bad_phase_names_the_flag(score):
     with pytest.raises(UsageError, match=rf"--score '{score}': .*optionally @offline, @online or @all"):
         check_score_flags(score, None)
+
+
+def test_learning_curves_mark_the_phase_boundary(tmp_path):
+    import pandas as pd
+
+    from rlbench_cli import plots
+
+    rows = [{"run_id": f"r{s}", "algo": "iql", "env": "pend", "seed": s, "step": st, "value": float(st + s),
+             "boundary": 100.0} for s in range(2) for st in (0, 50, 100, 150, 200)]  # fmt: skip
+    path = plots.write_learning_curves("o", pd.DataFrame(rows), "eval/return", tmp_path, reps=100)
+    assert path.stat().st_size > 0
+    lc = pd.DataFrame(rows).groupby(["algo", "env", "step"], as_index=False)["value"].mean()
+    lc = lc.rename(columns={"value": "mean"}).assign(lower=lc["value"], upper=lc["value"], n=2)
+    fig = plots.plot_learning_curves(lc, boundaries={"pend": [100.0]})
+    (ax,) = fig.axes
+    vertical = [ln for ln in ax.lines if list(ln.get_xdata()) == [100.0, 100.0]]
+    assert len(vertical) == 1 and ax.get_xlabel() == "Gradient steps, then env steps"
+    assert any(t.get_text() == "offline | online" for t in ax.texts)
