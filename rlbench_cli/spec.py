@@ -519,6 +519,9 @@ class Suite(_Model):
                     f"sweep {key!r} lists {first!r} and {values[same]!r}, which give runs the same label "
                     f"{algo}[{param}={tags[same]}]; list each value once"
                 )
+        if self.score.phase == "online" and not any(a.finetune for a in self.algorithms):
+            raise ValueError("score.phase is online but no algorithm has an online phase; add finetune: "
+                             "{steps: N} to an offline algorithm entry, or use phase: offline")  # fmt: skip
         n_seeds = len(self.seed_list)
         if self.resources.seeds_per_job > n_seeds:
             raise ValueError(

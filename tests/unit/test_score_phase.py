@@ -120,6 +120,10 @@ def test_phase_is_a_score_setting_validated_at_load():
     }
     s = parse_suite({**suite, "score": {"phase": "online"}}, "p.yaml")
     assert s.score.model_dump()["phase"] == "online"
+    with pytest.raises(
+        SuiteInvalid, match=r"^p.yaml: field '\(top level\)': score.phase is online but no algorithm has an"
+    ):
+        parse_suite({**suite, "algorithms": ["iql"], "score": {"phase": "online"}}, "p.yaml")
     with pytest.raises(SuiteInvalid) as e:
         parse_suite({**suite, "score": {"phase": "later"}}, "p.yaml")
     assert str(e.value) == (
