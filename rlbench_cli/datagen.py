@@ -17,6 +17,10 @@ Levels, as D4RL defines them (Fu et al., 2020), all collected with the *stochast
   SAC's initial ``random_steps`` become rollouts of the first checkpoint). Its default size is the number of
   training steps up to the medium checkpoint, as in D4RL.
 - ``medium-expert``: half medium, half expert, concatenated.
+- ``conservative``: NeoRL-2's realistic data: a mediocre-but-safe behaviour policy with narrow coverage, the
+  medium checkpoint acting greedily (deterministic actions) with small noise (Gaussian, std
+  ``CONSERVATIVE_NOISE`` of the half action range, clipped; discrete: a random action with probability
+  ``CONSERVATIVE_NOISE``), instead of sampling its stochastic policy.
 
 Checkpoints are chosen by their evaluation return during training (deterministic actions, ``eval_episodes``
 seeded episodes); the data is collected with sampled actions, whose return can be lower (CartPole-v1's
@@ -536,6 +540,30 @@ def _collect_seed(seed: int, level: str, part: int = 0) -> int:
     return 3_000_000 + 1_000_000 * seed + 100_000 * LEVELS.index(level) + COLLECT_ENVS * part
 
 
+CONSERVATIVE_NOISE = 0.05  # the conservative level's action noise (a fraction of the half action range)
+
+
+def _conservative(policy: Any, act_space: Any, seed: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The policy's greedy actions with small noise, as a reproducible stream (the conservative level)."""
+    rng = np.random.default_rng(seed)
+    if hasattr(act_space, "n"):
+
+        def act_discrete(obs: np.ndarray) -> np.ndarray:
+            greedy = np.asarray(policy(obs)).reshape(len(obs))
+            flip = rng.random(len(obs)) < CONSERVATIVE_NOISE
+            return np.where(flip, rng.integers(act_space.n, size=len(obs)), greedy)
+
+        return act_discrete
+    low, high = np.asarray(act_space.low, np.float32), np.asarray(act_space.high, np.float32)
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        greedy = np.asarray(policy(obs), np.float32).reshape(len(obs), *act_space.shape)
+        noise = rng.normal(0.0, CONSERVATIVE_NOISE * (high - low) / 2, size=greedy.shape)
+        return np.clip(greedy + noise, low, high).astype(np.float32)
+
+    return act
+
+
 def _sampler(policy: Any, seed: int) -> Callable[[np.ndarray], np.ndarray]:
     """The policy's stochastic actions as a reproducible stream (numpy for PPO, torch's generator for d3rlpy)."""
     import torch
@@ -645,7 +673,12 @@ def build_dataset(
         assert folder is not None and index is not None  # a checkpoint comes from a behaviour run
         with _one_torch_thread():
             policy = load_checkpoint(index["algo"], folder / ckpt["file"], device)
-            chunks.append(collect(env_id, env_kwargs, _sampler(policy, cseed), count, cseed))
+            act = (
+                _conservative(policy, act_space, cseed)
+                if level == "conservative"
+                else _sampler(policy, cseed)
+            )
+            chunks.append(collect(env_id, env_kwargs, act, count, cseed))
         ckpt["data_mean_return"] = _mean(chunks[-1].returns)
     data = _assemble(chunks, meta)
     returns = [r for c in chunks for r in c.returns]
@@ -658,7 +691,10 @@ def build_dataset(
         # part k of a level (medium-replay, medium-expert) resets its envs with seeds collection_seed + 8k + i
         collection_seed=_collect_seed(seed, level),
         collection_envs=[collect_envs(count) for _, count in parts],
-        actions="uniform random" if level == "random" else "sampled from the policy (stochastic)",
+        actions={
+            "random": "uniform random",
+            "conservative": f"greedy (deterministic) plus noise {CONSERVATIVE_NOISE:g}",
+        }.get(level, "sampled from the policy (stochastic)"),  # fmt: skip
         created_at=_now(),
         rlbench_version=__version__,
         build_seconds=round(time.perf_counter() - t0, 1),
@@ -705,6 +741,9 @@ def _plan(
     medium = record(m, kind="checkpoint", medium_in_range=in_range, medium_target=100 * MEDIUM_TARGET)
     if level == "medium":
         return [(medium, size)], size, {"policy": medium}
+    if level == "conservative":
+        safe = {**medium, "kind": "conservative", "noise": CONSERVATIVE_NOISE}
+        return [(safe, size)], size, {"policy": safe}
     if level == "medium-expert":
         parts = [(medium, size // 2), (expert, size - size // 2)]
         return parts, size, {"policy": {"kind": "medium + expert", "medium": medium, "expert": expert}}

@@ -50,6 +50,9 @@ class RunSpec:
     env_wrappers: list[dict[str, Any]] = field(default_factory=list)  # [{name, kwargs}], applied in order
     dataset: str | None = None  # offline runs: the dataset's name (the task); env_id is where it is evaluated
     dataset_path: str | None = None  # a user's own dataset file; None: a generated dataset, found by name
+    finetune: dict[str, Any] | None = (
+        None  # offline-to-online: {steps, eval_every} online after the offline steps
+    )
 
     @property
     def env(self) -> str:
@@ -84,6 +87,8 @@ class RunSpec:
         if self.dataset is not None:
             ident["dataset"] = self.dataset
             ident["dataset_path"] = self.dataset_path
+        if self.finetune is not None:
+            ident["finetune"] = self.finetune
         return ident
 
     @property
@@ -101,6 +106,16 @@ class RunSpec:
 
 def _fmt(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _finetune(entry: AlgoSpec, task: EnvSpec | DatasetSpec) -> dict[str, Any] | None:
+    """The entry's online fine-tuning on an offline task ({steps, eval_every}), or None."""
+    if entry.finetune is None or not isinstance(task, DatasetSpec):
+        return None
+    ft = entry.finetune.model_dump()
+    if ft["eval_every"] is None:
+        ft["eval_every"] = max(1, ft["steps"] // 10)
+    return ft
 
 
 def expand(suite: Suite) -> list[RunSpec]:
@@ -145,6 +160,7 @@ def expand(suite: Suite) -> list[RunSpec]:
             command=command,
             dataset=task.name if isinstance(task, DatasetSpec) else None,
             dataset_path=task.path if isinstance(task, DatasetSpec) else None,
+            finetune=_finetune(entry_of[label], task),
         )
         for seed in suite.seed_list
         for label, name, params, entrypoint, command in algo_variants

@@ -114,6 +114,7 @@ def build_html(
                               [suite]).fetchall()[0]  # fmt: skip
         decisions, adaptive = store.decisions(con, suite)
         table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
+        boundaries = store.phase_boundaries(con, suite)
     df = table.to_pandas()
     config = json.loads(cfg_row[0]) if cfg_row[0] else {}
     notes: list[str] = []
@@ -131,6 +132,8 @@ def build_html(
                          f"or draw. See <code>rlbench status {_e(suite)}</code>.</p>"))  # fmt: skip
     else:
         df = df[["run_id", "algo", "env", "seed", "step", "value"]]
+        if boundaries:  # offline-to-online runs' phase boundary, for score phases
+            df = df.assign(boundary=df["run_id"].map(boundaries).astype(float))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", stats.StatsWarning)
             per_run = stats.run_scores(df, rule, drop_first)

@@ -582,6 +582,7 @@ def plot_learning_curves(
     xlabel: str | None = None,
     ylabel: str | None = None,
     step_kinds: Mapping[str, str] | None = None,
+    boundaries: Mapping[str, Sequence[float]] | None = None,
 ) -> Figure:
     """Raw learning curves: one panel per environment, mean over seeds with a shaded 95% bootstrap interval.
 
@@ -598,6 +599,8 @@ def plot_learning_curves(
         xlabel: x label of every panel; default ``steps_label`` of the panel's task in ``step_kinds``.
         ylabel: y label of every panel; default ``metric_label(metric)``.
         step_kinds: ``{task: "online" | "offline"}``, what a step is on each task.
+        boundaries: ``{task: [steps]}``: phase boundaries of offline-to-online runs, each drawn as a dotted
+            vertical line (offline training to its left, online fine-tuning to its right).
 
     Returns:
         The Figure drawn into.
@@ -634,11 +637,20 @@ def plot_learning_curves(
             ax.fill_between(
                 sub["step"], sub["lower"], sub["upper"], color=colors[algo], alpha=0.2, linewidth=0
             )
+        for b in sorted(set((boundaries or {}).get(env, ()))):
+            ax.axvline(b, color="0.35", linestyle=":", linewidth=1.2, zorder=1)
+            ax.annotate("offline | online", (b, 0.02), xycoords=("data", "axes fraction"), ha="center",
+                        va="bottom", fontsize=LEGEND_SIZE, color="0.35",
+                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none"})  # fmt: skip
         _step_axis(ax)
         _style(
             ax,
             title=env,
-            xlabel=xlabel if xlabel is not None else steps_label([(step_kinds or {}).get(env)]),
+            xlabel=xlabel
+            if xlabel is not None
+            else "Gradient steps, then env steps"
+            if (boundaries or {}).get(env)
+            else steps_label([(step_kinds or {}).get(env)]),
             ylabel=ylabel if ylabel is not None else metric_label(metric),
         )
     handles = [_line(colors[a], styles[a], a) for a in algos]
@@ -845,9 +857,13 @@ def write_learning_curves(
     out.mkdir(parents=True, exist_ok=True)
     opts = options or FigureOptions()
     colors = colors or algo_colors(list(df_metric["algo"].astype(str).unique()))
+    boundaries = None
+    if "boundary" in df_metric.columns:  # offline-to-online runs: mark where fine-tuning starts
+        marked = df_metric.dropna(subset=["boundary"])
+        boundaries = {str(env): list(g.unique()) for env, g in marked.groupby("env")["boundary"]}
     fig = plot_learning_curves(
         stats.learning_curves(df_metric, reps=reps, seed=seed), colors=colors, metric=metric,
-        xlabel=opts.xlabel, ylabel=opts.ylabel, step_kinds=step_kinds,
+        xlabel=opts.xlabel, ylabel=opts.ylabel, step_kinds=step_kinds, boundaries=boundaries,
     )  # fmt: skip
     title = (
         opts.title

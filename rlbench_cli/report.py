@@ -32,11 +32,15 @@ def suite_scoring(
     store: Any, suite: str, metric: str | None, rule: str | None, drop_first: int | None
 ) -> tuple[str, str, int]:
     """(metric, rule, drop_first): the flags given, else what the suite declared (stored with it), else
-    ``eval/return``, ``final``, 0."""
+    ``eval/return``, ``final``, 0. The suite's ``phase`` rides on the rule (``final@online``) unless the
+    flag names a phase itself (``--score final@all`` scores whole runs)."""
     score = _suite_config(store, suite).get("score") or {}
+    rule = rule or score.get("rule") or "final"
+    if "@" not in rule and score.get("phase"):
+        rule = f"{rule}@{score['phase']}"
     return (
         metric or score.get("metric") or "eval/return",
-        rule or score.get("rule") or "final",
+        rule.removesuffix("@all"),
         int(score.get("drop_first", 0)) if drop_first is None else drop_first,
     )
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import UsageError
 
-__all__ = ["StatsError", "StatsWarning", "SCORED_COLUMNS", "parse_rule", "finish_order"]
+__all__ = ["StatsError", "StatsWarning", "SCORED_COLUMNS", "PHASE_METRIC", "rule_phase", "parse_rule", "finish_order"]
 
 SCORED_COLUMNS = ("run_id", "algo", "env", "seed", "score", "rows", "nonfinite", "points")
 """Columns of per-run scores computed in SQL (``Store.run_scores``), which ``score_table`` takes as well."""
@@ -39,13 +39,28 @@ def _short(items: Sequence[object], limit: int = 5) -> str:
     return text + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
+PHASE_METRIC = "train/phase"  # 0 from step 0, 1 from the phase boundary (the last offline step) on
+_PHASE = re.compile(r"^(?P<rule>.*?)@(?P<phase>offline|online)$")
+
+
+def rule_phase(rule: str) -> tuple[str, str | None]:
+    """``"final@online"`` -> ``("final", "online")``; a rule without ``@offline`` / ``@online`` -> (rule, None).
+
+    A phase scores part of each offline-to-online run: ``offline`` the evaluations up to and including its
+    phase boundary (the last offline step; all of a run without one), ``online`` those after it (none for a
+    run without one, which is then left out)."""
+    m = _PHASE.match(rule.strip()) if isinstance(rule, str) else None
+    return (m.group("rule"), m.group("phase")) if m else (rule, None)
+
+
 def parse_rule(rule: str) -> tuple[str, int | None]:
     """Parses a score rule.
 
     Args:
         rule: ``final`` (last evaluation), ``best`` (maximum over evaluations), ``mean_last:N`` (mean of the
             last N evaluations, N >= 1) or ``auc`` (area under the (step, value) curve divided by the step
-            span, i.e. the mean value over training).
+            span, i.e. the mean value over training); any of them may end in ``@offline`` or ``@online``
+            (see ``rule_phase``), which this leaves out.
 
     Returns:
         ``(name, n)``: ``n`` is N for ``mean_last:N`` and ``None`` otherwise.
@@ -53,7 +68,7 @@ def parse_rule(rule: str) -> tuple[str, int | None]:
     Raises:
         StatsError: (a ``ValueError``) for anything else.
     """
-    text = rule.strip() if isinstance(rule, str) else rule
+    text = rule_phase(rule)[0].strip() if isinstance(rule, str) else rule
     if text in ("final", "best", "auc"):
         return text, None
     match = re.fullmatch(r"mean_last:(\d+)", text) if isinstance(text, str) else None

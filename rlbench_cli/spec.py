@@ -31,6 +31,7 @@ __all__ = [
     "EnvSpec",
     "DatasetSpec",
     "AlgoSpec",
+    "FinetuneSpec",
     "ScoreSpec",
     "NormalizeSpec",
     "Resources",
@@ -163,6 +164,20 @@ class DatasetSpec(_Model):
         return self.path is None
 
 
+# offline algorithms whose trained agent can go on learning online in the dataset's environment
+FINETUNABLE = ("awac", "cql", "iql", "td3_plus_bc")
+PHASES = ("offline", "online")
+
+
+class FinetuneSpec(_Model):
+    """Offline-to-online: after its offline budget, the agent goes on learning online in the dataset's env."""
+
+    steps: int = Field(gt=0, description="online environment steps after the offline training")
+    eval_every: int | None = Field(
+        None, gt=0, description="evaluate every N online steps; default: steps / 10 (and at the end)"
+    )
+
+
 class AlgoSpec(_Model):
     """An algorithm from the registry (or your own function), its parameters, and its label in results."""
 
@@ -182,6 +197,11 @@ class AlgoSpec(_Model):
         description="the suite's envs or datasets this algorithm runs on (ids, labels for an env with "
         "kwargs, dataset names); default: all of its kind (envs for online algorithms, datasets for offline "
         "ones, both for your own code). E.g. a discrete-action algorithm in a suite with continuous tasks",
+    )
+    finetune: FinetuneSpec | None = Field(
+        None,
+        description="offline-to-online: {steps: N} online steps after offline training, on one step axis "
+        f"(offline algorithms {', '.join(FINETUNABLE)})",
     )
 
     def runs_on(self, task: EnvSpec | DatasetSpec) -> bool:
@@ -221,6 +241,15 @@ class AlgoSpec(_Model):
             )
         return v
 
+    @model_validator(mode="after")
+    def _finetunable(self) -> AlgoSpec:
+        if self.finetune is not None and (self.entrypoint or self.command or self.name not in FINETUNABLE):
+            raise ValueError(
+                f"finetune: {self.name} cannot go on learning online; fine-tuning is for the offline "
+                f"algorithms {', '.join(FINETUNABLE)} (remove finetune or use one of them)"
+            )
+        return self
+
     @field_validator("label")
     @classmethod
     def _safe_label(cls, v: str | None) -> str | None:
@@ -235,6 +264,18 @@ class ScoreSpec(_Model):
     metric: str = "eval/return"
     rule: str = Field("final", description="final | best | mean_last:N | auc")
     drop_first: int = Field(0, ge=0, description="ignore the first N evaluation points of each run")
+    phase: str | None = Field(
+        None,
+        description="offline | online: score only the offline phase of fine-tuned runs (up to the boundary, "
+        "all of a run without one) or only their online phase (after it); default: the whole run",
+    )
+
+    @field_validator("phase")
+    @classmethod
+    def _phase(cls, v: str | None) -> str | None:
+        if v is not None and v not in PHASES:
+            raise ValueError("phase must be offline or online, or left out to score whole runs")
+        return v
 
     @field_validator("rule")
     @classmethod
@@ -478,6 +519,9 @@ class Suite(_Model):
                     f"sweep {key!r} lists {first!r} and {values[same]!r}, which give runs the same label "
                     f"{algo}[{param}={tags[same]}]; list each value once"
                 )
+        if self.score.phase == "online" and not any(a.finetune for a in self.algorithms):
+            raise ValueError("score.phase is online but no algorithm has an online phase; add finetune: "
+                             "{steps: N} to an offline algorithm entry, or use phase: offline")  # fmt: skip
         n_seeds = len(self.seed_list)
         if self.resources.seeds_per_job > n_seeds:
             raise ValueError(
@@ -618,7 +662,7 @@ def _not_plain(value: Any, where: str, open_ids: set[int]) -> tuple[str, str] | 
 
 
 def _check_envs(suite: Suite, path: str) -> None:
-    from .envs import known_env, known_wrapper
+    from .envs import known_env, known_wrapper, wrapper_kwargs_problem
 
     for i, env in enumerate(suite.envs):
         problem = known_env(env.id)
@@ -628,6 +672,9 @@ def _check_envs(suite: Suite, path: str) -> None:
             problem = known_wrapper(w.name)
             if problem:
                 raise SuiteInvalid(f"{path}: field 'envs[{i}].wrappers[{j}]': {problem}")
+            problem = wrapper_kwargs_problem(w.name, w.kwargs)
+            if problem:
+                raise SuiteInvalid(f"{path}: field 'envs[{i}].wrappers[{j}].kwargs': {_printable(problem)}")
     for i, ds in enumerate(suite.datasets):
         problem = known_env(ds.env or "")
         if problem:

@@ -34,6 +34,7 @@ import pandas as pd
 
 from rlbench_cli.references import BUILTIN, NormalizeError, Resolved, resolve
 from rlbench_cli.scoring import (  # noqa: F401  (re-exported: stats is where callers look)
+    PHASE_METRIC,
     SCORED_COLUMNS,
     StatsError,
     StatsWarning,
@@ -41,6 +42,7 @@ from rlbench_cli.scoring import (  # noqa: F401  (re-exported: stats is where ca
     _warn,
     finish_order,
     parse_rule,
+    rule_phase,
 )
 
 __all__ = [
@@ -53,6 +55,9 @@ __all__ = [
     "parse_rule",
     "run_scores",
     "SCORED_COLUMNS",
+    "rule_phase",
+    "phase_rows",
+    "PHASE_METRIC",
     "is_scored",
     "finish_run_scores",
     "per_run_scores",
@@ -75,6 +80,26 @@ OPTIMALITY_GAP_GAMMA = 1.0
 # Fixed reference scores live in ``references`` (classic-control, d4rl, atari, and a suite's own block);
 # this mapping exposes each built-in set's table for callers that want the raw numbers.
 REFERENCES: dict[str, dict[str, tuple[float, float]]] = {name: dict(rs.table) for name, rs in BUILTIN.items()}
+
+
+def phase_rows(df: pd.DataFrame, phase: str | None) -> pd.DataFrame:
+    """The rows of ``df`` in ``phase`` (see ``rule_phase``), by its ``boundary`` column (each row's run's
+    phase boundary step, NaN or absent for runs without one); all rows when ``phase`` is None."""
+    if phase is None:
+        return df
+    boundary = df["boundary"] if "boundary" in df.columns else pd.Series(np.nan, index=df.index)
+    boundary = pd.to_numeric(boundary, errors="coerce").astype(float)
+    step = df["step"].astype(float)
+    keep = (boundary.isna() | (step <= boundary)) if phase == "offline" else (step > boundary)
+    out = df.loc[keep.to_numpy()]
+    if out.empty and not df.empty:
+        why = (
+            "no run has an online phase (runs fine-tuned with finetune: {steps: N} have)"
+            if phase == "online"
+            else "nothing is left"
+        )
+        raise StatsError(f"No evaluation points in the {phase} phase: {why}.")
+    return out
 
 
 def _clean(df: pd.DataFrame) -> pd.DataFrame:
@@ -119,7 +144,8 @@ def run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd
     Args:
         df: Tidy rows of ONE metric, columns ``run_id, algo, env, seed, step, value``, one row per evaluation
             point. Runs may have different lengths; non-finite values are dropped with a warning.
-        rule: Score rule, see ``parse_rule``.
+        rule: Score rule, see ``parse_rule``; with ``@offline`` / ``@online``, the rows of that phase only
+            (``phase_rows``, by a ``boundary`` column), before evaluations are numbered.
         drop_first: Drop each run's first ``drop_first`` evaluation points (ordered by step) before applying
             the rule. A run left with no points is dropped with a warning.
 
@@ -130,6 +156,8 @@ def run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd
     name, n = parse_rule(rule)
     if int(drop_first) != drop_first or drop_first < 0:
         raise StatsError(f"drop_first must be a non-negative integer, got {drop_first!r}.")
+    if isinstance(df, pd.DataFrame) and not df.empty and "step" in df.columns:
+        df = phase_rows(df, rule_phase(rule)[1])  # before numbering evaluations, as step bounds are
     data = _clean(df)
     if drop_first:
         before = set(data["run_id"].unique())

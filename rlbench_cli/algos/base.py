@@ -23,7 +23,9 @@ puts it back and continues from its step. The checkpoint records which metric sh
 before it, and ``resume`` writes those rows into the new attempt, so the run's curve is one curve: nothing
 logged after the checkpoint by the attempt that stopped is kept, and the resumed attempt logs it again.
 
-Metric names: ``eval/return`` (mean over episodes), ``eval/return_std``, ``eval/length``, logged at the
+Metric names: ``eval/return`` (mean over episodes), ``eval/return_std``, ``eval/length``, and in an env that
+reports a safety cost (``info["cost"]``, e.g. the ``SafetyCost`` wrapper) ``eval/cost`` (mean episode cost) and
+``eval/violations`` (the share of episodes whose cost exceeded ``info["cost_limit"]``), logged at the
 suite's evaluation point (0, eval_every, 2 eval_every, ..., the budget) that the evaluation stands for, with
 ``eval/actual_step``, the step training had reached (ppo, say, reaches a point at its next batch boundary);
 ``train/episode_return``, ``train/episode_length``, ``train/loss/<name>``, ``sys/sps_overall`` and
@@ -123,6 +125,26 @@ class RunContext:
     @property
     def params(self) -> dict[str, Any]:
         return dict(self.spec.params)
+
+    @property
+    def finetune_steps(self) -> int:
+        """Online steps after the offline ones (offline-to-online runs; 0 otherwise)."""
+        return int(self.spec.finetune["steps"]) if self.spec.finetune else 0
+
+    @property
+    def total_steps(self) -> int:
+        """The run's last step: ``steps``, plus ``finetune_steps`` on one step axis."""
+        return self.steps + self.finetune_steps
+
+    def eval_schedule(self) -> list[int]:
+        """Evaluation points: 0, eval_every, ... ``steps``; for a fine-tuned run then ``steps`` plus each
+        multiple of the fine-tuning's eval_every, and always its last step."""
+        points = eval_points(self.steps, int(self.spec.budget["eval_every"]))
+        ft = self.spec.finetune
+        if ft:
+            online = eval_points(int(ft["steps"]), int(ft["eval_every"]))
+            points += [self.steps + p for p in online[1:]]
+        return points
 
     def should_stop(self) -> bool:
         return self.stop_event is not None and self.stop_event.is_set()
@@ -338,6 +360,8 @@ class RunContext:
         returns = np.zeros(len(envs))
         last_rewards = np.zeros(len(envs))
         lengths = np.zeros(len(envs), dtype=np.int64)
+        costs = np.zeros(len(envs))
+        cost_limit: float | None = None
         alive = list(range(len(envs)))
         stateful = hasattr(policy, "act") and hasattr(policy, "reset")
         if stateful:
@@ -351,7 +375,10 @@ class RunContext:
                 actions = np.asarray(policy(batch))
             still = []
             for j, i in enumerate(alive):
-                o, r, term, trunc, _ = envs[i].step(_unbatch(actions[j]))
+                o, r, term, trunc, info = envs[i].step(_unbatch(actions[j]))
+                if "cost" in info:  # a safety cost (envs.wrappers.SafetyCost): summed per episode
+                    costs[i] += float(info["cost"])
+                    cost_limit = float(info.get("cost_limit", 0.0))
                 returns[i] += r
                 last_rewards[i] = r
                 lengths[i] += 1
@@ -365,20 +392,23 @@ class RunContext:
             "eval/return_std": float(returns.std()),
             "eval/length": float(lengths.mean()),
         }
+        if cost_limit is not None:  # mean episode cost, and the share of episodes over the cost limit
+            values["eval/cost"] = float(costs.mean())
+            values["eval/violations"] = float((costs > cost_limit).mean())
         refs = self.references()
         if refs is not None:
             values["eval/normalized_return"] = 100.0 * (mean - refs[0]) / (refs[1] - refs[0])
         # logged at the suite's evaluation point this evaluation stands for (a multiple of eval_every, or the
         # budget), so every algorithm's rows line up by step; the step training had reached is kept beside it
-        every = int(self.spec.budget["eval_every"])
-        due = [p for p in eval_points(self.steps, every) if self._last_eval_step < p <= step]
+        schedule = self.eval_schedule()
+        due = [p for p in schedule if self._last_eval_step < p <= step]
         values["eval/actual_step"] = float(step)
         self.sink.log(due[-1] if due else step, **values)
         self.evaluations += 1
         self.last_eval = mean
         self._last_eval_step = step
-        pts = [p for p in eval_points(self.steps, every) if p > step]
-        self._next_eval = pts[0] if pts else self.steps + 1
+        pts = [p for p in schedule if p > step]
+        self._next_eval = pts[0] if pts else self.total_steps + 1
         if self.on_evaluate is not None:
             self.on_evaluate(step, mean, policy)
         return mean

@@ -149,6 +149,11 @@ class _TransitionArrays:
         )
 
 
+def _actions(data: OfflineData) -> np.ndarray:
+    """The dataset's actions as float32 rows (N, act_dim); discrete ones as (N, 1)."""
+    return np.asarray(data.actions, np.float32).reshape(len(data), -1)
+
+
 def _window_batch(windows: TrajectoryWindows, batch_size: int, length: int) -> TrajectoryMiniBatch:
     """A d3rlpy trajectory batch from ``TrajectoryWindows`` (d3rlpy counts timesteps from 1)."""
     w = windows.sample(batch_size, length)
@@ -364,7 +369,7 @@ class D3rlpyOffline:
             if self.transformer:
                 return lambda: mdp.sample_trajectory_batch(batch_size, length=length)
             return lambda: mdp.sample_transition_batch(batch_size)
-        actions = np.asarray(data.actions, np.float32).reshape(len(data), -1)
+        actions = _actions(data)
         if self.transformer:
             windows = TrajectoryWindows(data, actions, all_ends=False)
             return lambda: _window_batch(windows, batch_size, length)
@@ -407,6 +412,8 @@ class D3rlpyOffline:
         count = step = first = 0
         state = ctx.resume()
         if state is None:
+            if ctx.finetune_steps:  # offline-to-online: the phase turns 1 at the last offline step
+                ctx.sink.log(0, **{"train/phase": 0.0})
             ctx.maybe_evaluate(0, policy)
         else:
             restore_impl(algo, state)
@@ -427,6 +434,11 @@ class D3rlpyOffline:
                 break
         if count:  # the updates since the last logging step
             ctx.sink.log(step, **{f"train/loss/{k}": v / count for k, v in sums.items()})
+        if ctx.finetune_steps and step >= ctx.steps and not ctx.should_stop():
+            from .finetune import finetune_online
+
+            step = finetune_online(ctx, algo, _TransitionArrays(data, _actions(data)), discrete, policy,
+                                   explore_noise=self.name == "td3_plus_bc")  # fmt: skip
         ctx.finish(step, policy)
 
 

@@ -268,6 +268,20 @@ class _ArrayReplayBuffer:
             self._write(*self._pending, next_obs=0.0, next_act=0.0, term=1.0)
         self._pending = None
 
+    def extend(self, obs: np.ndarray, act: np.ndarray, rew: np.ndarray, next_obs: np.ndarray,
+               next_act: np.ndarray, term: np.ndarray) -> None:  # fmt: skip
+        """Write whole transitions at once, in order (an offline dataset's, before fine-tuning online)."""
+        n = min(len(obs), self._limit)
+        i = (self._pos + np.arange(n)) % self._limit
+        self._obs[i], self._next_obs[i] = obs[-n:], next_obs[-n:]
+        self._act[i], self._next_act[i] = (
+            act[-n:].reshape(n, *self._action_shape),
+            next_act[-n:].reshape(n, *self._action_shape),
+        )
+        self._rew[i, 0], self._term[i, 0] = rew[-n:].reshape(n), term[-n:].reshape(n)
+        self._pos = int((self._pos + n) % self._limit)
+        self._count = min(self._count + n, self._limit)
+
     @property
     def transition_count(self) -> int:
         return self._count

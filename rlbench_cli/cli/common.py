@@ -104,8 +104,12 @@ def check_score_flags(score: str | None, drop_first: int | None) -> None:
     from ..errors import UsageError
     from ..spec import SCORE_RULE_RE
 
-    if score is not None and not SCORE_RULE_RE.match(score):
-        raise UsageError(f"--score {score!r}: use final, best, auc or mean_last:N (N a positive integer)")
+    rule, at, phase = (score or "").partition("@")
+    if score is not None and (
+        not SCORE_RULE_RE.match(rule) or (at and phase not in ("offline", "online", "all"))
+    ):
+        raise UsageError(f"--score {score!r}: use final, best, auc or mean_last:N (N a positive integer), "
+                         "optionally @offline, @online or @all for a phase of fine-tuned runs")  # fmt: skip
     if drop_first is not None and drop_first < 0:
         raise UsageError(f"--drop-first must be 0 or more (got {drop_first})")
 

@@ -17,7 +17,7 @@ from .common import JsonOpt, handle_errors
 datasets_app = typer.Typer(
     name="datasets",
     help="Offline datasets: build D4RL-style ones locally (random, medium, expert, medium-replay, "
-    "medium-expert), list, show, export to Minari. Nothing is downloaded.",
+    "medium-expert; NeoRL-2-style conservative), list, show, export to Minari. Nothing is downloaded.",
     no_args_is_help=True,
 )
 
@@ -41,7 +41,7 @@ def build(
         list[str],
         typer.Option(
             "--level",
-            help="random | medium | expert | medium-replay | medium-expert (repeatable); "
+            help="random | medium | expert | medium-replay | medium-expert | conservative (repeatable); "
             "text envs (rlbench/...): optimal | noisy | mixed | random",
         ),
     ],

@@ -363,6 +363,7 @@ def _scores(store: Any, con: Any, filters: dict[str, Any], metric: str | None, r
         m, r, d = report.suite_scoring(_Open(con), name, metric, rule, drop_first)
         rule_name, n = scoring.parse_rule(r)
         runs = store.run_scores(con, suite=name, metric=m, rule=rule_name, n=n, drop_first=d,
+                                phase=scoring.rule_phase(r)[1],
                                 **{k: v for k, v in filters.items() if k != "suite"})  # fmt: skip
         if runs.num_rows == 0:
             continue

@@ -37,6 +37,7 @@ def load_metric(store, suite: str, metric: str):  # noqa: ANN001, ANN201
             known = ", ".join(store.suites(con)) or "none yet"
             raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
         table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
+        boundaries = store.phase_boundaries(con, suite)
         unfinished, finished = con.execute(
             "SELECT count(*) FILTER (status <> 'finished'), count(*) FILTER (status = 'finished') FROM runs "
             "WHERE suite = ?", [suite]
@@ -45,6 +46,8 @@ def load_metric(store, suite: str, metric: str):  # noqa: ANN001, ANN201
             "SELECT DISTINCT m.name FROM metrics m JOIN runs r USING (run_id) WHERE r.suite = ? ORDER BY 1",
             [suite]).fetchall()]  # fmt: skip
     df = table.to_pandas()[["run_id", "algo", "env", "seed", "step", "value"]]
+    if boundaries:  # offline-to-online runs: their phase boundary, for score phases and the curves' marker
+        df["boundary"] = df["run_id"].map(boundaries).astype(float)
     if df.empty:
         if not finished:
             raise UsageError(f"suite {suite!r} has no finished runs yet; see rlbench status {suite}")
@@ -68,7 +71,8 @@ def load_scores(store, suite: str, metric: str, rule: str, drop_first: int):  # 
         if suite not in store.suites(con):
             known = ", ".join(store.suites(con)) or "none yet"
             raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
-        table = store.run_scores(con, suite=suite, metric=metric, rule=name, n=n, drop_first=drop_first)
+        table = store.run_scores(con, suite=suite, metric=metric, rule=name, n=n, drop_first=drop_first,
+                                 phase=stats.rule_phase(rule)[1])  # fmt: skip
         unfinished, finished = con.execute(
             "SELECT count(*) FILTER (status <> 'finished'), count(*) FILTER (status = 'finished') FROM runs "
             "WHERE suite = ?", [suite]

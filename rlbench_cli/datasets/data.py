@@ -30,8 +30,10 @@ __all__ = [
     "generated_name",
 ]
 
-LEVELS = ("random", "medium", "expert", "medium-replay", "medium-expert")
-_GENERATED = re.compile(r"^(?P<env>.+?)-(?P<level>medium-replay|medium-expert|random|medium|expert)$")
+LEVELS = ("random", "medium", "expert", "medium-replay", "medium-expert", "conservative")
+_GENERATED = re.compile(
+    r"^(?P<env>.+?)-(?P<level>medium-replay|medium-expert|random|medium|expert|conservative)$"
+)
 
 
 def generated_name(env_id: str, level: str) -> str:

@@ -2,7 +2,8 @@
 first use.
 
 A wrapper is ``{"name": ..., "kwargs": {...}}``: a class of ``gymnasium.wrappers`` by name (``TimeLimit``,
-``ClipAction``, ``RescaleAction``, ``NormalizeObservation``, ``FrameStackObservation``, ...) or your own as
+``ClipAction``, ``RescaleAction``, ``NormalizeObservation``, ``FrameStackObservation``, ...), one of rlbench's
+realism wrappers (``Delay``, ``Disturbance``, ``SafetyCost``: ``envs.wrappers``) or your own as
 ``"package.module:Class"``; wrappers are applied in the order given, to training and evaluation envs alike.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-__all__ = ["known_env", "known_wrapper", "make_env", "env_ids", "wrapper_class"]
+__all__ = ["known_env", "known_wrapper", "make_env", "env_ids", "wrapper_class", "wrapper_kwargs_problem"]
 
 
 def _register_builtin() -> None:
@@ -48,6 +49,10 @@ def wrapper_class(name: str) -> Any:
     if ":" in name:
         module, _, cls = name.partition(":")
         return getattr(importlib.import_module(module), cls)
+    from .wrappers import WRAPPERS
+
+    if name in WRAPPERS:
+        return WRAPPERS[name]
     return getattr(gymnasium.wrappers, name)
 
 
@@ -71,6 +76,14 @@ def known_wrapper(name: str) -> str | None:
         else "; name a gymnasium.wrappers class or 'pkg.mod:Class'"
     )
     return f"unknown wrapper {name!r}{hint}"
+
+
+def wrapper_kwargs_problem(name: str, kwargs: dict[str, Any]) -> str | None:
+    """None if the wrapper ``name`` (a known one) takes ``kwargs``, else a one-line problem naming it and the key."""
+    from .wrappers import check_kwargs
+
+    problem = check_kwargs(wrapper_class(name), kwargs)
+    return f"wrapper {name}: {problem}" if problem else None
 
 
 def make_env(

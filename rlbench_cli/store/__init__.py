@@ -41,6 +41,10 @@ def _is_lock_error(e: Exception) -> bool:
     return "lock" in text.lower() or "Conflicting lock" in text
 
 
+# each offline-to-online run's phase boundary: the first step its train/phase metric is 1
+_BOUNDARIES_SQL = "SELECT run_id, min(step) AS boundary FROM metrics WHERE name = 'train/phase' AND value = 1 GROUP BY run_id"
+
+
 class Store:
     """A DuckDB results file. Cheap to construct; connections are opened per operation."""
 
@@ -474,6 +478,7 @@ class Store:
         run_ids: Sequence[str] | None = None,
         step_min: int | None = None,
         step_max: int | None = None,
+        phase: str | None = None,
     ) -> Any:
         """One score per run by a score rule, computed in SQL (one aggregate per run), as a pyarrow Table.
 
@@ -494,6 +499,8 @@ class Store:
             statuses: Run statuses kept (all when empty).
             envs, algos, seeds, run_ids, step_min, step_max: Other filters, as in ``query_metrics``
                 (the steps bound the rows, before the evaluations are numbered).
+            phase: ``offline`` or ``online``: only the rows of that phase of each run, by its phase boundary
+                (``phase_boundaries``), before the evaluations are numbered, as ``stats.phase_rows``.
 
         Returns:
             Columns ``run_id, algo, env, seed, score, rows, nonfinite, points, status``: one row per run with at least
@@ -520,11 +527,21 @@ class Store:
         if step_max is not None:
             steps += " AND m.step <= ?"
             step_params.append(step_max)
+        join = ""
+        if phase is not None:
+            if phase not in ("offline", "online"):
+                raise ValueError(f"unknown phase {phase!r}")
+            join = f" LEFT JOIN ({_BOUNDARIES_SQL}) pb ON pb.run_id = m.run_id"
+            steps += (
+                " AND (pb.boundary IS NULL OR m.step <= pb.boundary)"
+                if phase == "offline"
+                else (" AND m.step > pb.boundary")
+            )
         ok = "(m.value IS NOT NULL AND isfinite(m.value))"
         # the k-th evaluation of a run by step, counted before non-finite values are left out (stats._clean)
         k = "row_number() OVER (PARTITION BY m.run_id ORDER BY m.step)" if drop_first else "1"
         rows = (
-            f"SELECT m.run_id, m.step, m.value, {ok} AS ok, {k} AS k FROM metrics m "
+            f"SELECT m.run_id, m.step, m.value, {ok} AS ok, {k} AS k FROM metrics m{join} "
             f"WHERE m.name = ?{steps} AND m.run_id IN (SELECT r.run_id FROM runs r WHERE {' AND '.join(where)})"
         )
         params = [metric, *step_params, *params]
@@ -566,6 +583,15 @@ class Store:
             f"FROM ({per_run}) s JOIN runs r USING (run_id) ORDER BY s.run_id"
         )
         return con.sql(sql, params=params).to_arrow_table()
+
+    def phase_boundaries(self, con: Any, suite: str) -> dict[str, int]:
+        """``{run_id: step}``: the phase boundary (last offline step) of each offline-to-online run of a
+        suite, the first step its ``train/phase`` metric is 1; runs without one are not listed."""
+        rows = con.execute(
+            f"SELECT b.run_id, b.boundary FROM ({_BOUNDARIES_SQL}) b JOIN runs r USING (run_id) WHERE r.suite = ?",
+            [suite],
+        ).fetchall()
+        return {str(run_id): int(step) for run_id, step in rows}
 
     def select(self, con: Any, sql: str) -> Any:
         """Runs ONE read-only query (``SELECT``, ``WITH``, ``FROM``, ``SHOW``, ``DESCRIBE``, ``SUMMARIZE``,
