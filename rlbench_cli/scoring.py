@@ -15,7 +15,15 @@ import numpy as np
 
 from .errors import UsageError
 
-__all__ = ["StatsError", "StatsWarning", "SCORED_COLUMNS", "PHASE_METRIC", "rule_phase", "parse_rule", "finish_order"]
+__all__ = [
+    "StatsError",
+    "StatsWarning",
+    "SCORED_COLUMNS",
+    "PHASE_METRIC",
+    "rule_phase",
+    "parse_rule",
+    "finish_order",
+]
 
 SCORED_COLUMNS = ("run_id", "algo", "env", "seed", "score", "rows", "nonfinite", "points")
 """Columns of per-run scores computed in SQL (``Store.run_scores``), which ``score_table`` takes as well."""
