@@ -94,6 +94,8 @@ class RunContext:
     stop_event: threading.Event | None = None
     # called after each evaluation with (step, mean return, policy): the dataset builder keeps snapshots
     on_evaluate: Callable[[int, float, Any], None] | None = None
+    # mean return -> normalised score, logged as eval/normalized_return (text tasks: the lmrl table)
+    score_normalizer: Callable[[float], float] | None = None
     _dataset: Any = None
     _next_eval: int = 0
     _eval_envs: list[Any] | None = None
@@ -302,7 +304,7 @@ class RunContext:
 
     def references(self) -> tuple[float, float] | None:
         """(random, expert) reference returns of the run's dataset, if it has them."""
-        return self.dataset().references if self.spec.dataset is not None else None
+        return getattr(self.dataset(), "references", None) if self.spec.dataset is not None else None
 
     # -- evaluation ----------------------------------------------------------------------------------
     def maybe_evaluate(self, step: int, policy: Policy) -> float | None:
@@ -340,6 +342,9 @@ class RunContext:
         lengths = np.zeros(len(envs), dtype=np.int64)
         alive = list(range(len(envs)))
         stateful = hasattr(policy, "act") and hasattr(policy, "reset")
+        if hasattr(policy, "bind"):  # a policy that reads its envs (a text policy: their valid actions)
+            policy.bind(envs)
+        success: dict[int, float] = {}
         if stateful:
             policy.reset(len(envs))
         while alive:
@@ -351,13 +356,15 @@ class RunContext:
                 actions = np.asarray(policy(batch))
             still = []
             for j, i in enumerate(alive):
-                o, r, term, trunc, _ = envs[i].step(_unbatch(actions[j]))
+                o, r, term, trunc, info = envs[i].step(_unbatch(actions[j]))
                 returns[i] += r
                 last_rewards[i] = r
                 lengths[i] += 1
                 obs[i] = o
                 if not (term or trunc):
                     still.append(i)
+                elif isinstance(info, dict) and "success" in info:
+                    success[i] = float(bool(info["success"]))
             alive = still
         mean = float(returns.mean())
         values = {
@@ -365,9 +372,13 @@ class RunContext:
             "eval/return_std": float(returns.std()),
             "eval/length": float(lengths.mean()),
         }
+        if success:  # envs that say whether an episode succeeded (the text envs)
+            values["eval/success"] = float(np.mean(list(success.values())))
         refs = self.references()
         if refs is not None:
             values["eval/normalized_return"] = 100.0 * (mean - refs[0]) / (refs[1] - refs[0])
+        elif self.score_normalizer is not None:
+            values["eval/normalized_return"] = float(self.score_normalizer(mean))
         # logged at the suite's evaluation point this evaluation stands for (a multiple of eval_every, or the
         # budget), so every algorithm's rows line up by step; the step training had reached is kept beside it
         every = int(self.spec.budget["eval_every"])
