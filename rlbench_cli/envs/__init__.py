@@ -14,8 +14,17 @@ from typing import Any
 __all__ = ["known_env", "known_wrapper", "make_env", "env_ids", "wrapper_class"]
 
 
+def _register_builtin() -> None:
+    """Register rlbench's own envs (the text envs, ``rlbench/...``) with gymnasium, once."""
+    from .text import register
+
+    register()
+
+
 def env_ids() -> list[str]:
     import gymnasium
+
+    _register_builtin()
 
     return sorted(gymnasium.envs.registry.keys())
 
@@ -74,6 +83,7 @@ def make_env(
     seeded."""
     import gymnasium
 
+    _register_builtin()
     env = gymnasium.make(env_id, **(kwargs or {}))
     for w in wrappers or []:
         env = wrapper_class(w["name"])(env, **(w.get("kwargs") or {}))

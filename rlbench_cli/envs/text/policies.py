@@ -1,0 +1,47 @@
+"""Scripted policies for the text envs, of several qualities, to generate offline datasets and reference scores.
+
+``scripted_policy(env_id, quality, seed)`` returns a callable ``(observation, info) -> action`` (a string).
+Qualities: ``optimal`` (the env's best scripted play), ``noisy`` (optimal, but a random valid action with
+probability ``NOISE``), ``random`` (a uniformly random valid action). A policy may read the env's ``info``
+(scripted policies are privileged; a learned one sees only the observation).
+"""
+
+from __future__ import annotations
+
+import random as _random
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["QUALITIES", "NOISE", "Policy", "scripted_policy"]
+
+QUALITIES = ("optimal", "noisy", "random")
+NOISE = 0.3
+Policy = Callable[[str, dict[str, Any]], str]
+
+
+def _maze(quality: str, rng: _random.Random) -> Policy:
+    from .maze import ACTIONS, optimal_moves
+
+    best, moves = optimal_moves(), list(ACTIONS)
+
+    def act(obs: str, info: dict[str, Any]) -> str:
+        if quality == "random" or (quality == "noisy" and rng.random() < NOISE):
+            return rng.choice(moves)
+        return best[tuple(info["position"])]
+
+    return act
+
+
+_FACTORIES: dict[str, Callable[[str, _random.Random], Policy]] = {
+    "rlbench/MazeFO-v0": _maze,
+    "rlbench/MazePO-v0": _maze,
+}
+
+
+def scripted_policy(env_id: str, quality: str, seed: int = 0) -> Policy:
+    """A scripted policy for ``env_id`` of ``quality`` (optimal, noisy, random), seeded."""
+    if quality not in QUALITIES:
+        raise ValueError(f"policy quality {quality!r}: choose one of {', '.join(QUALITIES)}")
+    if env_id not in _FACTORIES:
+        raise ValueError(f"no scripted policy for {env_id!r}; known: {', '.join(sorted(_FACTORIES))}")
+    return _FACTORIES[env_id](quality, _random.Random(seed))
