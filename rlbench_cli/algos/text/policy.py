@@ -38,6 +38,7 @@ __all__ = [
     "action_batch",
     "action_logprobs",
     "check_pretrained",
+    "decode_tokens",
 ]
 
 MODEL_PARAMS: dict[str, Any] = {
@@ -299,45 +300,51 @@ class TextPolicy:
 
     def _decode(self, contexts: list[list[int]]) -> list[tuple[str, float]]:
         """Greedy (or sampled) decoding until ``<eoa>`` or ``max_action_tokens``: (text, log-probability)."""
-        n = len(contexts)
-        gen: list[list[int]] = [[] for _ in range(n)]
-        logp = np.zeros(n)
-        done = np.zeros(n, bool)
-        limit = int(self.settings["max_action_tokens"])
-        specials = [self.tok.pad_id, self.tok.bos_id, self.tok.act_id, self.tok.unk_id]
-        for _ in range(limit + 1):
-            live = [i for i in range(n) if not done[i]]
-            if not live:
-                break
-            seqs = [contexts[i] + gen[i] for i in live]
-            width = max(len(s) for s in seqs)
-            ids = torch.full((len(seqs), width), self.tok.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(seqs), width), dtype=torch.long)
-            for r, s in enumerate(seqs):
-                ids[r, : len(s)] = torch.as_tensor(s)
-                mask[r, : len(s)] = 1
-            ids, mask = ids.to(self.device), mask.to(self.device)
-            logits, hidden = self.model(ids, mask)
-            last = torch.as_tensor([len(s) - 1 for s in seqs], device=self.device)
-            rows = torch.arange(len(seqs), device=self.device)
-            lg = logits[rows, last].float()
-            if self.beta and self.model.values:
-                lg = lg + self.beta * self.model.target_q(hidden[rows, last]).float()
-            lg[:, specials] = -torch.inf
-            lp = F.log_softmax(lg, dim=-1)
-            if self.sample:
-                nxt = torch.multinomial(lp.exp(), 1)[:, 0]
+        banned = [self.tok.pad_id, self.tok.bos_id, self.tok.act_id, self.tok.unk_id]
+        out = decode_tokens(self.model, self.tok, contexts, int(self.settings["max_action_tokens"]), banned,
+                            self.device, sample=self.sample, beta=self.beta)  # fmt: skip
+        return [(self.tok.decode(g), lp) for g, lp in out]
+
+
+@torch.no_grad()
+def decode_tokens(model: TextModel, tok: Any, contexts: list[list[int]], limit: int, banned: list[int],
+                  device: str, sample: bool = False, beta: float = 0.0) -> list[tuple[list[int], float]]:  # fmt: skip
+    """Tokens generated after each context until ``<eoa>`` (not included) or ``limit`` tokens, greedily (or
+    sampled from torch's generator), never a ``banned`` one; with their summed log-probability."""
+    n = len(contexts)
+    gen: list[list[int]] = [[] for _ in range(n)]
+    logp = np.zeros(n)
+    done = np.zeros(n, bool)
+    for _ in range(limit + 1):
+        live = [i for i in range(n) if not done[i]]
+        if not live:
+            break
+        seqs = [contexts[i] + gen[i] for i in live]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), tok.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for r, s in enumerate(seqs):
+            ids[r, : len(s)] = torch.as_tensor(s)
+            mask[r, : len(s)] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        logits, hidden = model(ids, mask)
+        last = torch.as_tensor([len(s) - 1 for s in seqs], device=device)
+        rows = torch.arange(len(seqs), device=device)
+        lg = logits[rows, last].float()
+        if beta and model.values:
+            lg = lg + beta * model.target_q(hidden[rows, last]).float()
+        lg[:, banned] = -torch.inf
+        lp = F.log_softmax(lg, dim=-1)
+        nxt = torch.multinomial(lp.exp(), 1)[:, 0] if sample else lp.argmax(dim=-1)
+        picked = lp[rows, nxt].cpu().numpy()
+        for r, i in enumerate(live):
+            t = int(nxt[r])
+            logp[i] += picked[r]
+            if t == tok.eoa_id or len(gen[i]) >= limit:
+                done[i] = True
             else:
-                nxt = lp.argmax(dim=-1)
-            picked = lp[rows, nxt].cpu().numpy()
-            for r, i in enumerate(live):
-                t = int(nxt[r])
-                logp[i] += picked[r]
-                if t == self.tok.eoa_id or len(gen[i]) >= limit:
-                    done[i] = True
-                else:
-                    gen[i].append(t)
-        return [(self.tok.decode(g), float(lp_)) for g, lp_ in zip(gen, logp)]
+                gen[i].append(t)
+    return [(g, float(lp_)) for g, lp_ in zip(gen, logp)]
 
 
 def _logsumexp(x: np.ndarray) -> float:
