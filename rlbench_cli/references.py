@@ -17,6 +17,10 @@ Built-in sets:
 - ``atari``: random and professional-human scores of Atari-57 (DQN Nature / DeepMind dqn_zoo atari_data.py);
   keyed by game (``pong``, ``BankHeist``, ``ALE/Pong-v5``, ``PongNoFrameskip-v4``). Fraction scale
   (1 = human), as rliable reports it.
+- ``lmrl``: LMRL-Gym's normalisation of its text tasks (Abdulhai et al., 2023): three references, min -> 0,
+  the average of the task's offline dataset -> 50, max -> 100, piecewise linear between them (and extended
+  linearly beyond). Keyed by rlbench's text env ids (``rlbench/MazeFO-v0``) and their dataset names
+  (``MazeFO-v0-mixed``). Scale 100.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ReferenceSet", "Resolved", "BUILTIN", "resolve", "lookup", "NormalizeError"]
+__all__ = ["ReferenceSet", "Resolved", "BUILTIN", "resolve", "lookup", "NormalizeError", "normalise"]
 
 
 class NormalizeError(ValueError):
@@ -39,10 +43,10 @@ class ReferenceSet:
     scale: float
     low_label: str
     high_label: str
-    table: Mapping[str, tuple[float, float]]
+    table: Mapping[str, tuple[float, ...]]  # (low, high), or (low, mid, high): piecewise, mid -> scale / 2
     key: Any = None  # task -> candidate keys, most specific first
 
-    def lookup(self, task: str) -> tuple[float, float] | None:
+    def lookup(self, task: str) -> tuple[float, ...] | None:
         for k in (self.key or _exact)(task):
             if k in self.table:
                 return self.table[k]
@@ -129,7 +133,45 @@ ATARI = ReferenceSet(
     {k.replace("_", ""): v for k, v in _ATARI_RANDOM_HUMAN.items()}, _atari_key,
 )  # fmt: skip
 
-BUILTIN: dict[str, ReferenceSet] = {s.name: s for s in (CLASSIC_CONTROL, D4RL, ATARI)}
+
+def _lmrl_key(task: str) -> list[str]:
+    """``rlbench/MazeFO-v0``, ``MazeFO-v0`` and ``MazeFO-v0-mixed`` -> ``mazefo``."""
+    t = task.strip()
+    t = t.split("/", 1)[1] if t.startswith("rlbench/") else t
+    t = re.sub(r"-(optimal|noisy|mixed|random)$", "", t)
+    return [_VERSION.sub("", t).lower()]
+
+
+# (min, dataset average, max). Maze, Chess, Endgames: LMRL-Gym's paper (its normalisation table). MazePO: the
+# same maze and rewards as Maze, so Maze's row. Wordle and TextNav: min = the lowest return the task allows,
+# average and max MEASURED here: the mean return of rlbench's generated "mixed" dataset and of its scripted
+# optimal policy (1,000 seeded episodes each; see envs/text/policies.py).
+_LMRL = {
+    "mazefo": (-101.0, -83.0, -6.84),
+    "mazepo": (-101.0, -83.0, -6.84),
+    "chess": (-401.0, 0.21, 1.0),
+    "endgames": (-1.0, 0.586, 1.0),
+    "wordle": (-6.0, -4.499, -3.503),  # measured: seed 0, the Debian wamerican five-letter words
+}
+LMRL = ReferenceSet("lmrl", 100.0, "min", "max", _LMRL, _lmrl_key)
+
+BUILTIN: dict[str, ReferenceSet] = {s.name: s for s in (CLASSIC_CONTROL, D4RL, ATARI, LMRL)}
+
+
+def normalise(score: Any, ref: tuple[float, ...], scale: float) -> Any:
+    """``scale * (score - low) / (high - low)`` for ``ref = (low, high)``; for ``(low, mid, high)``
+    piecewise linear through low -> 0, mid -> scale / 2, high -> scale (LMRL-Gym's rule), each piece extended
+    linearly past its end. ``score`` is a number or a numpy array / pandas Series."""
+    import numpy as np
+
+    if len(ref) == 2:
+        low, high = ref
+        return scale * (score - low) / (high - low)
+    low, mid, high = ref
+    below = scale / 2 * (score - low) / (mid - low)
+    above = scale / 2 + scale / 2 * (score - mid) / (high - mid)
+    out = np.where(np.asarray(score) <= mid, below, above)
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def lookup(task: str) -> tuple[str, tuple[float, float]] | None:
@@ -146,7 +188,7 @@ class Resolved:
     """References chosen for a list of tasks. ``name`` None means raw scores."""
 
     name: str | None
-    refs: dict[str, tuple[float, float]] = field(default_factory=dict)
+    refs: dict[str, tuple[float, ...]] = field(default_factory=dict)  # (low, high) or (low, mid, high)
     scale: float = 1.0
     description: str = "raw scores, not normalised"
 
@@ -205,9 +247,14 @@ def resolve(tasks: list[str], normalize: Any, per_run: Any = None) -> Resolved:
     return _from_spec(tasks, dict(normalize), per_run)
 
 
-def _from_set(s: ReferenceSet, refs: dict[str, tuple[float, float]]) -> Resolved:
+def _from_set(s: ReferenceSet, refs: dict[str, tuple[float, ...]]) -> Resolved:
     lo, hi = s.low_label, s.high_label
     desc = f"{s.name} reference scores: {s.scale:g} x (score - {lo}) / ({hi} - {lo}); 0 = {lo}, {s.scale:g} = {hi}"
+    if any(len(r) == 3 for r in refs.values()):
+        desc = (
+            f"{s.name} reference scores, piecewise linear: 0 = {lo}, {s.scale / 2:g} = the dataset average, "
+            f"{s.scale:g} = {hi}"
+        )
     if s.scale == 100:
         desc += " (x 100, the D4RL convention)"
     return Resolved(s.name, refs, s.scale, desc)
@@ -221,22 +268,30 @@ def _from_spec(tasks: list[str], spec: dict[str, Any], per_run: Any) -> Resolved
         )
     lows: dict[str, float] = {}
     highs: dict[str, float] = {}
+    mids: dict[
+        str, float
+    ] = {}  # a built-in piecewise table's middle reference, while low and high are its own
     sources: list[str] = []
     if base is not None:
         for t in tasks:
             r = base.lookup(t)
             if r is not None:
-                lows[t], highs[t] = r
+                lows[t], highs[t] = r[0], r[-1]
+                if len(r) == 3:
+                    mids[t] = r[1]
         sources.append(f"{base.name} table")
     for t, pair in (spec.get("references") or {}).items():
         lows[t], highs[t] = float(pair[0]), float(pair[1])
+        mids.pop(t, None)
     if spec.get("references"):
         sources.append(spec.get("source") or "the suite's references")
     if spec.get("low_from"):
         lows.update(_measured(spec["low_from"], per_run, tasks, "low"))
+        mids.clear()
         sources.append(f"low = mean score of {spec['low_from']!r}")
     if spec.get("high_from"):
         highs.update(_measured(spec["high_from"], per_run, tasks, "high"))
+        mids.clear()
         sources.append(f"high = mean score of {spec['high_from']!r}")
     missing = [t for t in tasks if t not in lows or t not in highs]
     if missing:
@@ -251,4 +306,5 @@ def _from_spec(tasks: list[str], spec: dict[str, Any], per_run: Any) -> Resolved
         )
     scale = float(spec.get("scale") or (base.scale if base is not None else 1.0))
     desc = f"suite references ({'; '.join(sources)}): {scale:g} x (score - low) / (high - low)"
-    return Resolved("suite", {t: (lows[t], highs[t]) for t in tasks}, scale, desc)
+    refs = {t: (lows[t], mids[t], highs[t]) if t in mids else (lows[t], highs[t]) for t in tasks}
+    return Resolved("suite", refs, scale, desc)

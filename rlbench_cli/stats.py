@@ -305,6 +305,11 @@ def _resolve_references(
 def _normalise(values: pd.Series, tasks: pd.Series, res: Resolved) -> pd.Series:
     if not res.refs:
         return values.astype(float)
+    if any(len(r) == 3 for r in res.refs.values()):
+        from rlbench_cli.references import normalise
+
+        out = [normalise(float(v), res.refs[t], res.scale) for v, t in zip(values, tasks, strict=True)]
+        return pd.Series(out, index=values.index, dtype=float)
     low = tasks.map(lambda t: res.refs[t][0]).astype(float)
     high = tasks.map(lambda t: res.refs[t][1]).astype(float)
     return res.scale * (values - low) / (high - low)

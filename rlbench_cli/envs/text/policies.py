@@ -32,9 +32,30 @@ def _maze(quality: str, rng: _random.Random) -> Policy:
     return act
 
 
+def _wordle(quality: str, rng: _random.Random) -> Policy:
+    """Optimal: a word consistent with every feedback so far (uniformly among them); random: any word."""
+    from .wordle import feedback
+
+    state: dict[str, Any] = {"seen": 0, "candidates": []}
+
+    def act(obs: str, info: dict[str, Any]) -> str:
+        words, history = info["words"], info["history"]
+        if not history:
+            state["seen"], state["candidates"] = 0, list(words)
+        if quality == "random" or (quality == "noisy" and rng.random() < NOISE):
+            return rng.choice(words)
+        for guess, fb in history[state["seen"] :]:  # narrow by the feedback not seen yet
+            state["candidates"] = [w for w in state["candidates"] if feedback(guess, w) == fb]
+        state["seen"] = len(history)
+        return rng.choice(state["candidates"] or list(words))
+
+    return act
+
+
 _FACTORIES: dict[str, Callable[[str, _random.Random], Policy]] = {
     "rlbench/MazeFO-v0": _maze,
     "rlbench/MazePO-v0": _maze,
+    "rlbench/Wordle-v0": _wordle,
 }
 
 
