@@ -4,13 +4,13 @@ evaluation of a text policy, checkpoints of a model and its optimiser."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import check_pretrained
 from .losses import returns_to_go
-from .policy import MODEL_PARAMS, check_pretrained, context_ids
+from .policy import MODEL_PARAMS, context_ids
 
 __all__ = ["TRAIN_PARAMS", "settings_of", "load_episodes", "Turns", "turn_samples", "texts_of", "normalizer"]
 
@@ -30,7 +30,9 @@ def settings_of(algo: str, params: dict[str, Any], own: dict[str, Any]) -> dict[
     known = {**MODEL_PARAMS, **TRAIN_PARAMS, **own}
     unknown = sorted(set(params) - set(known))
     if unknown:
-        raise ValueError(f"unknown parameter(s) for {algo}: {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+        raise ValueError(
+            f"unknown parameter(s) for {algo}: {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+        )
     problem = check_pretrained(params.get("pretrained"))
     if problem:
         raise ValueError(problem)
@@ -40,10 +42,12 @@ def settings_of(algo: str, params: dict[str, Any], own: dict[str, Any]) -> dict[
 def load_episodes(ctx: Any) -> Any:
     """The run's text dataset (``datasets.text.TextEpisodes``): the user's JSONL file, or the generated one
     in the datasets folder (``<EnvName>-<level>.jsonl``)."""
-    from ...datasets import datasets_root
+    from ...datasets import dataset_path, datasets_root
     from ...datasets.text import load_text_dataset
 
-    path = Path(ctx.spec.dataset_path) if ctx.spec.dataset_path else datasets_root() / f"{ctx.spec.dataset}.jsonl"
+    path = dataset_path(str(ctx.spec.dataset), ctx.spec.dataset_path)
+    if not ctx.spec.dataset_path and path.suffix != ".jsonl":
+        path = datasets_root() / f"{ctx.spec.dataset}.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"text dataset {ctx.spec.dataset!r}: no file {path}")
     return load_text_dataset(path, ctx.spec.env_id)
@@ -83,7 +87,9 @@ def turn_samples(episodes: Any, tok: Any, settings: dict[str, Any]) -> Turns:
         rs = [float(t["reward"]) for t in ep]
         g = returns_to_go(rs, float(settings["gamma"]))
         for i, t in enumerate(ep):
-            contexts.append(context_ids(tok, turns[:i], t["observation"], limit, None if h is None else int(h)))
+            contexts.append(
+                context_ids(tok, turns[:i], t["observation"], limit, None if h is None else int(h))
+            )
             actions.append(tok.encode(t["action"])[:act_limit])
             rewards.append(rs[i])
             last = i == len(ep) - 1
@@ -98,8 +104,8 @@ def turn_samples(episodes: Any, tok: Any, settings: dict[str, Any]) -> Turns:
 
 
 def normalizer(task: str, env_id: str) -> Any:
-    """A function from a mean return to the normalised score of ``task`` (the ``lmrl`` reference table), or
-    None where the table does not know it."""
+    """A function from a mean return to the normalised score of ``task`` (the ``lmrl`` reference table:
+    LMRL-Gym's piecewise rule), or None where the table does not know it."""
     from ... import references
 
     table = references.BUILTIN.get("lmrl")
@@ -108,9 +114,5 @@ def normalizer(task: str, env_id: str) -> Any:
     for key in (task, env_id):
         ref = table.lookup(key)
         if ref is not None:
-            fn = getattr(table, "normalize", None)
-            if fn is not None:
-                return lambda v, key=key: float(fn(key, v))
-            lo, hi = ref
-            return lambda v: float(table.scale * (v - lo) / (hi - lo))
+            return lambda v, ref=ref: float(references.normalise(v, ref, table.scale))
     return None

@@ -92,7 +92,9 @@ class _OfflineText:
             ctx.maybe_evaluate(step, policy)
             ctx.log_system(step)
             if ctx.checkpoint_due(step):
-                ctx.save_checkpoint(step, {"model": model.state_dict(), "optim": optim.state_dict(), "rng": rng})
+                ctx.save_checkpoint(
+                    step, {"model": model.state_dict(), "optim": optim.state_dict(), "rng": rng}
+                )
             if ctx.should_stop():
                 break
         if count:
@@ -168,9 +170,13 @@ class ILQL(_OfflineText):
         if len(has):
             with torch.no_grad():
                 rows = nxt[has]
-                nb = action_batch(tok, [turns.contexts[i] for i in rows], [turns.actions[i] for i in rows], device)
+                nb = action_batch(
+                    tok, [turns.contexts[i] for i in rows], [turns.actions[i] for i in rows], device
+                )
                 _, nh = model(nb.ids, nb.mask)
-                v_next[torch.as_tensor(has, device=device)] = model.v_head(nh[torch.arange(len(rows)), nb.first])[:, 0]
+                v_next[torch.as_tensor(has, device=device)] = model.v_head(
+                    nh[torch.arange(len(rows)), nb.first]
+                )[:, 0]
         target = ilql_q_targets(v.detach(), b.valid, rewards, terminal, v_next, float(settings["gamma"]))
         return {
             "q": masked_mean((q - target).pow(2), b.valid),
@@ -187,4 +193,7 @@ class MCReturns(ILQL):
     def value_losses(self, model, tok, turns, batch, settings, device, b, q, v, q_target, q_all):  # noqa: ANN001
         g = torch.as_tensor(turns.returns_to_go[batch] * float(settings["reward_scale"]), device=device)
         target = g[:, None] * b.valid
-        return {"q": masked_mean((q - target).pow(2), b.valid), "v": masked_mean((v - target).pow(2), b.valid)}
+        return {
+            "q": masked_mean((q - target).pow(2), b.valid),
+            "v": masked_mean((v - target).pow(2), b.valid),
+        }

@@ -170,18 +170,22 @@ class OnlineFilteredBC:
         frac = float(settings["top_fraction"])
         while step < ctx.steps and not ctx.should_stop():
             played, ended = collect(pool, sampler, episodes=int(settings["rollout_episodes"]),
-                                    on_episode=lambda r, n: ctx.log_episode(step, r, n))  # fmt: skip
+                                    on_episode=lambda r, n, s=step: ctx.log_episode(s, r, n))  # fmt: skip
             step += len(played)
             ended.sort(key=lambda ep: -sum(t.reward for t in ep))
             for ep in ended[: max(1, int(np.ceil(frac * len(ended))))]:
-                kept.extend((t.context, tok.encode(t.action)[: int(settings["max_action_tokens"])]) for t in ep)
+                kept.extend(
+                    (t.context, tok.encode(t.action)[: int(settings["max_action_tokens"])]) for t in ep
+                )
             losses = []
             for _ in range(int(settings["updates_per_round"])):
                 rows = rng.integers(len(kept), size=int(settings["batch_size"]))
                 b = action_batch(tok, [kept[i][0] for i in rows], [kept[i][1] for i in rows], device)
                 logits, _ = model(b.ids, b.mask)
                 lg = _gather_pos(logits, b.pos)
-                ce = F.cross_entropy(lg.flatten(0, 1).float(), b.tok.flatten(), reduction="none").view_as(b.valid)
+                ce = F.cross_entropy(lg.flatten(0, 1).float(), b.tok.flatten(), reduction="none").view_as(
+                    b.valid
+                )
                 loss = masked_mean(ce, b.valid)
                 optim.zero_grad(set_to_none=True)
                 loss.backward()
@@ -189,7 +193,9 @@ class OnlineFilteredBC:
                 optim.step()
                 losses.append(float(loss.detach()))
             step = min(step, ctx.steps)
-            ctx.sink.log(step, **{"train/loss/bc": float(np.mean(losses)), "train/kept_turns": float(len(kept))})
+            ctx.sink.log(
+                step, **{"train/loss/bc": float(np.mean(losses)), "train/kept_turns": float(len(kept))}
+            )
             ctx.maybe_evaluate(step, greedy)
             ctx.log_system(step)
             if ctx.checkpoint_due(step):

@@ -18,13 +18,13 @@ tokenizer); a path that does not exist is a one-line error before any run starts
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import check_pretrained
 from .tokenizer import HFTokenizer, TextTokenizer
 
 __all__ = [
@@ -55,18 +55,6 @@ MODEL_PARAMS: dict[str, Any] = {
     "dropout": 0.0,
     "pretrained": None,  # a local folder with a transformers causal LM and its tokenizer
 }
-
-
-def check_pretrained(path: Any, where: str = "params.pretrained") -> str | None:
-    """None when ``path`` is unset or a folder that exists, else a one-line problem naming the setting."""
-    if path in (None, ""):
-        return None
-    p = Path(str(path)).expanduser()
-    if not p.exists():
-        return f"{where}: no checkpoint at {p}; give a local folder saved with save_pretrained(), or remove it"
-    if not p.is_dir():
-        return f"{where}: {p} is a file; give the folder a transformers model was saved to with save_pretrained()"
-    return None
 
 
 def build_tokenizer(settings: dict[str, Any], texts: list[str]) -> Any:
@@ -248,7 +236,7 @@ class TextPolicy:
     def act(self, obs: np.ndarray, rewards: np.ndarray, idx: np.ndarray) -> np.ndarray:
         obs_list = [str(o) for o in np.asarray(obs, dtype=object).reshape(-1)]
         idx_list = [int(i) for i in np.asarray(idx).reshape(-1)]
-        for i, o in zip(idx_list, obs_list):  # the previous action of each episode is now a whole turn
+        for i in idx_list:  # the previous action of each episode is now a whole turn
             if self.pending[i] is not None:
                 self.turns[i].append(self.pending[i])  # type: ignore[arg-type]
                 self.pending[i] = None
@@ -262,7 +250,9 @@ class TextPolicy:
         return np.array(actions, dtype=str)
 
     @torch.no_grad()
-    def choose(self, contexts: list[list[int]], cands: list[list[str] | None]) -> tuple[list[str], list[float]]:
+    def choose(
+        self, contexts: list[list[int]], cands: list[list[str] | None]
+    ) -> tuple[list[str], list[float]]:
         was = self.model.training
         self.model.eval()
         try:

@@ -67,7 +67,7 @@ class TextPPO:
         while step < ctx.steps and not ctx.should_stop():
             n = min(int(settings["n_steps"]), ctx.steps - step)
             played, _ = collect(pool, sampler, turns=max(n, len(pool.envs)),
-                                on_episode=lambda r, k: ctx.log_episode(step, r, k))  # fmt: skip
+                                on_episode=lambda r, k, s=step: ctx.log_episode(s, r, k))  # fmt: skip
             step += len(played)
             losses = self.update(model, tok, pool, played, settings, rng, device, optim)
             step = min(step, ctx.steps)
@@ -75,7 +75,9 @@ class TextPPO:
             ctx.maybe_evaluate(step, greedy)
             ctx.log_system(step)
             if ctx.checkpoint_due(step):
-                ctx.save_checkpoint(step, {"model": model.state_dict(), "optim": optim.state_dict(), "rng": rng})
+                ctx.save_checkpoint(
+                    step, {"model": model.state_dict(), "optim": optim.state_dict(), "rng": rng}
+                )
         pool.close()
         ctx.finish(step, greedy)
 
@@ -95,7 +97,11 @@ class TextPPO:
         for i in range(n_env):
             pol.turns[i] = [(u.extra["obs"], u.action) for u in pool.open[i]]
         boot = self._values(model, tok, [pol.context(i, pool.obs[i]) for i in range(n_env)], device)
-        scale, gamma, lam = float(settings["reward_scale"]), float(settings["gamma"]), float(settings["gae_lambda"])
+        scale, gamma, lam = (
+            float(settings["reward_scale"]),
+            float(settings["gamma"]),
+            float(settings["gae_lambda"]),
+        )
         adv = np.zeros(len(played))
         for i in range(n_env):  # turns were played round-robin over the envs
             rows = np.arange(i, len(played), n_env)
@@ -123,7 +129,9 @@ class TextPPO:
                     a = (a - a.mean()) / (a.std() + 1e-8)
                 ratio = (new_lp - torch.as_tensor(old[mb], dtype=torch.float32, device=device)).exp()
                 pg = torch.max(-a * ratio, -a * ratio.clamp(1 - clip, 1 + clip)).mean()
-                vl = 0.5 * (v - torch.as_tensor(returns[mb], dtype=torch.float32, device=device)).pow(2).mean()
+                vl = (
+                    0.5 * (v - torch.as_tensor(returns[mb], dtype=torch.float32, device=device)).pow(2).mean()
+                )
                 loss = pg + float(settings["vf_coef"]) * vl
                 optim.zero_grad(set_to_none=True)
                 loss.backward()
@@ -138,7 +146,9 @@ class TextPPO:
                   device: str) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         """(log pi of each turn's action under the current model, V of its state), with gradients."""
         limit = int(settings["max_action_tokens"])
-        b = action_batch(tok, [t.context for t in turns], [tok.encode(t.action)[:limit] for t in turns], device)
+        b = action_batch(
+            tok, [t.context for t in turns], [tok.encode(t.action)[:limit] for t in turns], device
+        )
         logits, h = model(b.ids, b.mask)
         v = model.v_head(h[torch.arange(len(turns)), b.first])[:, 0]
         import torch.nn.functional as F

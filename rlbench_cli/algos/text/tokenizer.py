@@ -87,7 +87,9 @@ class HFTokenizer:
             tok.add_special_tokens({"pad_token": "<pad>"})
         self.tok = tok
         for s in SPECIALS:
-            setattr(self, s.strip("<>") + "_id", tok.convert_tokens_to_ids(tok.pad_token if s == "<pad>" else s))
+            setattr(
+                self, s.strip("<>") + "_id", tok.convert_tokens_to_ids(tok.pad_token if s == "<pad>" else s)
+            )
 
     @property
     def vocab_size(self) -> int:

@@ -137,22 +137,30 @@ class TextWorldModel:
             sums += [float(l_pi.detach()), float(l_wm.detach())]
             count += 1
             if step % logging_steps == 0:
-                ctx.sink.log(step, **{"train/loss/policy": sums[0] / count, "train/loss/world_model": sums[1] / count})
+                ctx.sink.log(
+                    step, **{"train/loss/policy": sums[0] / count, "train/loss/world_model": sums[1] / count}
+                )
                 sums, count = np.zeros(2), 0
             ctx.maybe_evaluate(step, agent)
             ctx.log_system(step)
             if ctx.checkpoint_due(step):
-                ctx.save_checkpoint(step, {"model": model.state_dict(), "optim": optim.state_dict(), "rng": rng})
+                ctx.save_checkpoint(
+                    step, {"model": model.state_dict(), "optim": optim.state_dict(), "rng": rng}
+                )
             if ctx.should_stop():
                 break
         if count:
-            ctx.sink.log(step, **{"train/loss/policy": sums[0] / count, "train/loss/world_model": sums[1] / count})
+            ctx.sink.log(
+                step, **{"train/loss/policy": sums[0] / count, "train/loss/world_model": sums[1] / count}
+            )
         ctx.finish(step, agent)
         if not ctx.should_stop():
             ctx.sink.log(step, **self.evaluate(ctx, model, tok, held, settings))
 
     @staticmethod
-    def samples(tok: Any, episodes: list[Any], settings: dict[str, Any]) -> list[tuple[list[int], list[int], int]]:
+    def samples(
+        tok: Any, episodes: list[Any], settings: dict[str, Any]
+    ) -> list[tuple[list[int], list[int], int]]:
         """(context ids, action + outcome ids, action length) of every turn."""
         limit, act_limit = int(settings["max_context"]), int(settings["max_action_tokens"])
         out = []
@@ -179,7 +187,9 @@ class TextWorldModel:
             model.train(was)
         return [parse_outcome(tok, ids) for ids, _ in out]
 
-    def evaluate(self, ctx: RunContext, model: Any, tok: Any, held: list[Any], settings: dict[str, Any]) -> dict[str, float]:
+    def evaluate(
+        self, ctx: RunContext, model: Any, tok: Any, held: list[Any], settings: dict[str, Any]
+    ) -> dict[str, float]:
         device = ctx.device
         values: dict[str, float] = {}
         # EM on held-out turns that have a next observation
@@ -189,7 +199,9 @@ class TextWorldModel:
             hits = 0
             for s in range(0, len(pairs), 64):
                 chunk = pairs[s : s + 64]
-                pred = self.predict(model, tok, [p[0] for p in chunk], [p[1] for p in chunk], settings, device)
+                pred = self.predict(
+                    model, tok, [p[0] for p in chunk], [p[1] for p in chunk], settings, device
+                )
                 hits += sum(pr[0] == p[2] for pr, p in zip(pred, chunk))
             values["eval/em"] = hits / len(pairs)
         seeds = eval_seeds(ctx.seed, int(ctx.spec.budget["eval_episodes"]))
@@ -207,7 +219,9 @@ class TextWorldModel:
         for _ in range(max_turns):
             if not alive:
                 break
-            acts = agent.act(np.array([obs[i] for i in alive], dtype=object), np.zeros(len(alive)), np.array(alive))
+            acts = agent.act(
+                np.array([obs[i] for i in alive], dtype=object), np.zeros(len(alive)), np.array(alive)
+            )
             pred = self.predict(model, tok, [obs[i] for i in alive], [str(a) for a in acts], settings, device)
             still = []
             for i, a, (o, r, done) in zip(alive, acts, pred):
@@ -250,7 +264,9 @@ class TextWorldModel:
         for _ in range(max_turns):
             if not alive:
                 break
-            acts = agent.act(np.array([obs[i] for i in alive], dtype=object), np.zeros(len(alive)), np.array(alive))
+            acts = agent.act(
+                np.array([obs[i] for i in alive], dtype=object), np.zeros(len(alive)), np.array(alive)
+            )
             still = []
             for i, a in zip(alive, acts):
                 o, _, term, trunc, info = envs[i].step(str(a))
