@@ -761,6 +761,13 @@ def ensure_datasets(
         parsed = parse_generated_name(spec.name)
         if parsed is None:
             raise UsageError(f"dataset {spec.name!r} is neither <EnvId>-<level> nor a file: give it a path:")
+        if parsed[0].startswith("rlbench/"):  # a text env: scripted policies, JSONL (datasets.text)
+            from .datasets.text import ensure_text_dataset
+
+            paths.append(
+                ensure_text_dataset(parsed[0], parsed[1], seed=seed, root=root, env_kwargs=spec.kwargs)
+            )
+            continue
         paths.append(
             build_dataset(
                 spec.env or parsed[0],

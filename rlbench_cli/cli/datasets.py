@@ -71,6 +71,12 @@ def build(
         str, typer.Option("--device", help="torch device of the behaviour policy (training, collection)")
     ] = "cpu",
     datasets: DatasetsOpt = None,
+    env_kwargs: Annotated[
+        str | None,
+        typer.Option(
+            "--env-kwargs", help='env kwargs as JSON, e.g. \'{"stockfish": "/usr/games/stockfish"}\''
+        ),
+    ] = None,
 ) -> None:
     """Build D4RL-style datasets of ENV: train a behaviour policy once (cached), then collect each level.
 
@@ -83,6 +89,23 @@ def build(
     from ..datasets.data import LEVELS
     from ..errors import UsageError
 
+    kwargs = _json_kwargs(env_kwargs)
+    if env.startswith("rlbench/"):  # a text env: episodes of its scripted policies, as JSONL
+        from ..datasets.text import TEXT_LEVELS, ensure_text_dataset
+        from ..envs import known_env
+
+        problem = known_env(env)
+        if problem:
+            raise UsageError(problem)
+        bad = [lv for lv in level if lv not in TEXT_LEVELS]
+        if bad:
+            raise UsageError(f"--level {bad[0]!r}: text datasets have levels {', '.join(TEXT_LEVELS)}")
+        for lv in dict.fromkeys(level):
+            ensure_text_dataset(
+                env, lv, n_episodes=size, seed=seed, root=datasets, env_kwargs=kwargs, force=force,
+                progress=typer.echo,
+            )  # fmt: skip
+        return
     bad = [lv for lv in level if lv not in LEVELS]
     if bad:
         raise UsageError(f"--level {bad[0]!r}: choose one of {', '.join(LEVELS)}")
@@ -93,11 +116,26 @@ def build(
             size=size,
             seed=seed,
             root=datasets,
+            env_kwargs=kwargs,
             force=force,
             behaviour_steps=behaviour_steps,
             device=device,
             progress=typer.echo,
         )
+
+
+def _json_kwargs(text: str | None) -> dict[str, Any]:
+    from ..errors import UsageError
+
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--env-kwargs: not JSON ({e.msg}); write e.g. '{{\"movetime\": 0.05}}'") from None
+    if not isinstance(value, dict):
+        raise UsageError("--env-kwargs: give a JSON object of keyword arguments, e.g. '{\"movetime\": 0.05}'")
+    return value
 
 
 def _fmt(v: Any, spec: str = ".1f") -> str:

@@ -28,14 +28,18 @@ __all__ = [
 
 def dataset_path(name: str, path: str | None = None) -> Path:
     """Where a dataset is: the user's ``path`` (``minari:<id>``: that local Minari dataset's folder), or
-    ``<datasets root>/<name>.hdf5``."""
+    ``<datasets root>/<name>.hdf5`` (a text env's generated dataset: ``<name>.jsonl``)."""
     if path and path.startswith(MINARI_PREFIX):
         return minari_path(path[len(MINARI_PREFIX) :])
+    if not path and parse_generated_name(name) and parse_generated_name(name)[0].startswith("rlbench/"):
+        return datasets_root() / f"{name}.jsonl"
     return Path(path) if path else datasets_root() / f"{name}.hdf5"
 
 
-def load_dataset(name: str, path: str | None = None) -> OfflineData:
-    """Load a dataset by its name (generated) or path (a user's file or Minari folder, or ``minari:<id>``)."""
+def load_dataset(name: str, path: str | None = None, env: str | None = None) -> Any:
+    """Load a dataset by its name (generated) or path (a user's file or Minari folder, or ``minari:<id>``):
+    an ``OfflineData``, or for a text dataset (``.jsonl``) a ``datasets.text.TextEpisodes`` (``env``: the text
+    env a user's LMRL-Gym file is read for)."""
     p = dataset_path(name, path)
     if not p.exists():
         parsed = None if path else parse_generated_name(name)
@@ -45,6 +49,10 @@ def load_dataset(name: str, path: str | None = None) -> OfflineData:
             else "check the path"
         )
         raise FileNotFoundError(f"dataset {name!r}: no file {p}; {hint}")
+    if p.suffix == ".jsonl":
+        from .text import load_text_dataset
+
+        return load_text_dataset(p, env=env)
     from .catalog import open_dataset
 
     return open_dataset(p)

@@ -39,7 +39,13 @@ def generated_name(env_id: str, level: str) -> str:
 
 
 def parse_generated_name(name: str) -> tuple[str, str] | None:
-    """``CartPole-v1-medium-replay`` -> (``CartPole-v1``, ``medium-replay``); None if not such a name."""
+    """``CartPole-v1-medium-replay`` -> (``CartPole-v1``, ``medium-replay``); a text env's dataset
+    ``MazeFO-v0-mixed`` -> (``rlbench/MazeFO-v0``, ``mixed``) (``datasets.text``); None if not such a name."""
+    from .text import parse_text_name
+
+    text = parse_text_name(name)
+    if text is not None:
+        return text
     m = _GENERATED.match(name)
     return (m.group("env"), m.group("level")) if m else None
 

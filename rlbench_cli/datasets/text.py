@@ -32,7 +32,14 @@ __all__ = [
     "parse_text_name",
     "text_dataset_name",
     "episode_returns",
+    "DEFAULT_EPISODES",
+    "text_dataset_path",
+    "ensure_text_dataset",
 ]
+
+# episodes of a generated text dataset when no size is given: cheap envs many, Stockfish-played ones fewer
+DEFAULT_EPISODES = {"rlbench/Chess-v0": 50, "rlbench/Endgames-v0": 200}
+_DEFAULT = 1_000
 
 TEXT_LEVELS = ("optimal", "noisy", "mixed", "random")
 _NAME = re.compile(r"^(?P<env>[A-Za-z0-9_.]+-v\d+)-(?P<level>optimal|noisy|mixed|random)$")
@@ -99,6 +106,8 @@ def build_text_dataset(
             episodes.append(_episode(env, policies[quality], seed=seed * 1_000_003 + i))
     finally:
         env.close()
+        for p in policies.values():
+            getattr(p, "close", lambda: None)()
     meta = {"seed": seed, "env_kwargs": dict(env_kwargs or {}), "qualities": qualities}
     return TextEpisodes(episodes, env=env_id, level=level, meta=meta)
 
@@ -179,3 +188,37 @@ def load_text_dataset(path: str | Path, env: str | None = None) -> TextEpisodes:
         level = level or obj.get("level", "")
         episodes.append(_turns(path, lineno, obj["turns"]))
     return TextEpisodes(episodes, env=env_id or "", level=level, meta={"path": str(path)})
+
+
+def text_dataset_path(name: str, root: Path | None = None) -> Path:
+    from .data import datasets_root
+
+    return Path(root or datasets_root()) / f"{name}.jsonl"
+
+
+def ensure_text_dataset(
+    env_id: str,
+    level: str,
+    *,
+    n_episodes: int | None = None,
+    seed: int = 0,
+    root: Path | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    force: bool = False,
+    progress: Any = None,
+) -> Path:
+    """Build ``<root>/<EnvName>-<level>.jsonl`` unless it exists (or ``force``); return its path."""
+    path = text_dataset_path(text_dataset_name(env_id, level), root)
+    if path.exists() and not force:
+        if progress:
+            progress(f"{path}: exists, kept (--force rebuilds it)")
+        return path
+    n = n_episodes or DEFAULT_EPISODES.get(env_id, _DEFAULT)
+    data = build_text_dataset(env_id, level, n, seed=seed, env_kwargs=env_kwargs)
+    save_text_dataset(data, path)
+    if progress:
+        rets = episode_returns(data)
+        progress(
+            f"{path}: {len(data)} episodes, {data.n_turns} turns, mean return {sum(rets) / len(rets):.3f}"
+        )
+    return path

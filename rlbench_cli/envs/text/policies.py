@@ -1,6 +1,7 @@
 """Scripted policies for the text envs, of several qualities, to generate offline datasets and reference scores.
 
-``scripted_policy(env_id, quality, seed)`` returns a callable ``(observation, info) -> action`` (a string).
+``scripted_policy(env_id, quality, seed)`` returns a callable ``(observation, info) -> action`` (a string);
+one that holds a resource (the chess policies' engine) has ``close()``.
 Qualities: ``optimal`` (the env's best scripted play), ``noisy`` (optimal, but a random valid action with
 probability ``NOISE``), ``random`` (a uniformly random valid action). A policy may read the env's ``info``
 (scripted policies are privileged; a learned one sees only the observation).
@@ -52,10 +53,38 @@ def _wordle(quality: str, rng: _random.Random) -> Policy:
     return act
 
 
-_FACTORIES: dict[str, Callable[[str, _random.Random], Policy]] = {
+class _ChessPolicy:
+    """Optimal: Stockfish at full strength (its own engine, 20 ms a move); random: a uniformly random legal
+    move. The engine starts on the first optimal move; ``close()`` stops it."""
+
+    def __init__(self, quality: str, rng: _random.Random) -> None:
+        self.quality, self.rng, self.engine = quality, rng, None
+
+    def __call__(self, obs: str, info: dict[str, Any]) -> str:
+        import chess
+        import chess.engine
+
+        board = chess.Board(info["fen"])
+        if self.quality == "random" or (self.quality == "noisy" and self.rng.random() < NOISE):
+            return board.san(self.rng.choice(sorted(board.legal_moves, key=str)))
+        if self.engine is None:
+            from .chess_env import _open_engine
+
+            self.engine = _open_engine(info["stockfish"], elo=None, skill_level=None)
+        return board.san(self.engine.play(board, chess.engine.Limit(time=0.02)).move)
+
+    def close(self) -> None:
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            engine.quit()
+
+
+_FACTORIES: dict[str, Callable[[str, _random.Random], Any]] = {
     "rlbench/MazeFO-v0": _maze,
     "rlbench/MazePO-v0": _maze,
     "rlbench/Wordle-v0": _wordle,
+    "rlbench/Chess-v0": _ChessPolicy,
+    "rlbench/Endgames-v0": _ChessPolicy,
 }
 
 
