@@ -29,7 +29,9 @@ def _suite(tmp_path, algorithms: str) -> str:
 
 
 def test_text_suite_runs_bc_and_ilql_with_normalised_scores(tmp_path):
-    suite = _suite(tmp_path, f"  - {{name: bc, params: {{{TINY}}}}}\n  - {{name: ilql, params: {{{TINY}}}}}\n")
+    suite = _suite(
+        tmp_path, f"  - {{name: bc, params: {{{TINY}}}}}\n  - {{name: ilql, params: {{{TINY}}}}}\n"
+    )
     db = tmp_path / "r.duckdb"
     rl("run", suite, "--db", db, "--workers", "1")
     status = json.loads(rl("status", "text-tiny", "--db", db, "--json").stdout)["suites"]["text-tiny"]

@@ -157,3 +157,39 @@ def test_world_model_metrics_on_a_tiny_model(maze_dataset):
         assert math.isclose(last["eval/cr"], last["eval/w2r"] / last["eval/real"])
     else:
         assert "eval/cr" not in last
+
+
+def test_ilql_stops_with_a_checkpoint_and_resumes(maze_dataset, tmp_path):
+    import threading
+
+    from rlbench_cli.sink import ShardSink
+
+    torch.set_num_threads(1)
+    spec = RunSpec(suite="t", algo="ilql", algo_name="ilql", params={**TINY, "logging_steps": 1},
+                   env_id="rlbench/MazeFO-v0", env_kwargs={"max_steps": 4}, seed=0,
+                   budget={"steps": 4, "eval_every": 4, "eval_episodes": 1, "checkpoint_every": 100},
+                   dataset="MazeFO-v0-mixed", dataset_path=str(maze_dataset))  # fmt: skip
+    stop = threading.Event()
+
+    class StopAt2(ShardSink):
+        def log(self, step, **values):
+            super().log(step, **values)
+            if step == 2 and "train/loss/q" in values:
+                stop.set()  # as a SIGTERM would: the run saves a checkpoint and stops
+
+    first = RunContext(spec=spec, sink=StopAt2(tmp_path / "attempt-1" / "metrics"), run_dir=tmp_path / "attempt-1",
+                       stop_event=stop)  # fmt: skip
+    get_algorithm("ilql")().train(first)
+    first.sink.close()
+    sink = ShardSink(tmp_path / "attempt-2" / "metrics")
+    second = RunContext(spec=spec, sink=sink, run_dir=tmp_path / "attempt-2")
+    get_algorithm("ilql")().train(second)
+    sink.close()
+    assert second.resumed_from_step == 2
+    import pyarrow.parquet as pq
+
+    rows = [r for p in sorted((tmp_path / "attempt-2" / "metrics").glob("*.parquet"))
+            for r in pq.read_table(p).to_pylist()]  # fmt: skip
+    q_steps = sorted(r["step"] for r in rows if r["name"] == "train/loss/q")
+    assert q_steps == [1, 2, 3, 4]  # the first attempt's rows carried over, no step twice
+    assert sorted(r["step"] for r in rows if r["name"] == "eval/return") == [0, 4]
