@@ -98,8 +98,7 @@ def online_setup(ctx: RunContext, settings: dict[str, Any], values: bool) -> tup
     episodes played with random valid actions (first observations, valid actions, what they lead to)."""
     from .common import normalizer
 
-    ctx.score_normalizer = normalizer(ctx.spec.env_label if hasattr(ctx.spec, "env_label") else ctx.spec.env,
-                                      ctx.spec.env_id)  # fmt: skip
+    ctx.score_normalizer = normalizer(ctx.spec.env, ctx.spec.env_id)
     pool = EnvPool(ctx, int(settings["num_envs"]))
     texts = _explore_texts(ctx, episodes=int(settings["vocab_episodes"]))
     tok = build_tokenizer(settings, texts)
@@ -116,9 +115,10 @@ def _explore_texts(ctx: RunContext, episodes: int) -> list[str]:
         for e in range(episodes):
             obs, _ = env.reset(seed=ctx.seed * 7919 + e)
             texts.append(str(obs))
-            for _ in range(50):
+            for k in range(30):
                 acts = getattr(env.unwrapped, "valid_actions", lambda: None)() or []
-                texts.extend(str(a) for a in acts)
+                if k == 0 or len(acts) <= 64:  # a long list (Wordle's words) once, and only part of it
+                    texts.extend(str(a) for a in acts[:500])
                 if not acts:
                     break
                 obs, _, term, trunc, _ = env.step(str(acts[int(rng.integers(len(acts)))]))
@@ -132,7 +132,7 @@ def _explore_texts(ctx: RunContext, episodes: int) -> list[str]:
 
 ONLINE_PARAMS: dict[str, Any] = {
     "num_envs": 8,  # envs played in lock-step
-    "vocab_episodes": 20,  # random episodes whose text the tokenizer is built from
+    "vocab_episodes": 8,  # random episodes (of at most 30 turns) whose text the tokenizer is built from
 }
 
 
