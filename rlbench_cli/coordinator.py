@@ -242,9 +242,7 @@ def prepare_datasets(
     ensure_datasets(missing, lambda msg: report("dataset_progress", {"msg": msg}))
     refs: dict[str, list[float]] = {}
     for ds in suite.datasets:
-        if (
-            paths[ds.name].suffix == ".jsonl"
-        ):  # a text dataset: normalised by the lmrl table, not its own refs
+        if paths[ds.name].suffix == ".jsonl":  # a text dataset: normalised by the lmrl table, not by its file
             continue
         lo, hi = (summarize(paths[ds.name])[k] for k in ("ref_random", "ref_expert"))
         if lo is not None and hi is not None and lo != hi:

@@ -152,6 +152,12 @@ _LMRL = {
     "chess": (-401.0, 0.21, 1.0),
     "endgames": (-1.0, 0.586, 1.0),
     "wordle": (-6.0, -4.499, -3.503),  # measured: seed 0, the Debian wamerican five-letter words
+    "textnav": (0.0, 0.544, 1.0),  # min and max: lost / won; average measured (seed 0)
+    # the oracle tasks, measured with the SCRIPTED oracle (seed 0); a language-model oracle changes them.
+    # min: 20 questions without finding it (-20); Car Dealer: no sale (0)
+    "twentyquestions": (-20.0, -8.489, -4.425),
+    "guessmycity": (-20.0, -7.386, -3.656),
+    "cardealer": (0.0, 24.545, 28.2),
 }
 LMRL = ReferenceSet("lmrl", 100.0, "min", "max", _LMRL, _lmrl_key)
 
@@ -253,9 +259,9 @@ def _from_set(s: ReferenceSet, refs: dict[str, tuple[float, ...]]) -> Resolved:
     if any(len(r) == 3 for r in refs.values()):
         desc = (
             f"{s.name} reference scores, piecewise linear: 0 = {lo}, {s.scale / 2:g} = the dataset average, "
-            f"{s.scale:g} = {hi}"
+            f"{s.scale:g} = {hi} (LMRL-Gym's convention)"
         )
-    if s.scale == 100:
+    elif s.scale == 100:
         desc += " (x 100, the D4RL convention)"
     return Resolved(s.name, refs, s.scale, desc)
 

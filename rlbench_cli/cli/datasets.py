@@ -34,16 +34,22 @@ DatasetsOpt = Annotated[
 @datasets_app.command()
 @handle_errors
 def build(
-    env: Annotated[str, typer.Argument(help="gymnasium id, e.g. CartPole-v1, Pendulum-v1, Hopper-v5")],
+    env: Annotated[
+        str, typer.Argument(help="gymnasium id, e.g. CartPole-v1, Pendulum-v1, Hopper-v5, rlbench/MazeFO-v0")
+    ],
     level: Annotated[
         list[str],
-        typer.Option("--level", help="random | medium | expert | medium-replay | medium-expert (repeatable)"),
+        typer.Option(
+            "--level",
+            help="random | medium | expert | medium-replay | medium-expert (repeatable); "
+            "text envs (rlbench/...): optimal | noisy | mixed | random",
+        ),
     ],
     size: Annotated[
         int | None,
         typer.Option(
             "--size",
-            help="transitions per dataset [default: the env's; medium-replay: the training "
+            help="transitions per dataset (text envs: episodes) [default: the env's; medium-replay: the training "
             "steps up to the medium policy]",
             show_default=False,
         ),
@@ -83,7 +89,11 @@ def build(
     Writes <datasets>/<ENV>-<level>.hdf5: D4RL's layout, loadable by d3rlpy as is, with the random and
     expert reference returns and the provenance in its metadata. Suites name them as <ENV>-<level>.
 
+    A text env (rlbench/<Task>-v0) gets episodes of its scripted policies instead, --size of them, as JSONL:
+    <datasets>/<Task>-v0-<level>.jsonl, named <Task>-v0-<level> in suites.
+
     Example: rlbench datasets build CartPole-v1 --level medium --level expert
+    Example: rlbench datasets build rlbench/MazeFO-v0 --level mixed --size 500
     """
     from ..datagen import build_dataset
     from ..datasets.data import LEVELS

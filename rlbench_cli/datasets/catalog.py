@@ -118,7 +118,26 @@ def list_datasets(root: Path | None = None) -> list[dict[str, Any]]:
     root = Path(root) if root is not None else datasets_root()
     if not root.is_dir():
         return []
-    return [summarize(p) for p in sorted(root.glob("*.hdf5"))]
+    paths = sorted([*root.glob("*.hdf5"), *root.glob("*.jsonl")], key=lambda p: p.stem)
+    return [summarize_text(p) if p.suffix == ".jsonl" else summarize(p) for p in paths]
+
+
+def summarize_text(path: Path) -> dict[str, Any]:
+    """A text dataset's row of ``rlbench datasets list``: turns as transitions, normalised by the ``lmrl``
+    references (piecewise, x 100) when the env has them."""
+    from ..references import BUILTIN, normalise
+    from .text import episode_returns, load_text_dataset
+
+    data = load_text_dataset(path)
+    rets = episode_returns(data)
+    mean = sum(rets) / len(rets) if rets else None
+    ref = BUILTIN["lmrl"].lookup(data.env)
+    return {
+        "name": path.stem, "env": data.env, "level": data.level, "transitions": data.n_turns,
+        "episodes": len(data), "mean_return": mean,
+        "normalized_mean_return": normalise(mean, ref, 100.0) if ref and mean is not None else None,
+        "ref_random": None, "ref_expert": None, "bytes": _disk_bytes(path), "path": str(path),
+    }  # fmt: skip
 
 
 def describe(name_or_path: str, root: Path | None = None) -> dict[str, Any]:

@@ -38,6 +38,12 @@ def test_build_maze_levels_then_keep(tmp_path, monkeypatch):
     assert data.level == "optimal" and len(data) == 4 and data[0][-1]["reward"] == 0.0
     r = invoke("datasets", "build", "rlbench/MazeFO-v0", "--level", "mixed", "--datasets", tmp_path)
     assert r.exit_code == 0 and "exists, kept" in r.output and path.read_text().splitlines() == lines
+    r = invoke("datasets", "list", "--datasets", tmp_path, "--json")
+    rows = {row["name"]: row for row in json.loads(r.stdout)}
+    assert set(rows) == {"MazeFO-v0-mixed", "MazeFO-v0-optimal"}
+    opt = rows["MazeFO-v0-optimal"]
+    assert (opt["env"], opt["level"], opt["episodes"]) == ("rlbench/MazeFO-v0", "optimal", 4)
+    assert opt["normalized_mean_return"] > 90
 
 
 def test_bad_level_missing_stockfish_and_bad_word_list(tmp_path):

@@ -37,9 +37,9 @@ def test_illegal_move_costs_one_and_the_game_goes_on(endgames):
 
 
 def test_being_mated_by_stockfish_loses_minus_one():
-    env = make_env(
-        "rlbench/Chess-v0", {**FAST, "fen": "rnbqkbnr/pppp1ppp/8/4p3/8/5P2/PPPPP1PP/RNBQKBNR w KQkq - 0 2"}
-    )
+    # full strength (elo None): a strength-limited engine may miss the mate on purpose
+    fen = "rnbqkbnr/pppp1ppp/8/4p3/8/5P2/PPPPP1PP/RNBQKBNR w KQkq - 0 2"
+    env = make_env("rlbench/Chess-v0", {**FAST, "elo": None, "fen": fen})
     try:
         env.reset(seed=0)
         obs, r, term, trunc, info = env.step("g4")
@@ -89,3 +89,17 @@ def test_scripted_optimal_policy_mates_in_endgames():
 
     opt = build_text_dataset("rlbench/Endgames-v0", "optimal", 3, seed=0, env_kwargs=FAST)
     assert episode_returns(opt) == [1.0, 1.0, 1.0]
+
+
+def test_an_env_left_unclosed_does_not_hold_the_interpreter_at_exit():
+    import subprocess
+    import sys
+
+    code = (
+        "from rlbench_cli.envs import make_env\n"
+        "env = make_env('rlbench/Chess-v0', {'movetime': 0.01})\n"
+        "env.reset(seed=0)\n"
+        "print(env.step('e4')[1])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "0.0", r.stderr

@@ -141,3 +141,16 @@ def test_malformed_line_names_file_and_line(tmp_path):
         load_text_dataset(p)
     with pytest.raises(ImportInvalid, match="no such dataset file"):
         load_text_dataset(tmp_path / "missing.jsonl")
+
+
+def test_suite_dataset_name_resolves_to_the_text_env_and_is_built(tmp_path):
+    from rlbench_cli.datagen import ensure_datasets
+    from rlbench_cli.spec import DatasetSpec
+
+    spec = DatasetSpec(name="MazePO-v0-noisy")
+    assert spec.env == "rlbench/MazePO-v0" and spec.generated
+    (path,) = ensure_datasets([spec], root=tmp_path)
+    assert path == tmp_path / "MazePO-v0-noisy.jsonl"
+    data = load_text_dataset(path)
+    assert data.env == "rlbench/MazePO-v0" and len(data) == 1000
+    assert "\n" in data[0][-1]["observation"] or len(data[0]) == 1  # PO: the history

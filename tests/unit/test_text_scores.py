@@ -37,6 +37,7 @@ def test_lmrl_table_keys_env_ids_and_dataset_names():
 def test_auto_picks_lmrl_and_stats_normalises_piecewise():
     res = resolve(["rlbench/MazeFO-v0", "rlbench/Endgames-v0"], "auto")
     assert res.name == "lmrl" and res.scale == 100.0 and "piecewise" in res.description
+    assert "D4RL" not in res.description
     values = pd.Series([-6.84, -83.0, 0.586, -1.0])
     tasks = pd.Series(
         ["rlbench/MazeFO-v0", "rlbench/MazeFO-v0", "rlbench/Endgames-v0", "rlbench/Endgames-v0"]
@@ -61,3 +62,11 @@ def test_scripted_optimal_maze_scores_about_100_and_random_far_below_the_dataset
     # some episodes (mean return about -88): about 35 here, between LMRL-Gym's min (-101: never reaching the
     # goal) and its dataset average (-83).
     assert 0.0 <= _maze_score("random") < 45.0
+
+
+def test_every_text_env_has_lmrl_references():
+    from rlbench_cli.envs.text import TEXT_ENVS
+
+    for env_id in TEXT_ENVS:
+        ref = BUILTIN["lmrl"].lookup(env_id)
+        assert ref is not None and len(ref) == 3 and ref[0] < ref[1] < ref[2], env_id

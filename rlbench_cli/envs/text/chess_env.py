@@ -66,12 +66,72 @@ def find_stockfish(setting: str | None = None) -> str:
     return found
 
 
-def _open_engine(path: str, elo: int | None, skill_level: int | None) -> Any:
-    import chess.engine
+class Uci:
+    """A minimal UCI client over pipes (no threads, so an env left unclosed never holds the interpreter up
+    at exit: the engine sees end-of-file and quits)."""
 
+    def __init__(self, path: str) -> None:
+        import subprocess
+
+        self.proc = subprocess.Popen(
+            [path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+        )
+        self.options: dict[str, dict[str, str]] = {}
+        self._send("uci")
+        for line in self._until("uciok"):
+            if line.startswith("option name "):
+                name, _, rest = line[len("option name ") :].partition(" type ")
+                words = rest.split()
+                self.options[name] = dict(zip(words[1::2], words[2::2], strict=False)) | {"type": words[0]}
+
+    def _send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def _until(self, token: str) -> list[str]:
+        assert self.proc.stdout is not None
+        lines = []
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise OSError(f"the engine stopped before answering {token!r}")
+            line = line.strip()
+            lines.append(line)
+            if line.split(" ", 1)[0] == token:
+                return lines
+
+    def configure(self, options: dict[str, Any]) -> None:
+        for name, value in options.items():
+            v = str(value).lower() if isinstance(value, bool) else value
+            self._send(f"setoption name {name} value {v}")
+        self._send("isready")
+        self._until("readyok")
+
+    def best_move(self, fen: str, movetime: float | None = None, depth: int | None = None) -> str:
+        self._send(f"position fen {fen}")
+        self._send(
+            f"go depth {int(depth)}" if depth else f"go movetime {max(1, round(1000 * (movetime or 0.1)))}"
+        )
+        return self._until("bestmove")[-1].split()[1]
+
+    def quit(self) -> None:
+        try:
+            self._send("quit")
+            self.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - gone already, or stuck: make sure it ends
+            self.proc.kill()
+
+
+def _open_engine(path: str, elo: int | None, skill_level: int | None) -> Uci:
     try:
-        engine = chess.engine.SimpleEngine.popen_uci(path)
-    except (OSError, chess.engine.EngineError) as e:
+        engine = Uci(path)
+    except OSError as e:
         raise UsageError(
             f"stockfish: cannot start {path!r} as a UCI engine ({e}); check the stockfish setting"
         ) from None
@@ -83,7 +143,7 @@ def _open_engine(path: str, elo: int | None, skill_level: int | None) -> Any:
     elif elo is not None and "UCI_Elo" in engine.options:
         o = engine.options["UCI_Elo"]
         opts["UCI_LimitStrength"] = True
-        opts["UCI_Elo"] = max(int(o.min if o.min is not None else elo), min(int(elo), int(o.max or elo)))
+        opts["UCI_Elo"] = max(int(o.get("min", elo)), min(int(elo), int(o.get("max", elo))))
     engine.configure(opts)
     return engine
 
@@ -100,7 +160,12 @@ class ChessEnv(TextEnv):
         max_moves: int = MAX_MOVES,
         fen: str | None = None,
     ) -> None:
-        import chess
+        try:
+            import chess
+        except ImportError:
+            raise UsageError(
+                "the Chess and Endgames envs need the chess package: pip install 'rlbench[text]'"
+            ) from None
 
         super().__init__()
         self.stockfish_path = find_stockfish(stockfish)
@@ -136,7 +201,6 @@ class ChessEnv(TextEnv):
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         import chess
-        import chess.engine
 
         self.moves += 1
         san = str(action).replace(" ", "").strip()
@@ -157,7 +221,7 @@ class ChessEnv(TextEnv):
                 False,
                 self._info(illegal=False, result=self.board.result()),
             )
-        reply = self.engine.play(self.board, chess.engine.Limit(time=self.movetime)).move
+        reply = chess.Move.from_uci(self.engine.best_move(self.board.fen(), movetime=self.movetime))
         reply_san = self.board.san(reply)
         self.board.push(reply)
         if self.board.is_game_over():

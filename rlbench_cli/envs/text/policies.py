@@ -53,8 +53,88 @@ def _wordle(quality: str, rng: _random.Random) -> Policy:
     return act
 
 
+def _textnav(quality: str, rng: _random.Random) -> Policy:
+    """Optimal: LMRL-Gym's walkthrough (walk to the living room, take the stale food, walk to the kitchen,
+    open the fridge, insert the food, close it); random: a uniformly random admissible command."""
+    from .textnav import admissible_from, shortest_path
+
+    def act(obs: str, info: dict[str, Any]) -> str:
+        if quality == "random" or (quality == "noisy" and rng.random() < NOISE):
+            return rng.choice(admissible_from(obs))
+        room, holding, fridge_open = info["room"], info["holding"], info["fridge_open"]
+        if info["stale_food_in_fridge"]:
+            return "close fridge"
+        if "stale food" not in holding:
+            if room != "living room":
+                return "go " + shortest_path(room, "living room")[0]
+            return "take stale food from table"
+        if room != "kitchen":
+            return "go " + shortest_path(room, "kitchen")[0]
+        return "insert stale food into fridge" if fridge_open else "open fridge"
+
+    return act
+
+
+def _guessing(quality: str, rng: _random.Random) -> Policy:
+    """Twenty Questions / Guess My City. Optimal: the unasked attribute question that splits the remaining
+    candidates most evenly, then the guess once one is left; random: any question or guess."""
+    from .oracle import CITIES, QUESTIONS, WORDS, guess_question
+
+    state: dict[str, Any] = {}
+
+    def act(obs: str, info: dict[str, Any]) -> str:
+        task = info["task"]
+        table, questions = (WORDS if task == "twenty_questions" else CITIES), QUESTIONS[task]
+        if "reply" not in info:  # a new episode
+            state.update(candidates=sorted(table), asked=set(), last=None)
+        elif state["last"] in questions:
+            attr, yes = state["last"], info["reply"].lower().startswith("yes")
+            state["candidates"] = [c for c in state["candidates"] if (attr in table[c]) == yes]
+        options = list(questions.values()) + [guess_question(task, n) for n in sorted(table)]
+        if quality == "random" or (quality == "noisy" and rng.random() < NOISE):
+            choice = rng.choice(options)
+            state["last"] = next((a for a, q in questions.items() if q == choice), None)
+            return choice
+        cands = state["candidates"] or sorted(table)
+        if len(cands) == 1:
+            state["last"] = None
+            return guess_question(task, cands[0])
+        best = min(
+            (a for a in questions if a not in state["asked"]),
+            key=lambda a: abs(2 * sum(a in table[c] for c in cands) - len(cands)),
+            default=None,
+        )
+        if best is None or all(best in table[c] for c in cands) or not any(best in table[c] for c in cands):
+            state["last"] = None
+            return guess_question(task, rng.choice(cands))
+        state["asked"].add(best)
+        state["last"] = best
+        return questions[best]
+
+    return act
+
+
+def _car_dealer(quality: str, rng: _random.Random) -> Policy:
+    """Optimal: start high ($45,000) and come down $3,000 a turn until the buyer takes it; random: any
+    price of the offer list."""
+
+    state = {"turn": 0}
+
+    def act(obs: str, info: dict[str, Any]) -> str:
+        state["turn"] = 0 if "reply" not in info else state["turn"] + 1
+        if quality == "random" or (quality == "noisy" and rng.random() < NOISE):
+            return f"I can sell it to you for ${rng.randrange(15, 51) * 1000:,}."
+        return f"I can sell it to you for ${max(15, 45 - 3 * state['turn']) * 1000:,}."
+
+    return act
+
+
+DEPTH = 12
+
+
 class _ChessPolicy:
-    """Optimal: Stockfish at full strength (its own engine, 20 ms a move); random: a uniformly random legal
+    """Optimal: Stockfish at full strength (its own engine, searching ``DEPTH`` plies: deterministic, unlike a
+    time limit on a busy machine); random: a uniformly random legal
     move. The engine starts on the first optimal move; ``close()`` stops it."""
 
     def __init__(self, quality: str, rng: _random.Random) -> None:
@@ -62,7 +142,6 @@ class _ChessPolicy:
 
     def __call__(self, obs: str, info: dict[str, Any]) -> str:
         import chess
-        import chess.engine
 
         board = chess.Board(info["fen"])
         if self.quality == "random" or (self.quality == "noisy" and self.rng.random() < NOISE):
@@ -71,7 +150,7 @@ class _ChessPolicy:
             from .chess_env import _open_engine
 
             self.engine = _open_engine(info["stockfish"], elo=None, skill_level=None)
-        return board.san(self.engine.play(board, chess.engine.Limit(time=0.02)).move)
+        return board.san(chess.Move.from_uci(self.engine.best_move(board.fen(), depth=DEPTH)))
 
     def close(self) -> None:
         engine, self.engine = self.engine, None
@@ -83,7 +162,11 @@ _FACTORIES: dict[str, Callable[[str, _random.Random], Any]] = {
     "rlbench/MazeFO-v0": _maze,
     "rlbench/MazePO-v0": _maze,
     "rlbench/Wordle-v0": _wordle,
+    "rlbench/TextNav-v0": _textnav,
     "rlbench/Chess-v0": _ChessPolicy,
+    "rlbench/TwentyQuestions-v0": _guessing,
+    "rlbench/GuessMyCity-v0": _guessing,
+    "rlbench/CarDealer-v0": _car_dealer,
     "rlbench/Endgames-v0": _ChessPolicy,
 }
 
