@@ -104,7 +104,7 @@ def run_one(
 
                 load_entrypoint(spec.entrypoint)(ctx)
             else:
-                get_algorithm(spec.algo_name)().train(ctx)
+                get_algorithm(spec.algo_name, spec.env_id)().train(ctx)
         if stop_event is not None and stop_event.is_set():
             result.update(status="interrupted", exit_code=None, error="stopped before the end of its budget")
         else:

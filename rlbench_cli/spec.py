@@ -679,6 +679,12 @@ def _check_envs(suite: Suite, path: str) -> None:
         problem = known_env(ds.env or "")
         if problem:
             raise SuiteInvalid(f"{path}: field 'datasets[{i}].env': {problem}")
+    from .algos.text import check_pretrained
+
+    for i, a in enumerate(suite.algorithms):  # a local pretrained checkpoint (text policies) must exist
+        problem = check_pretrained(a.params.get("pretrained"), f"algorithms[{i}].params.pretrained")
+        if problem:
+            raise SuiteInvalid(f"{path}: field {problem}")
 
 
 def load_suite(path: str | Path) -> Suite:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["ALGORITHMS", "OFFLINE", "get_algorithm"]
+__all__ = ["ALGORITHMS", "OFFLINE", "TEXT_VARIANTS", "get_algorithm"]
 
 # name -> "module:Class", relative to this package. Importing this module stays cheap.
 ALGORITHMS: dict[str, str] = {
@@ -31,18 +31,29 @@ ALGORITHMS: dict[str, str] = {
     "crr": "d3rlpy_offline:CRR",
     "decision_transformer": "d3rlpy_offline:DecisionTransformer",
     "hf_decision_transformer": "hf_decision_transformer:HFDecisionTransformer",
+    # text tasks (rlbench/... envs and their datasets): transformer policies, see algos/text/
+    "filtered_bc": "text.offline:FilteredBC",
+    "mc_returns": "text.offline:MCReturns",
+    "ilql": "text.offline:ILQL",
+    "online_filtered_bc": "text.online:OnlineFilteredBC",
+    "text_world_model": "text.world_model:TextWorldModel",
 }
+# names that mean the text variant when the run's env is a text env (rlbench/...): `bc` on a text dataset
+# clones its actions with a transformer, `ppo` on a text env trains a token policy
+TEXT_VARIANTS: dict[str, str] = {"bc": "text.offline:TextBC", "ppo": "text.ppo:TextPPO"}
 # the registered algorithms that learn from a dataset rather than by acting in an environment
 OFFLINE: frozenset[str] = frozenset(
     {"bc", "cql", "discrete_cql", "iql", "td3_plus_bc", "awac", "bcq", "crr", "decision_transformer",
-     "hf_decision_transformer"}
+     "hf_decision_transformer", "filtered_bc", "mc_returns", "ilql", "text_world_model"}
 )  # fmt: skip
 
 
-def get_algorithm(name: str) -> Any:
-    """The adapter class registered under ``name``."""
+def get_algorithm(name: str, env_id: str | None = None) -> Any:
+    """The adapter class registered under ``name`` (its text variant where ``env_id`` is a text env)."""
     try:
         target = ALGORITHMS[name]
+        if name in TEXT_VARIANTS and env_id is not None and env_id.startswith("rlbench/"):
+            target = TEXT_VARIANTS[name]
     except KeyError:
         raise KeyError(
             f"unknown algorithm {name!r}; choose one of: {', '.join(sorted(ALGORITHMS))}"

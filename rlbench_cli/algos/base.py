@@ -96,6 +96,8 @@ class RunContext:
     stop_event: threading.Event | None = None
     # called after each evaluation with (step, mean return, policy): the dataset builder keeps snapshots
     on_evaluate: Callable[[int, float, Any], None] | None = None
+    # mean return -> normalised score, logged as eval/normalized_return (text tasks: the lmrl table)
+    score_normalizer: Callable[[float], float] | None = None
     _dataset: Any = None
     _next_eval: int = 0
     _eval_envs: list[Any] | None = None
@@ -324,7 +326,7 @@ class RunContext:
 
     def references(self) -> tuple[float, float] | None:
         """(random, expert) reference returns of the run's dataset, if it has them."""
-        return self.dataset().references if self.spec.dataset is not None else None
+        return getattr(self.dataset(), "references", None) if self.spec.dataset is not None else None
 
     # -- evaluation ----------------------------------------------------------------------------------
     def maybe_evaluate(self, step: int, policy: Policy) -> float | None:
@@ -364,6 +366,9 @@ class RunContext:
         cost_limit: float | None = None
         alive = list(range(len(envs)))
         stateful = hasattr(policy, "act") and hasattr(policy, "reset")
+        if hasattr(policy, "bind"):  # a policy that reads its envs (a text policy: their valid actions)
+            policy.bind(envs)
+        success: dict[int, float] = {}
         if stateful:
             policy.reset(len(envs))
         while alive:
@@ -385,6 +390,8 @@ class RunContext:
                 obs[i] = o
                 if not (term or trunc):
                     still.append(i)
+                elif isinstance(info, dict) and "success" in info:
+                    success[i] = float(bool(info["success"]))
             alive = still
         mean = float(returns.mean())
         values = {
@@ -395,9 +402,13 @@ class RunContext:
         if cost_limit is not None:  # mean episode cost, and the share of episodes over the cost limit
             values["eval/cost"] = float(costs.mean())
             values["eval/violations"] = float((costs > cost_limit).mean())
+        if success:  # envs that say whether an episode succeeded (the text envs)
+            values["eval/success"] = float(np.mean(list(success.values())))
         refs = self.references()
         if refs is not None:
             values["eval/normalized_return"] = 100.0 * (mean - refs[0]) / (refs[1] - refs[0])
+        elif self.score_normalizer is not None:
+            values["eval/normalized_return"] = float(self.score_normalizer(mean))
         # logged at the suite's evaluation point this evaluation stands for (a multiple of eval_every, or the
         # budget), so every algorithm's rows line up by step; the step training had reached is kept beside it
         schedule = self.eval_schedule()

@@ -1,0 +1,342 @@
+"""Transformer policies for text tasks: a GPT-2 style causal language model built from a ``transformers``
+config (or a user's local pretrained checkpoint), its tokenizer, how a turn is written as tokens, and how an
+action is chosen.
+
+A turn's context is the episode so far, ``<bos> obs_1 <act> action_1 <eoa> obs_2 <act> ... obs_t <act>``,
+cut on the left to ``max_context`` tokens (``history`` keeps only the last turns); the action follows as its
+tokens and ``<eoa>``. Acting: where the env lists its valid actions (``env.unwrapped.valid_actions()``, at
+most ``max_candidates`` of them) every candidate is scored by its log-likelihood and the best one taken (or one
+sampled, for online training); otherwise the action is decoded greedily (or sampled) token by token, up to
+``max_action_tokens``. Value-based algorithms (``ilql``, ``mc_returns``) add ``beta`` times their token Q
+values to the logits before the softmax (ILQL's policy extraction, pi_beta(a|s) exp(beta (Q - V))).
+
+Nothing is downloaded: the tokenizer is built from the task's text (``algos.text.tokenizer``) and the model
+from its config, unless ``pretrained`` names a local folder that ``transformers`` can load (model and
+tokenizer); a path that does not exist is a one-line error before any run starts.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import check_pretrained
+from .tokenizer import HFTokenizer, TextTokenizer
+
+__all__ = [
+    "MODEL_PARAMS",
+    "TextModel",
+    "TextPolicy",
+    "build_tokenizer",
+    "build_model",
+    "context_ids",
+    "ActionBatch",
+    "action_batch",
+    "action_logprobs",
+    "check_pretrained",
+    "decode_tokens",
+]
+
+MODEL_PARAMS: dict[str, Any] = {
+    "n_embd": 128,  # GPT-2 width
+    "n_layer": 2,
+    "n_head": 2,
+    "n_positions": 512,  # the longest sequence the model can take
+    "max_context": 256,  # a turn's context is cut on the left to this many tokens
+    "history": 0,  # earlier turns put before the observation (None: as many as fit); the text envs' observation
+    # is already what a policy conditions on (the partially observed ones write the history into it)
+    "max_action_tokens": 16,  # the longest action decoded when the env does not list its valid actions
+    "max_candidates": 64,  # score the env's valid actions when it lists at most this many, else decode
+    "max_words": 2000,  # words of the task's text that get a token of their own
+    "dropout": 0.0,
+    "pretrained": None,  # a local folder with a transformers causal LM and its tokenizer
+}
+
+
+def build_tokenizer(settings: dict[str, Any], texts: list[str]) -> Any:
+    """The pretrained checkpoint's tokenizer, else one built from ``texts``."""
+    if settings.get("pretrained"):
+        from transformers import AutoTokenizer
+
+        return HFTokenizer(AutoTokenizer.from_pretrained(str(settings["pretrained"]), local_files_only=True))
+    return TextTokenizer.build(texts, int(settings["max_words"]))
+
+
+class TextModel(torch.nn.Module):
+    """A causal LM and, for value-based algorithms, token Q and V heads on its last hidden states (with a
+    target copy of the Q head, updated by Polyak averaging)."""
+
+    def __init__(self, lm: Any, values: bool):
+        super().__init__()
+        self.lm = lm
+        width = lm.config.hidden_size if hasattr(lm.config, "hidden_size") else lm.config.n_embd
+        vocab = lm.get_output_embeddings().weight.shape[0]
+        self.values = values
+        if values:
+            self.q_head = torch.nn.Sequential(
+                torch.nn.Linear(width, 2 * width), torch.nn.ReLU(), torch.nn.Linear(2 * width, vocab)
+            )
+            self.v_head = torch.nn.Sequential(
+                torch.nn.Linear(width, 2 * width), torch.nn.ReLU(), torch.nn.Linear(2 * width, 1)
+            )
+            self.target_q = copy.deepcopy(self.q_head).requires_grad_(False)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.lm(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        return out.logits, out.hidden_states[-1]
+
+    @torch.no_grad()
+    def update_target(self, tau: float) -> None:
+        for t, s in zip(self.target_q.parameters(), self.q_head.parameters()):
+            t.mul_(1.0 - tau).add_(s, alpha=tau)
+
+
+def build_model(settings: dict[str, Any], tok: Any, values: bool = False) -> TextModel:
+    """A GPT-2 from its config sized by ``settings`` (or the pretrained checkpoint), with value heads."""
+    if settings.get("pretrained"):
+        from transformers import AutoModelForCausalLM
+
+        lm = AutoModelForCausalLM.from_pretrained(str(settings["pretrained"]), local_files_only=True)
+        lm.resize_token_embeddings(tok.vocab_size)
+    else:
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        p = float(settings["dropout"])
+        config = GPT2Config(
+            vocab_size=tok.vocab_size,
+            n_positions=int(settings["n_positions"]),
+            n_embd=int(settings["n_embd"]),
+            n_layer=int(settings["n_layer"]),
+            n_head=int(settings["n_head"]),
+            resid_pdrop=p,
+            embd_pdrop=p,
+            attn_pdrop=p,
+            bos_token_id=tok.bos_id,
+            eos_token_id=tok.eoa_id,
+            pad_token_id=tok.pad_id,
+        )
+        lm = GPT2LMHeadModel(config)
+    return TextModel(lm, values)
+
+
+def context_ids(
+    tok: Any, turns: list[tuple[str, str]], obs: str, max_context: int, history: int | None = None
+) -> list[int]:
+    """Token ids of a turn's context: the earlier ``turns`` (observation, action), then ``obs`` and ``<act>``,
+    cut on the left to ``max_context`` tokens."""
+    if history is not None:
+        turns = turns[-history:] if history > 0 else []
+    ids = [tok.bos_id]
+    for o, a in turns:
+        ids += tok.encode(o) + [tok.act_id] + tok.encode(a) + [tok.eoa_id]
+    ids += tok.encode(obs) + [tok.act_id]
+    return ids[-max_context:]
+
+
+class ActionBatch:
+    """Contexts followed by actions, right-padded: ``ids``, ``mask`` (B, L); for each action token (``<eoa>``
+    included) the position whose output predicts it, ``pos`` (B, K), the token ``tok`` and ``valid`` (B, K);
+    ``first`` (B,): the position that predicts the action's first token (the turn's state)."""
+
+    def __init__(self, ids, mask, pos, tok, valid, first):  # noqa: ANN001 - tensors
+        self.ids, self.mask, self.pos, self.tok, self.valid, self.first = ids, mask, pos, tok, valid, first
+
+
+def action_batch(tok: Any, contexts: list[list[int]], actions: list[list[int]], device: str) -> ActionBatch:
+    """An ``ActionBatch`` of ``contexts`` and the token ids of their ``actions`` (``<eoa>`` is added)."""
+    seqs = [c + a + [tok.eoa_id] for c, a in zip(contexts, actions)]
+    width = max(len(s) for s in seqs)
+    k = max(len(a) for a in actions) + 1
+    ids = np.full((len(seqs), width), tok.pad_id, np.int64)
+    mask = np.zeros((len(seqs), width), np.int64)
+    pos = np.zeros((len(seqs), k), np.int64)
+    toks = np.full((len(seqs), k), tok.pad_id, np.int64)
+    valid = np.zeros((len(seqs), k), np.float32)
+    for i, (c, s) in enumerate(zip(contexts, seqs)):
+        ids[i, : len(s)] = s
+        mask[i, : len(s)] = 1
+        n = len(s) - len(c)
+        pos[i, :n] = np.arange(len(c) - 1, len(s) - 1)
+        toks[i, :n] = s[len(c) :]
+        valid[i, :n] = 1.0
+    t = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
+    return ActionBatch(t(ids), t(mask), t(pos), t(toks), t(valid), t(pos[:, 0]))
+
+
+def _gather_pos(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """x (B, L, D) at positions pos (B, K) -> (B, K, D)."""
+    return x.gather(1, pos[..., None].expand(-1, -1, x.shape[-1]))
+
+
+def action_logits(model: TextModel, b: ActionBatch, beta: float = 0.0) -> torch.Tensor:
+    """The policy's logits (B, K, vocab) at each action token's position: the LM's, plus ``beta`` times the
+    target Q head's for value-based policies."""
+    logits, hidden = model(b.ids, b.mask)
+    out = _gather_pos(logits, b.pos)
+    if beta and model.values:
+        out = out + beta * model.target_q(_gather_pos(hidden, b.pos))
+    return out
+
+
+def action_logprobs(model: TextModel, b: ActionBatch, beta: float = 0.0) -> torch.Tensor:
+    """log pi(action | context) for each row (B,): the sum over its tokens."""
+    logp = F.log_softmax(action_logits(model, b, beta).float(), dim=-1)
+    return (logp.gather(-1, b.tok[..., None])[..., 0] * b.valid).sum(dim=1)
+
+
+class TextPolicy:
+    """The ``EpisodePolicy`` of a text model (see the module docstring). ``bind(envs)`` gives it the envs it
+    acts in, for their valid actions; ``sample`` draws actions instead of taking the most likely one, and then
+    ``last_logprobs`` holds log pi of the actions of the last ``act``."""
+
+    def __init__(
+        self,
+        model: TextModel,
+        tok: Any,
+        settings: dict[str, Any],
+        device: str,
+        beta: float = 0.0,
+        sample: bool = False,
+        rng: np.random.Generator | None = None,
+    ):
+        self.model, self.tok, self.settings, self.device = model, tok, settings, device
+        self.beta, self.sample = beta, sample
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        self.envs: list[Any] = []
+        self.turns: list[list[tuple[str, str]]] = []
+        self.pending: list[str | None] = []
+        self.last_logprobs = np.zeros(0)
+        self.last_contexts: list[list[int]] = []
+
+    def bind(self, envs: list[Any]) -> None:
+        self.envs = list(envs)
+
+    def reset(self, n: int) -> None:
+        self.turns = [[] for _ in range(n)]
+        self.pending = [None] * n
+
+    def candidates(self, i: int) -> list[str] | None:
+        if i >= len(self.envs):
+            return None
+        get = getattr(self.envs[i].unwrapped, "valid_actions", None)
+        acts = get() if get is not None else None
+        if acts and len(acts) <= int(self.settings["max_candidates"]):
+            return [str(a) for a in acts]
+        return None
+
+    def context(self, i: int, obs: str) -> list[int]:
+        h = self.settings.get("history")
+        return context_ids(self.tok, self.turns[i], obs, int(self.settings["max_context"]),
+                           None if h is None else int(h))  # fmt: skip
+
+    def act(self, obs: np.ndarray, rewards: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        obs_list = [str(o) for o in np.asarray(obs, dtype=object).reshape(-1)]
+        idx_list = [int(i) for i in np.asarray(idx).reshape(-1)]
+        for i in idx_list:  # the previous action of each episode is now a whole turn
+            if self.pending[i] is not None:
+                self.turns[i].append(self.pending[i])  # type: ignore[arg-type]
+                self.pending[i] = None
+        contexts = [self.context(i, o) for i, o in zip(idx_list, obs_list)]
+        cands = [self.candidates(i) for i in idx_list]
+        actions, logps = self.choose(contexts, cands)
+        for i, o, a in zip(idx_list, obs_list, actions):
+            self.pending[i] = (o, a)  # type: ignore[call-overload]
+        self.last_logprobs = np.asarray(logps, np.float64)
+        self.last_contexts = contexts
+        return np.array(actions, dtype=str)
+
+    @torch.no_grad()
+    def choose(
+        self, contexts: list[list[int]], cands: list[list[str] | None]
+    ) -> tuple[list[str], list[float]]:
+        was = self.model.training
+        self.model.eval()
+        try:
+            out: list[tuple[str, float] | None] = [None] * len(contexts)
+            scored = [i for i, c in enumerate(cands) if c]
+            if scored:
+                pairs = [(i, a) for i in scored for a in cands[i]]  # type: ignore[union-attr]
+                lp = self._score([contexts[i] for i, _ in pairs], [a for _, a in pairs])
+                start = 0
+                for i in scored:
+                    n = len(cands[i])  # type: ignore[arg-type]
+                    scores = lp[start : start + n]
+                    start += n
+                    if self.sample:
+                        probs = np.exp(scores - scores.max())
+                        j = int(self.rng.choice(n, p=probs / probs.sum()))
+                    else:
+                        j = int(scores.argmax())
+                    out[i] = (cands[i][j], float(scores[j] - _logsumexp(scores)))  # type: ignore[index]
+            rest = [i for i, c in enumerate(cands) if not c]
+            if rest:
+                for i, (a, lp_) in zip(rest, self._decode([contexts[i] for i in rest])):
+                    out[i] = (a, lp_)
+            return [o[0] for o in out], [o[1] for o in out]  # type: ignore[index]
+        finally:
+            self.model.train(was)
+
+    def _score(self, contexts: list[list[int]], actions: list[str], chunk: int = 256) -> np.ndarray:
+        res = []
+        for s in range(0, len(contexts), chunk):
+            acts = [self.tok.encode(a) for a in actions[s : s + chunk]]
+            b = action_batch(self.tok, contexts[s : s + chunk], acts, self.device)
+            res.append(action_logprobs(self.model, b, self.beta).cpu().numpy())
+        return np.concatenate(res)
+
+    def _decode(self, contexts: list[list[int]]) -> list[tuple[str, float]]:
+        """Greedy (or sampled) decoding until ``<eoa>`` or ``max_action_tokens``: (text, log-probability)."""
+        banned = [self.tok.pad_id, self.tok.bos_id, self.tok.act_id, self.tok.unk_id]
+        out = decode_tokens(self.model, self.tok, contexts, int(self.settings["max_action_tokens"]), banned,
+                            self.device, sample=self.sample, beta=self.beta)  # fmt: skip
+        return [(self.tok.decode(g), lp) for g, lp in out]
+
+
+@torch.no_grad()
+def decode_tokens(model: TextModel, tok: Any, contexts: list[list[int]], limit: int, banned: list[int],
+                  device: str, sample: bool = False, beta: float = 0.0) -> list[tuple[list[int], float]]:  # fmt: skip
+    """Tokens generated after each context until ``<eoa>`` (not included) or ``limit`` tokens, greedily (or
+    sampled from torch's generator), never a ``banned`` one; with their summed log-probability."""
+    n = len(contexts)
+    gen: list[list[int]] = [[] for _ in range(n)]
+    logp = np.zeros(n)
+    done = np.zeros(n, bool)
+    for _ in range(limit + 1):
+        live = [i for i in range(n) if not done[i]]
+        if not live:
+            break
+        seqs = [contexts[i] + gen[i] for i in live]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), tok.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for r, s in enumerate(seqs):
+            ids[r, : len(s)] = torch.as_tensor(s)
+            mask[r, : len(s)] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        logits, hidden = model(ids, mask)
+        last = torch.as_tensor([len(s) - 1 for s in seqs], device=device)
+        rows = torch.arange(len(seqs), device=device)
+        lg = logits[rows, last].float()
+        if beta and model.values:
+            lg = lg + beta * model.target_q(hidden[rows, last]).float()
+        lg[:, banned] = -torch.inf
+        lp = F.log_softmax(lg, dim=-1)
+        nxt = torch.multinomial(lp.exp(), 1)[:, 0] if sample else lp.argmax(dim=-1)
+        picked = lp[rows, nxt].cpu().numpy()
+        for r, i in enumerate(live):
+            t = int(nxt[r])
+            logp[i] += picked[r]
+            if t == tok.eoa_id or len(gen[i]) >= limit:
+                done[i] = True
+            else:
+                gen[i].append(t)
+    return [(g, float(lp_)) for g, lp_ in zip(gen, logp)]
+
+
+def _logsumexp(x: np.ndarray) -> float:
+    m = float(x.max())
+    return m + float(np.log(np.exp(x - m).sum()))

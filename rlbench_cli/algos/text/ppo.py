@@ -1,0 +1,175 @@
+"""``ppo`` on a text env: PPO for a token policy (the suite entry ``ppo`` dispatches here when its env is a
+text env, ``rlbench/...``).
+
+An action is a sequence of tokens; its log-probability is the sum of its tokens' (where the env lists its
+valid actions, the policy is the softmax of the candidates' sequence log-likelihoods, so the ratio is over
+whole valid actions). A value head on the last context token estimates the turn's state value. Each update
+plays ``n_steps`` turns in ``num_envs`` envs, computes GAE(``gae_lambda``) advantages over turns, and takes
+``update_epochs`` passes of clipped-ratio policy loss plus ``vf_coef`` times the value loss over minibatches
+of ``batch_size`` turns. ``budget.steps`` counts env turns. Checkpoints: model, optimiser, step; the envs
+start new episodes when a run resumes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from ..base import RunContext
+from .online import ONLINE_PARAMS, EnvPool, Turn, collect, online_setup
+from .policy import TextPolicy, action_batch, action_logprobs
+
+__all__ = ["TextPPO", "gae"]
+
+
+def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, terminated: np.ndarray,
+        ends: np.ndarray, gamma: float, lam: float) -> np.ndarray:  # fmt: skip
+    """GAE advantages of one env's turns in order; ``ends`` marks an episode's last turn (its successor's value
+    is ``next_values`` unless ``terminated``)."""
+    adv = np.zeros(len(rewards))
+    last = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        nv = 0.0 if terminated[t] else next_values[t]
+        delta = rewards[t] + gamma * nv - values[t]
+        last = delta + gamma * lam * (0.0 if ends[t] else last)
+        adv[t] = last
+    return adv
+
+
+class TextPPO:
+    name: ClassVar[str] = "ppo"
+    own: ClassVar[dict[str, Any]] = {**ONLINE_PARAMS, "n_steps": 128, "update_epochs": 2, "clip_coef": 0.2,
+                                     "vf_coef": 0.5, "gae_lambda": 0.95, "learning_rate": 1e-4,
+                                     "reward_scale": 0.1}  # fmt: skip
+
+    def train(self, ctx: RunContext) -> None:
+        from .common import settings_of
+
+        settings = settings_of(self.name, ctx.params, self.own)
+        tok, model, pool = online_setup(ctx, settings, values=True)
+        device = ctx.device
+        optim = torch.optim.AdamW(model.parameters(), lr=float(settings["learning_rate"]),
+                                  weight_decay=float(settings["weight_decay"]))  # fmt: skip
+        rng = np.random.default_rng(ctx.seed)
+        greedy = TextPolicy(model, tok, settings, device)
+        sampler = TextPolicy(model, tok, settings, device, sample=True, rng=rng)
+        step = 0
+        state = ctx.resume()
+        if state is None:
+            ctx.maybe_evaluate(0, greedy)
+        else:
+            model.load_state_dict(state["model"])
+            optim.load_state_dict(state["optim"])
+            sampler.rng = rng = state["rng"]
+            step = int(state["step"])
+        while step < ctx.steps and not ctx.should_stop():
+            n = min(int(settings["n_steps"]), ctx.steps - step)
+            played, _ = collect(pool, sampler, turns=max(n, len(pool.envs)),
+                                on_episode=lambda r, k, s=step: ctx.log_episode(s, r, k))  # fmt: skip
+            step += len(played)
+            losses = self.update(model, tok, pool, played, settings, rng, device, optim)
+            step = min(step, ctx.steps)
+            ctx.sink.log(step, **{f"train/loss/{k}": v for k, v in losses.items()})
+            ctx.maybe_evaluate(step, greedy)
+            ctx.log_system(step)
+            if ctx.checkpoint_due(step):
+                ctx.save_checkpoint(
+                    step, {"model": model.state_dict(), "optim": optim.state_dict(), "rng": rng}
+                )
+        pool.close()
+        ctx.finish(step, greedy)
+
+    def _values(self, model: Any, tok: Any, contexts: list[list[int]], device: str) -> np.ndarray:
+        with torch.no_grad():
+            b = action_batch(tok, contexts, [[] for _ in contexts], device)
+            _, h = model(b.ids, b.mask)
+            return model.v_head(h[torch.arange(len(contexts)), b.first])[:, 0].float().cpu().numpy()
+
+    def update(self, model: Any, tok: Any, pool: EnvPool, played: list[Turn], settings: dict[str, Any],
+               rng: np.random.Generator, device: str, optim: Any) -> dict[str, float]:  # fmt: skip
+        n_env = len(pool.envs)
+        values = self._values(model, tok, [t.context for t in played], device)
+        # the state after each env's last turn: its current observation, as the policy writes it
+        pol = TextPolicy(model, tok, settings, device)
+        pol.reset(n_env)
+        for i in range(n_env):
+            pol.turns[i] = [(u.extra["obs"], u.action) for u in pool.open[i]]
+        boot = self._values(model, tok, [pol.context(i, pool.obs[i]) for i in range(n_env)], device)
+        scale, gamma, lam = (
+            float(settings["reward_scale"]),
+            float(settings["gamma"]),
+            float(settings["gae_lambda"]),
+        )
+        adv = np.zeros(len(played))
+        for i in range(n_env):  # turns were played round-robin over the envs
+            rows = np.arange(i, len(played), n_env)
+            if not len(rows):
+                continue
+            nxt = np.append(values[rows][1:], boot[i])
+            ends = np.array([played[r].done for r in rows])
+            ends[-1] = True if played[rows[-1]].done else False
+            nv = np.where(ends, 0.0, nxt)
+            nv[-1] = 0.0 if played[rows[-1]].done else boot[i]
+            adv[rows] = gae(np.array([played[r].reward * scale for r in rows]), values[rows], nv,
+                            np.array([played[r].terminated for r in rows]), ends, gamma, lam)  # fmt: skip
+        returns = adv + values
+        old = np.array([t.logprob for t in played])
+        stats: dict[str, list[float]] = {"policy": [], "value": [], "approx_kl": []}
+        bs = int(settings["batch_size"])
+        clip = float(settings["clip_coef"])
+        for _ in range(int(settings["update_epochs"])):
+            order = rng.permutation(len(played))
+            for s in range(0, len(order), bs):
+                mb = order[s : s + bs]
+                new_lp, v = self._evaluate(model, tok, [played[j] for j in mb], settings, device)
+                a = torch.as_tensor(adv[mb], dtype=torch.float32, device=device)
+                if len(mb) > 1:
+                    a = (a - a.mean()) / (a.std() + 1e-8)
+                ratio = (new_lp - torch.as_tensor(old[mb], dtype=torch.float32, device=device)).exp()
+                pg = torch.max(-a * ratio, -a * ratio.clamp(1 - clip, 1 + clip)).mean()
+                vl = (
+                    0.5 * (v - torch.as_tensor(returns[mb], dtype=torch.float32, device=device)).pow(2).mean()
+                )
+                loss = pg + float(settings["vf_coef"]) * vl
+                optim.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), float(settings["max_grad_norm"]))
+                optim.step()
+                stats["policy"].append(float(pg.detach()))
+                stats["value"].append(float(vl.detach()))
+                stats["approx_kl"].append(float(((ratio - 1) - ratio.log()).mean().detach()))
+        return {k: float(np.mean(v)) for k, v in stats.items() if v}
+
+    def _evaluate(self, model: Any, tok: Any, turns: list[Turn], settings: dict[str, Any],
+                  device: str) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """(log pi of each turn's action under the current model, V of its state), with gradients."""
+        limit = int(settings["max_action_tokens"])
+        b = action_batch(
+            tok, [t.context for t in turns], [tok.encode(t.action)[:limit] for t in turns], device
+        )
+        logits, h = model(b.ids, b.mask)
+        v = model.v_head(h[torch.arange(len(turns)), b.first])[:, 0]
+        import torch.nn.functional as F
+
+        from .policy import _gather_pos
+
+        lp_tok = F.log_softmax(_gather_pos(logits, b.pos).float(), dim=-1)
+        seq = (lp_tok.gather(-1, b.tok[..., None])[..., 0] * b.valid).sum(dim=1)
+        cand = [i for i, t in enumerate(turns) if t.candidates]
+        if cand:
+            pairs = [(i, c) for i in cand for c in turns[i].candidates]  # type: ignore[union-attr]
+            cb = action_batch(tok, [turns[i].context for i, _ in pairs], [tok.encode(c)[:limit] for _, c in pairs],
+                              device)  # fmt: skip
+            scores = action_logprobs(model, cb)
+            out = list(seq.unbind(0))
+            k = 0
+            for i in cand:
+                c = turns[i].candidates
+                sc = scores[k : k + len(c)]  # type: ignore[arg-type]
+                k += len(c)  # type: ignore[arg-type]
+                j = c.index(turns[i].action)  # type: ignore[union-attr]
+                out[i] = sc[j] - torch.logsumexp(sc, dim=0)
+            seq = torch.stack(out)
+        return seq, v

@@ -1,0 +1,279 @@
+"""``text_world_model``: a transformer that learns a text env from collected trajectories, and how faithful
+it is.
+
+One GPT-2 (built as the policies are, ``algos.text.policy``) learns two things from every turn of the
+dataset, as one token sequence::
+
+    <bos> obs_t <act> action_t <eoa> <obs> obs_t+1 <rew> reward_t <cont|done> <eoa>
+
+the action given the observation (the agent: behaviour cloning of the dataset) and what follows an action
+(the world model: the next observation, the reward as text, and whether the episode ended). A turn that ends
+its episode has no next observation in the dataset: its target is ``<obs> <rew> reward <done>``. The
+episodes are split: ``holdout_fraction`` of them (the last ones) are never trained on and measure EM.
+
+Metrics, logged at the end of training (``eval/return`` and ``eval/success``, the agent's, at every
+evaluation point as for every algorithm):
+
+- ``eval/em``: the greedy next-observation prediction equals the real next observation exactly, micro-averaged
+  over the held-out turns that have one (at most ``em_turns`` of them);
+- ``eval/real``: the agent's success rate in the real env (``eval_episodes`` seeded episodes of at most
+  ``max_turns`` turns);
+- ``eval/wm``: its success rate inside the world model, episodes starting from the same real first
+  observations;
+- ``eval/w2r``: each world-model episode's actions replayed open loop in the real env from the same start:
+  successes / (episodes - errors), an error being an action the real env rejects (it raises, or its info says
+  ``invalid``);
+- ``eval/cr``: W2R / Real (not logged when Real is 0).
+
+An episode succeeds when the env's info says ``success`` at its end or, in the world model (which predicts
+no info), when it predicts ``<done>`` with a reward of at least ``success_reward`` (the text envs' goal
+reward: 0 in the mazes, where every other step costs).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from ..base import RunContext, eval_seeds
+from .common import load_episodes, normalizer, settings_of, texts_of
+from .offline import _token_ce
+from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer, decode_tokens
+
+__all__ = ["TextWorldModel", "outcome_ids", "parse_outcome", "world_model_metrics"]
+
+
+def outcome_ids(tok: Any, next_obs: str, reward: float, done: bool) -> list[int]:
+    """What follows an action: ``<obs> next_obs <rew> reward <cont|done>``."""
+    return [tok.obs_id, *tok.encode(next_obs), tok.rew_id, *tok.encode(f" {reward:g}"),
+            tok.done_id if done else tok.cont_id]  # fmt: skip
+
+
+def parse_outcome(tok: Any, ids: list[int]) -> tuple[str, float, bool]:
+    """(next observation, reward, done) from generated outcome tokens; what is missing reads as an empty
+    observation, reward 0 and not done."""
+    ids = list(ids)
+    if ids[:1] == [tok.obs_id]:
+        ids = ids[1:]
+    obs_part, rest = ids, []
+    if tok.rew_id in ids:
+        k = ids.index(tok.rew_id)
+        obs_part, rest = ids[:k], ids[k + 1 :]
+    done = tok.done_id in rest
+    stop = [i for i, t in enumerate(rest) if t in (tok.done_id, tok.cont_id)]
+    try:
+        reward = float(tok.decode(rest[: stop[0]] if stop else rest).strip())
+    except ValueError:
+        reward = 0.0
+    return tok.decode(obs_part), reward, done
+
+
+def world_model_metrics(real: float, w2r_successes: int, episodes: int, errors: int) -> dict[str, float]:
+    """W2R = successes / (episodes - errors) and CR = W2R / Real (absent when Real is 0)."""
+    out = {"eval/real": float(real)}
+    w2r = w2r_successes / (episodes - errors) if episodes > errors else 0.0
+    out["eval/w2r"] = float(w2r)
+    if real > 0:
+        out["eval/cr"] = float(w2r / real)
+    return out
+
+
+class TextWorldModel:
+    name: ClassVar[str] = "text_world_model"
+    own: ClassVar[dict[str, Any]] = {
+        "holdout_fraction": 0.1,  # episodes kept out of training, for EM
+        "em_turns": 200,  # held-out turns EM is measured on, at most
+        "max_turns": 30,  # turns of an episode in the world model (and in the real env, to compare)
+        "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
+        "success_reward": 0.0,  # a world-model episode succeeds when it predicts <done> with this reward or more
+    }
+
+    def train(self, ctx: RunContext) -> None:
+        settings = settings_of(self.name, ctx.params, self.own)
+        episodes = load_episodes(ctx)
+        ctx._dataset = episodes
+        ctx.score_normalizer = normalizer(str(ctx.spec.dataset), ctx.spec.env_id)
+        n_hold = int(round(float(settings["holdout_fraction"]) * len(episodes)))
+        train_eps = list(episodes)[: len(episodes) - n_hold] or list(episodes)
+        held = list(episodes)[len(episodes) - n_hold :]
+        tok = build_tokenizer(settings, texts_of(episodes))
+        samples = self.samples(tok, train_eps, settings)
+        torch.manual_seed(ctx.seed)
+        device = ctx.device
+        model = build_model(settings, tok).to(device)
+        model.train()
+        optim = torch.optim.AdamW(model.parameters(), lr=float(settings["learning_rate"]),
+                                  weight_decay=float(settings["weight_decay"]))  # fmt: skip
+        rng = np.random.default_rng(ctx.seed)
+        agent = TextPolicy(model, tok, settings, device)
+        first = step = 0
+        state = ctx.resume()
+        if state is None:
+            ctx.maybe_evaluate(0, agent)
+        else:
+            model.load_state_dict(state["model"])
+            optim.load_state_dict(state["optim"])
+            rng, first = state["rng"], int(state["step"])
+            step = first
+        sums, count = np.zeros(2), 0
+        logging_steps = int(settings["logging_steps"])
+        for step in range(first + 1, ctx.steps + 1):
+            rows = rng.integers(len(samples), size=int(settings["batch_size"]))
+            b = action_batch(tok, [samples[i][0] for i in rows], [samples[i][1] for i in rows], device)
+            logits, _ = model(b.ids, b.mask)
+            lg = _gather_pos(logits, b.pos)
+            n_act = torch.as_tensor([samples[i][2] for i in rows], device=device)
+            k = torch.arange(b.valid.shape[1], device=device)[None, :]
+            act_mask = b.valid * (k <= n_act[:, None])  # the action and its <eoa>
+            wm_mask = b.valid - act_mask
+            l_pi, l_wm = _token_ce(lg, b.tok, act_mask), _token_ce(lg, b.tok, wm_mask)
+            loss = l_pi + l_wm
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), float(settings["max_grad_norm"]))
+            optim.step()
+            sums += [float(l_pi.detach()), float(l_wm.detach())]
+            count += 1
+            if step % logging_steps == 0:
+                ctx.sink.log(
+                    step, **{"train/loss/policy": sums[0] / count, "train/loss/world_model": sums[1] / count}
+                )
+                sums, count = np.zeros(2), 0
+            ctx.maybe_evaluate(step, agent)
+            ctx.log_system(step)
+            if ctx.checkpoint_due(step):
+                ctx.save_checkpoint(
+                    step, {"model": model.state_dict(), "optim": optim.state_dict(), "rng": rng}
+                )
+            if ctx.should_stop():
+                break
+        if count:
+            ctx.sink.log(
+                step, **{"train/loss/policy": sums[0] / count, "train/loss/world_model": sums[1] / count}
+            )
+        ctx.finish(step, agent)
+        if not ctx.should_stop():
+            ctx.sink.log(step, **self.evaluate(ctx, model, tok, held, settings))
+
+    @staticmethod
+    def samples(
+        tok: Any, episodes: list[Any], settings: dict[str, Any]
+    ) -> list[tuple[list[int], list[int], int]]:
+        """(context ids, action + outcome ids, action length) of every turn."""
+        limit, act_limit = int(settings["max_context"]), int(settings["max_action_tokens"])
+        out = []
+        for ep in episodes:
+            for i, t in enumerate(ep):
+                nxt = ep[i + 1]["observation"] if i + 1 < len(ep) else ""
+                ctx_ids = ([tok.bos_id, *tok.encode(t["observation"]), tok.act_id])[-limit:]
+                act = tok.encode(t["action"])[:act_limit]
+                tail = outcome_ids(tok, nxt, float(t["reward"]), bool(t["done"]) or i + 1 == len(ep))
+                out.append((ctx_ids, act + [tok.eoa_id] + tail, len(act)))
+        return out
+
+    def predict(self, model: Any, tok: Any, obs: list[str], actions: list[str], settings: dict[str, Any],
+                device: str) -> list[tuple[str, float, bool]]:  # fmt: skip
+        limit = int(settings["max_context"])
+        contexts = [([tok.bos_id, *tok.encode(o), tok.act_id])[-limit:] + tok.encode(a) + [tok.eoa_id]
+                    for o, a in zip(obs, actions)]  # fmt: skip
+        banned = [tok.pad_id, tok.bos_id, tok.act_id, tok.unk_id]
+        was = model.training
+        model.eval()
+        try:
+            out = decode_tokens(model, tok, contexts, int(settings["max_outcome_tokens"]), banned, device)
+        finally:
+            model.train(was)
+        return [parse_outcome(tok, ids) for ids, _ in out]
+
+    def evaluate(
+        self, ctx: RunContext, model: Any, tok: Any, held: list[Any], settings: dict[str, Any]
+    ) -> dict[str, float]:
+        device = ctx.device
+        values: dict[str, float] = {}
+        # EM on held-out turns that have a next observation
+        pairs = [(t["observation"], t["action"], ep[i + 1]["observation"]) for ep in held
+                 for i, t in enumerate(ep) if i + 1 < len(ep)][: int(settings["em_turns"])]  # fmt: skip
+        if pairs:
+            hits = 0
+            for s in range(0, len(pairs), 64):
+                chunk = pairs[s : s + 64]
+                pred = self.predict(
+                    model, tok, [p[0] for p in chunk], [p[1] for p in chunk], settings, device
+                )
+                hits += sum(pr[0] == p[2] for pr, p in zip(pred, chunk))
+            values["eval/em"] = hits / len(pairs)
+        seeds = eval_seeds(ctx.seed, int(ctx.spec.budget["eval_episodes"]))
+        max_turns = int(settings["max_turns"])
+        agent = TextPolicy(model, tok, settings, device)
+        envs = [ctx.make_env(seed=s) for s in seeds]
+        starts = [str(env.reset(seed=s)[0]) for env, s in zip(envs, seeds)]
+        real = self.play_real(envs, seeds, agent, max_turns)
+        # inside the world model, from the same first observations
+        agent.bind(envs)  # valid actions: the real env's list (an env's action set does not change)
+        agent.reset(len(envs))
+        obs, alive = list(starts), list(range(len(envs)))
+        actions: list[list[str]] = [[] for _ in envs]
+        wm_success = np.zeros(len(envs))
+        for _ in range(max_turns):
+            if not alive:
+                break
+            acts = agent.act(
+                np.array([obs[i] for i in alive], dtype=object), np.zeros(len(alive)), np.array(alive)
+            )
+            pred = self.predict(model, tok, [obs[i] for i in alive], [str(a) for a in acts], settings, device)
+            still = []
+            for i, a, (o, r, done) in zip(alive, acts, pred):
+                actions[i].append(str(a))
+                obs[i] = o
+                if done:
+                    wm_success[i] = float(r >= float(settings["success_reward"]))
+                else:
+                    still.append(i)
+            alive = still
+        # the world model's actions, open loop in the real env
+        ok = errors = 0
+        for env, s, acts in zip(envs, seeds, actions):
+            env.reset(seed=s)
+            try:
+                succeeded = False
+                for a in acts:
+                    _, _, term, trunc, info = env.step(a)
+                    if isinstance(info, dict) and info.get("invalid"):
+                        raise ValueError("invalid action")
+                    if term or trunc:
+                        succeeded = bool(info.get("success", term)) if isinstance(info, dict) else bool(term)
+                        break
+                ok += succeeded
+            except Exception:  # noqa: BLE001 - an action the real env rejects is an error, not a failure
+                errors += 1
+        for env in envs:
+            env.close()
+        values["eval/wm"] = float(wm_success.mean())
+        values.update(world_model_metrics(real, ok, len(envs), errors))
+        return values
+
+    @staticmethod
+    def play_real(envs: list[Any], seeds: list[int], agent: TextPolicy, max_turns: int) -> float:
+        """The agent's success rate in the real envs, episodes of at most ``max_turns`` turns."""
+        agent.bind(envs)
+        agent.reset(len(envs))
+        obs = [str(env.reset(seed=s)[0]) for env, s in zip(envs, seeds)]
+        alive, success = list(range(len(envs))), np.zeros(len(envs))
+        for _ in range(max_turns):
+            if not alive:
+                break
+            acts = agent.act(
+                np.array([obs[i] for i in alive], dtype=object), np.zeros(len(alive)), np.array(alive)
+            )
+            still = []
+            for i, a in zip(alive, acts):
+                o, _, term, trunc, info = envs[i].step(str(a))
+                obs[i] = str(o)
+                if term or trunc:
+                    success[i] = float(bool(info.get("success", term)) if isinstance(info, dict) else term)
+                else:
+                    still.append(i)
+            alive = still
+        return float(success.mean())

@@ -1,0 +1,56 @@
+"""End to end, as a user would: a tiny Maze FO suite with the text algorithms (transformer policies) through
+the real `rlbench run`, normalised by the lmrl table; a pretrained checkpoint that does not exist is a
+one-line error, exit code 2, before anything runs."""
+
+import json
+
+import pytest
+from e2e_cli import rl
+
+from rlbench_cli.datasets.text import build_text_dataset, save_text_dataset
+
+pytestmark = pytest.mark.slow
+
+TINY = "n_embd: 32, n_layer: 2, n_head: 2, batch_size: 8, max_context: 96"
+
+
+def _suite(tmp_path, algorithms: str) -> str:
+    data = tmp_path / "maze.jsonl"
+    if not data.exists():
+        save_text_dataset(build_text_dataset("rlbench/MazeFO-v0", "mixed", 10, seed=0), data)
+    suite = tmp_path / "text.yaml"
+    suite.write_text(
+        "name: text-tiny\nseeds: 1\nbudget: {steps: 4, eval_every: 2, eval_episodes: 2}\n"
+        f"datasets: [{{name: MazeFO-v0-mine, path: {data}, env: rlbench/MazeFO-v0, kwargs: {{max_steps: 6}}}}]\n"
+        f"algorithms:\n{algorithms}"
+        "normalize: {table: lmrl}\n"
+    )
+    return str(suite)
+
+
+def test_text_suite_runs_bc_and_ilql_with_normalised_scores(tmp_path):
+    suite = _suite(
+        tmp_path, f"  - {{name: bc, params: {{{TINY}}}}}\n  - {{name: ilql, params: {{{TINY}}}}}\n"
+    )
+    db = tmp_path / "r.duckdb"
+    rl("run", suite, "--db", db, "--workers", "1")
+    status = json.loads(rl("status", "text-tiny", "--db", db, "--json").stdout)["suites"]["text-tiny"]
+    assert status["all_finished"] and status["total"] == 2
+    rows = json.loads(rl("fetch", "--suite", "text-tiny", "--metric", "eval/normalized_return", "--format", "json",
+                         "--db", db).stdout)  # fmt: skip
+    assert len(rows) == 2 * 3  # both runs at steps 0, 2 and 4
+    assert {r["algo"] for r in rows} == {"bc", "ilql"}
+    success = json.loads(rl("fetch", "--suite", "text-tiny", "--metric", "eval/success", "--format", "json",
+                            "--db", db).stdout)  # fmt: skip
+    assert all(0.0 <= r["value"] <= 1.0 for r in success) and len(success) == 6
+
+
+def test_missing_pretrained_checkpoint_is_a_one_line_error(tmp_path):
+    missing = tmp_path / "no-such-model"
+    suite = _suite(tmp_path, f"  - {{name: ilql, params: {{pretrained: {missing}}}}}\n")
+    r = rl("run", suite, "--db", tmp_path / "r.duckdb", check=False)
+    assert r.returncode == 2
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in r.stderr
+    assert "algorithms[0].params.pretrained" in err and str(missing) in err
+    assert not (tmp_path / "r.duckdb").exists()

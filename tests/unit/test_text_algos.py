@@ -1,0 +1,195 @@
+"""Text policies and algorithms: tokenizer, ILQL's loss pieces, GAE, the world model's outcome format and
+metrics, and a few steps of each text algorithm on a tiny Maze FO dataset (a 2-layer, 32-wide GPT-2)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rlbench_cli.algos import get_algorithm
+from rlbench_cli.algos.base import RunContext
+from rlbench_cli.algos.text import check_pretrained
+from rlbench_cli.algos.text.losses import expectile_loss, ilql_q_targets, returns_to_go
+from rlbench_cli.algos.text.ppo import gae
+from rlbench_cli.algos.text.tokenizer import TextTokenizer
+from rlbench_cli.algos.text.world_model import outcome_ids, parse_outcome, world_model_metrics
+from rlbench_cli.grid import RunSpec
+
+TINY = {"n_embd": 32, "n_layer": 2, "n_head": 2, "batch_size": 8, "logging_steps": 2, "max_context": 96}
+
+
+def test_tokenizer_round_trip_and_fallback():
+    texts = ["The goal is at position 8, 6. Your current position is at position 1 0, 2.", "move up"]
+    tok = TextTokenizer.build(texts)
+    for s in [*texts, "unseen words: zebra!\n\tquux  ", "move   left\n", ""]:
+        assert tok.decode(tok.encode(s)) == s
+    # a word of the task's text is one token; an unseen one is spelt out
+    assert len(tok.encode(" position")) == 1
+    assert len(tok.encode(" zebra")) == len(" zebra")
+    assert tok.decode(tok.encode("naïve")) == "nave"  # a non-ASCII character unseen in the task: <unk>
+    assert tok.encode("é")[0] == tok.unk_id
+    again = TextTokenizer(tok.to_dict()["tokens"])
+    assert again.encode(texts[0]) == tok.encode(texts[0])
+
+
+def test_expectile_loss():
+    diff = torch.tensor([1.0, -2.0])
+    assert math.isclose(float(expectile_loss(diff, 0.7)), (0.7 * 1 + 0.3 * 4) / 2, rel_tol=1e-6)
+    assert math.isclose(float(expectile_loss(diff, 0.5)), 0.5 * 5 / 2, rel_tol=1e-6)
+    mask = torch.tensor([1.0, 0.0])
+    assert math.isclose(float(expectile_loss(diff, 0.7, mask)), 0.7, rel_tol=1e-6)
+
+
+def test_ilql_q_targets():
+    # row 0: a 3-token action (2 tokens + <eoa>), not terminal; row 1: a 1-token action, terminal
+    v = torch.tensor([[1.0, 2.0, 3.0], [5.0, 0.0, 0.0]])
+    valid = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    target = ilql_q_targets(v, valid, torch.tensor([-1.0, 0.5]), torch.tensor([0.0, 1.0]),
+                            torch.tensor([10.0, 99.0]), gamma=0.9)  # fmt: skip
+    assert torch.allclose(target, torch.tensor([[2.0, 3.0, -1.0 + 0.9 * 10.0], [0.5, 0.0, 0.0]]))
+
+
+def test_returns_to_go_and_gae():
+    assert returns_to_go([-1.0, -1.0, 0.0], 0.5) == [-1.5, -1.0, 0.0]
+    # lambda 1, values 0: GAE is the discounted return; an episode end cuts it
+    adv = gae(np.array([1.0, 1.0, 1.0]), np.zeros(3), np.zeros(3), np.array([0, 1, 0]), np.array([0, 1, 0]),
+              gamma=0.5, lam=1.0)  # fmt: skip
+    assert np.allclose(adv, [1.5, 1.0, 1.0])
+
+
+def test_outcome_round_trip_and_metrics():
+    tok = TextTokenizer.build(["There is a wall above you.", "move up"])
+    ids = outcome_ids(tok, "There is a wall above you.", -1.0, False)
+    assert parse_outcome(tok, ids) == ("There is a wall above you.", -1.0, False)
+    assert parse_outcome(tok, outcome_ids(tok, "", 0.0, True)) == ("", 0.0, True)
+    assert parse_outcome(tok, [tok.obs_id, *tok.encode("x")]) == ("x", 0.0, False)  # cut short
+    m = world_model_metrics(real=0.8, w2r_successes=3, episodes=5, errors=1)
+    assert m["eval/w2r"] == 0.75 and math.isclose(m["eval/cr"], 0.75 / 0.8)
+    assert "eval/cr" not in world_model_metrics(real=0.0, w2r_successes=0, episodes=5, errors=0)
+
+
+def test_check_pretrained(tmp_path):
+    assert check_pretrained(None) is None
+    assert check_pretrained(str(tmp_path)) is None
+    problem = check_pretrained(str(tmp_path / "nope"), "algorithms[0].params.pretrained")
+    assert problem.startswith("algorithms[0].params.pretrained: no checkpoint at") and "\n" not in problem
+
+
+def test_registry_dispatches_text_variants():
+    assert get_algorithm("bc", "rlbench/MazeFO-v0").__name__ == "TextBC"
+    assert get_algorithm("bc", "CartPole-v1").__name__ == "BC"
+    assert get_algorithm("ppo", "rlbench/MazeFO-v0").__name__ == "TextPPO"
+    assert get_algorithm("ppo", "CartPole-v1").__name__ == "PPO"
+
+
+# -- a few steps of each algorithm ----------------------------------------------------------------------------
+
+
+class ListSink:
+    def __init__(self):
+        self.rows: list[tuple[int, dict[str, float]]] = []
+
+    def log(self, step, **values):
+        self.rows.append((step, values))
+
+    def values(self, name):
+        return [(s, v[name]) for s, v in self.rows if name in v]
+
+
+@pytest.fixture(scope="module")
+def maze_dataset(tmp_path_factory):
+    from rlbench_cli.datasets.text import build_text_dataset, save_text_dataset
+
+    path = tmp_path_factory.mktemp("text") / "MazeFO-v0-mixed.jsonl"
+    save_text_dataset(build_text_dataset("rlbench/MazeFO-v0", "mixed", 12, seed=0), path)
+    return path
+
+
+def _run(algo, params, steps, dataset=None, eval_episodes=2):
+    torch.set_num_threads(1)
+    spec = RunSpec(suite="t", algo=algo, algo_name=algo, params={**TINY, **params}, env_id="rlbench/MazeFO-v0",
+                   env_kwargs={"max_steps": 8}, seed=0,
+                   budget={"steps": steps, "eval_every": steps, "eval_episodes": eval_episodes},
+                   dataset=None if dataset is None else "MazeFO-v0-mixed",
+                   dataset_path=None if dataset is None else str(dataset))  # fmt: skip
+    sink = ListSink()
+    ctx = RunContext(spec=spec, sink=sink)
+    get_algorithm(algo, spec.env_id)().train(ctx)
+    return sink
+
+
+@pytest.mark.parametrize("algo", ["bc", "filtered_bc", "mc_returns", "ilql"])
+def test_offline_text_algorithms_train_and_evaluate(maze_dataset, algo):
+    sink = _run(algo, {}, 4, maze_dataset)
+    assert [s for s, _ in sink.values("eval/return")] == [0, 4]
+    assert all(v in (0.0, 0.5, 1.0) for _, v in sink.values("eval/success"))
+    assert len(sink.values("eval/normalized_return")) == 2  # the lmrl table knows Maze FO
+    losses = {k for _, v in sink.rows for k in v if k.startswith("train/loss/")}
+    if algo in ("bc", "filtered_bc"):
+        assert losses == {"train/loss/bc"}
+    elif algo == "ilql":
+        assert losses == {"train/loss/bc", "train/loss/q", "train/loss/v", "train/loss/cql"}
+    else:
+        assert losses == {"train/loss/bc", "train/loss/q", "train/loss/v"}
+
+
+@pytest.mark.parametrize("algo", ["ppo", "online_filtered_bc"])
+def test_online_text_algorithms(algo):
+    params = {"num_envs": 2, "vocab_episodes": 2}
+    params |= {"n_steps": 8} if algo == "ppo" else {"rollout_episodes": 2, "updates_per_round": 2}
+    sink = _run(algo, params, 16)
+    steps = [s for s, _ in sink.values("eval/return")]
+    assert steps[0] == 0 and steps[-1] == 16
+    assert sink.values("train/episode_return")
+
+
+def test_world_model_metrics_on_a_tiny_model(maze_dataset):
+    sink = _run("text_world_model", {"em_turns": 6, "max_turns": 4, "max_outcome_tokens": 40,
+                                     "holdout_fraction": 0.25}, 3, maze_dataset)  # fmt: skip
+    last = {k: v for _, row in sink.rows for k, v in row.items()}
+    assert 0.0 <= last["eval/em"] <= 1.0
+    for k in ("eval/real", "eval/wm", "eval/w2r"):
+        assert 0.0 <= last[k] <= 1.0
+    if last["eval/real"] > 0:
+        assert math.isclose(last["eval/cr"], last["eval/w2r"] / last["eval/real"])
+    else:
+        assert "eval/cr" not in last
+
+
+def test_ilql_stops_with_a_checkpoint_and_resumes(maze_dataset, tmp_path):
+    import threading
+
+    from rlbench_cli.sink import ShardSink
+
+    torch.set_num_threads(1)
+    spec = RunSpec(suite="t", algo="ilql", algo_name="ilql", params={**TINY, "logging_steps": 1},
+                   env_id="rlbench/MazeFO-v0", env_kwargs={"max_steps": 4}, seed=0,
+                   budget={"steps": 4, "eval_every": 4, "eval_episodes": 1, "checkpoint_every": 100},
+                   dataset="MazeFO-v0-mixed", dataset_path=str(maze_dataset))  # fmt: skip
+    stop = threading.Event()
+
+    class StopAt2(ShardSink):
+        def log(self, step, **values):
+            super().log(step, **values)
+            if step == 2 and "train/loss/q" in values:
+                stop.set()  # as a SIGTERM would: the run saves a checkpoint and stops
+
+    first = RunContext(spec=spec, sink=StopAt2(tmp_path / "attempt-1" / "metrics"), run_dir=tmp_path / "attempt-1",
+                       stop_event=stop)  # fmt: skip
+    get_algorithm("ilql")().train(first)
+    first.sink.close()
+    sink = ShardSink(tmp_path / "attempt-2" / "metrics")
+    second = RunContext(spec=spec, sink=sink, run_dir=tmp_path / "attempt-2")
+    get_algorithm("ilql")().train(second)
+    sink.close()
+    assert second.resumed_from_step == 2
+    import pyarrow.parquet as pq
+
+    rows = [r for p in sorted((tmp_path / "attempt-2" / "metrics").glob("*.parquet"))
+            for r in pq.read_table(p).to_pylist()]  # fmt: skip
+    q_steps = sorted(r["step"] for r in rows if r["name"] == "train/loss/q")
+    assert q_steps == [1, 2, 3, 4]  # the first attempt's rows carried over, no step twice
+    assert sorted(r["step"] for r in rows if r["name"] == "eval/return") == [0, 4]
