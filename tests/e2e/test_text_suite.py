@@ -54,3 +54,22 @@ def test_missing_pretrained_checkpoint_is_a_one_line_error(tmp_path):
     assert len(err.splitlines()) == 1 and "Traceback" not in r.stderr
     assert "algorithms[0].params.pretrained" in err and str(missing) in err
     assert not (tmp_path / "r.duckdb").exists()
+
+
+def test_random_on_a_text_env_plays_valid_moves(tmp_path):
+    """`random` picks among the env's valid actions: every Maze move costs -1 (a wall bump too; -1 more when the
+    episode is cut at max_steps), while a random
+    string from the Text space would be an invalid move costing -4 every turn."""
+    suite = tmp_path / "random.yaml"
+    suite.write_text(
+        "name: text-random\nseeds: 2\nbudget: {steps: 40, eval_every: 20, eval_episodes: 3}\n"
+        "envs: [{id: rlbench/MazeFO-v0, kwargs: {max_steps: 10}}]\nalgorithms: [random]\n"
+    )
+    db = tmp_path / "r.duckdb"
+    rl("run", suite, "--db", db, "--workers", "1")
+    rows = json.loads(rl("fetch", "--suite", "text-random", "--metric", "eval/return", "--format", "json",
+                         "--db", db).stdout)  # fmt: skip
+    assert len(rows) == 2 * 3 and all(-11.0 <= r["value"] < 0 for r in rows)
+    episodes = json.loads(rl("fetch", "--suite", "text-random", "--metric", "train/episode_return", "--format",
+                             "json", "--db", db).stdout)  # fmt: skip
+    assert episodes and all(-11.0 <= r["value"] < 0 for r in episodes)
