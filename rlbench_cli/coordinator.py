@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import StoreBusy, SuiteInvalid, UsageError
 from .executors import make_executor
-from .executors.base import Job, Outcome, Placement
+from .executors.base import NODE_LOSS_RETRIES, Job, Outcome, Placement
 from .grid import RunSpec, expand
 from .packed import plan_packs
 from .runner import attempt_dir, read_result
@@ -383,6 +383,7 @@ def run_suite(
             return job_of(retry, lambda s: attempt_of_retry[s.run_id]) if retry else None
 
         attempt_of_retry: dict[str, int] = {}
+        lost: dict[str, int] = {}  # run id -> attempts lost with their node, retried apart from --retries
 
         def end_one(job: Job, outcome: Outcome) -> Job | None:
             with store.writer() as con:
@@ -394,8 +395,17 @@ def run_suite(
                 report("requeued", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt})
                 return None
             in_flight.discard(job.spec.run_id)
-            tries = job.attempt - first_attempt[job.spec.run_id] + 1
-            retry = outcome.status == "failed" and tries <= retries
+            rid = job.spec.run_id
+            if (
+                outcome.status == "failed"
+                and outcome.result.get("node_lost")
+                and lost.get(rid, 0) < NODE_LOSS_RETRIES
+            ):
+                lost[rid] = lost.get(rid, 0) + 1  # its node died: not the run's fault, not one of --retries
+                retry = True
+            else:
+                tries = job.attempt - first_attempt[rid] + 1 - lost.get(rid, 0)
+                retry = outcome.status == "failed" and tries <= retries
             report("ended", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt, "retry": retry,
                              "final": outcome.result.get("final_eval")})  # fmt: skip
             if retry:
