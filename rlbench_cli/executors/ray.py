@@ -561,11 +561,12 @@ class RayExecutor:
         try:
             reply = ray.get(s.run_ref)
         except ray.exceptions.RayActorError as e:  # the actor died under the job
-            node = (s.info or {}).get("node_id")
+            info = s.info
+            node = (info or {}).get("node_id")
             lost = _says_node_died(e) or _node_dead(ray, node)
             self._kill(ray, s)
             if lost:  # nothing to salvage on a node that is gone; a retry that is not the run's fault
-                cause, code, result = _lost_cause(e, s.info), None, {"node_lost": node or "?"}
+                cause, code, result = _lost_cause(e, info), None, {"node_lost": node or "?"}
                 for m in s.job.members:
                     _note(m.folder / "output.log", cause)
             else:

@@ -34,15 +34,15 @@ FAST_HEALTH = {
     "health_check_failure_threshold": 3,
 }
 PPO = "{name: ppo, params: {num_envs: 2, num_steps: 64, update_epochs: 2, num_minibatches: 2}}"
-STEPS, CKPT_EVERY = 8192, 512
+STEPS, CKPT_EVERY = 16384, 512  # about 15 s of training on this busy machine: the kill lands mid-run
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """A head with no CPUs (it runs nothing) and one 2-CPU worker node, the one every run lands on."""
-    pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[test]'")
-    for k, v in RAY_ENV.items():
+    for k, v in RAY_ENV.items():  # before Ray is imported (it reads them then): nodes on 127.0.0.1
         os.environ.setdefault(k, v)  # the raylets and the `rlbench run` started below inherit them
+    pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[test]'")
     from ray.cluster_utils import Cluster
 
     tmp = tempfile.mkdtemp(prefix="rlnl-")  # private (no ray_current_cluster in /tmp/ray); short socket paths
@@ -114,3 +114,4 @@ def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_pa
         log = (runs / run_id / "attempt-1" / "output.log").read_text()
         assert "[rlbench] node lost: Ray node" in log  # the cause stays with the attempt it ended
         assert (runs / run_id / "attempt-2" / "result.json").is_file()
+    assert cluster.address.startswith("127.0.0.1:") and "at 127.0.0.1 died" in lost[0], out
