@@ -58,7 +58,9 @@ def cluster():
 def _runs(db: Path) -> list[tuple]:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return con.execute("SELECT run_id, status, attempts, error FROM runs ORDER BY run_id").fetchall()
+        return con.execute(
+            "SELECT run_id, status, attempts, error, job_id FROM runs ORDER BY run_id"
+        ).fetchall()
     finally:
         con.close()
 
@@ -88,15 +90,13 @@ def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_pa
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
     try:
         runs = tmp_path / "runs" / "nl"
-        # both runs training on the victim, each with a checkpoint already on the coordinator's side
-        _wait(
-            "a checkpoint of both runs",
-            lambda: len(list(runs.glob("*/checkpoint/step-*.pt"))) == 2,
-            180,
-            proc,
-        )
+        # both runs placed on the victim (the only node with CPUs); then a second node joins
+        _wait("both runs started", lambda: len(list(runs.glob("*/attempt-1"))) == 2, 120, proc)
         cluster.add_node(num_cpus=2)  # the survivor
-        cluster.remove_node(victim, allow_graceful=False)  # SIGKILL: the node is gone, as in a crash
+        # each run with a checkpoint on the coordinator's side, so that the retries can resume
+        ckpts = lambda: len(list(runs.glob("*/checkpoint/step-*.pt"))) == 2  # noqa: E731
+        _wait("a checkpoint of both runs", ckpts, 180, proc)
+        cluster.remove_node(victim, allow_graceful=False)  # SIGKILL of its raylet: gone, as in a crash
         out = proc.communicate(timeout=240)[0]
     finally:
         if proc.poll() is None:
@@ -104,9 +104,11 @@ def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_pa
             proc.wait(timeout=10)
     assert proc.returncode == 0, out
     rows = _runs(db)
-    assert [(status, attempts, error) for _, status, attempts, error in rows] == [
+    assert [(status, attempts, error) for _, status, attempts, error, _ in rows] == [
         ("finished", 2, None)
     ] * 2, out
+    victim_id = victim.node_id[:8]  # job_id is <actor>@<node> of the attempt that finished: the survivor's
+    assert all(job_id.split("@")[1] != victim_id for *_, job_id in rows), (rows, victim_id)
     lost = [line for line in out.splitlines() if "retrying" in line and "node lost: Ray node" in line]
     assert len(lost) == 2, out
     assert out.count("resumed at step") >= 2, out  # attempt 2 started from the checkpoint, not from step 0
