@@ -16,11 +16,13 @@ packs seeds into one actor call (``packed.run_packed``), each seed still its own
 
 Faults: a job that raises is reported by its actor; an actor that dies (segfault, out-of-memory kill) makes
 the job ``failed`` with the cause, and a fresh actor takes its place; a job past its timeout has its actor
-killed. An actor lost with its node (Ray says the node died, or the GCS lists it dead) ends the attempt
-``failed`` with cause ``node lost: Ray node <id> at <ip> ...`` and ``result["node_lost"]`` set: the coordinator
-runs it again as a new attempt on a surviving node (from its checkpoint, when it sent one) without counting it
-against ``--retries`` (at most ``NODE_LOSS_RETRIES`` times per run). On Ctrl-C the actors are asked to stop (the run flushes and ends ``interrupted``), given a
-few seconds, then killed. ``import ray`` happens here only, never when rlbench itself is imported.
+killed. An actor lost with its node (Ray says the node died, the GCS lists it dead, or its raylet's port no
+longer answers) ends the attempt ``failed`` with the cause ``node lost: Ray node <id> at <ip> ...`` (also
+noted at the end of the attempt's ``output.log``) and ``result["node_lost"]`` set: the coordinator runs it
+again as a new attempt on a surviving node (from its checkpoint, when it sent one) without counting it
+against ``--retries``, at most ``NODE_LOSS_RETRIES`` times per run. On Ctrl-C the actors are asked to stop
+(the run flushes and ends ``interrupted``), given a few seconds, then killed. ``import ray`` happens here
+only, never when rlbench itself is imported.
 """
 
 from __future__ import annotations
@@ -334,8 +336,11 @@ def _says_node_died(err: BaseException) -> bool:
     )
 
 
-def _node_dead(ray: Any, node_id: str | None) -> bool:
-    """Whether the cluster's GCS lists ``node_id`` as dead (a node it no longer knows counts as dead)."""
+def _node_gone(ray: Any, node_id: str | None) -> bool:
+    """Whether node ``node_id`` is gone: the cluster's GCS lists it dead (or no longer knows it), or its
+    raylet no longer answers on its port. The GCS declares a node dead only after missed health checks (15 s
+    and more by default) and meanwhile an actor of a SIGKILLed node reports ``ActorUnavailableError``
+    ("Socket closed"), so the raylet's port is what tells at once."""
     if not node_id:
         return False
     try:
@@ -344,7 +349,16 @@ def _node_dead(ray: Any, node_id: str | None) -> bool:
         return False
     for n in nodes:
         if n.get("NodeID") == node_id:
-            return not n.get("Alive", True)
+            if not n.get("Alive", True):
+                return True
+            host, port = n.get("NodeManagerAddress"), n.get("NodeManagerPort")
+            if not host or not port:
+                return False
+            try:
+                socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+            except OSError:
+                return True
+            return False
     return bool(nodes)
 
 
@@ -563,7 +577,7 @@ class RayExecutor:
         except ray.exceptions.RayActorError as e:  # the actor died under the job
             info = s.info
             node = (info or {}).get("node_id")
-            lost = _says_node_died(e) or _node_dead(ray, node)
+            lost = _says_node_died(e) or _node_gone(ray, node)
             self._kill(ray, s)
             if lost:  # nothing to salvage on a node that is gone; a retry that is not the run's fault
                 cause, code, result = _lost_cause(e, info), None, {"node_lost": node or "?"}
