@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import StoreBusy, SuiteInvalid, UsageError
 from .executors import make_executor
-from .executors.base import Job, Outcome, Placement
+from .executors.base import NODE_LOSS_RETRIES, Job, Outcome, Placement
 from .grid import RunSpec, expand
 from .packed import plan_packs
 from .runner import attempt_dir, read_result
@@ -33,7 +33,7 @@ from .store import Store
 
 __all__ = [
     "RunSummary", "run_suite", "prepare_datasets", "runs_root", "select_runs", "manifest_base", "recover_slurm",
-    "slurm_rows",
+    "slurm_rows", "retry_why",
 ]  # fmt: skip
 
 PACKAGES = ("rlbench-cli", "torch", "gymnasium", "d3rlpy", "numpy", "duckdb", "rliable", "transformers")
@@ -264,6 +264,18 @@ def _planned(store: Store, suite: str, specs: list[RunSpec], only_failed: bool) 
     return len(select_runs(specs, status, only_failed))
 
 
+def retry_why(outcome: Outcome, attempts: int, lost: int, retries: int) -> str | None:
+    """Why a run's attempt that ended with ``outcome`` is run again, or None. ``attempts``: this run's
+    attempts so far in this `rlbench run`, ``lost`` of them lost with their node. "node lost": its node died
+    (``outcome.result["node_lost"]``), not the run's fault, so not one of the ``retries`` (--retries), at most
+    NODE_LOSS_RETRIES times per run so a flapping cluster cannot loop forever; "retry": one of ``retries``."""
+    if outcome.status != "failed":
+        return None
+    if outcome.result.get("node_lost") and lost < NODE_LOSS_RETRIES:
+        return "node lost"
+    return "retry" if attempts - lost <= retries else None
+
+
 def run_suite(
     suite: Suite,
     source: str,
@@ -383,6 +395,7 @@ def run_suite(
             return job_of(retry, lambda s: attempt_of_retry[s.run_id]) if retry else None
 
         attempt_of_retry: dict[str, int] = {}
+        lost: dict[str, int] = {}  # run id -> attempts lost with their node, retried apart from --retries
 
         def end_one(job: Job, outcome: Outcome) -> Job | None:
             with store.writer() as con:
@@ -394,8 +407,11 @@ def run_suite(
                 report("requeued", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt})
                 return None
             in_flight.discard(job.spec.run_id)
-            tries = job.attempt - first_attempt[job.spec.run_id] + 1
-            retry = outcome.status == "failed" and tries <= retries
+            rid = job.spec.run_id
+            why = retry_why(outcome, job.attempt - first_attempt[rid] + 1, lost.get(rid, 0), retries)
+            if why == "node lost":
+                lost[rid] = lost.get(rid, 0) + 1
+            retry = why is not None
             report("ended", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt, "retry": retry,
                              "final": outcome.result.get("final_eval")})  # fmt: skip
             if retry:

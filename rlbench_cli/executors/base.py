@@ -17,8 +17,12 @@ from ..grid import RunSpec
 
 __all__ = [
     "Job", "Outcome", "Placement", "Executor", "OnStart", "OnEnd", "OnTick",
-    "plan_devices", "usable_cores", "detect_gpus", "signal_name", "hostname",
+    "plan_devices", "usable_cores", "detect_gpus", "signal_name", "hostname", "NODE_LOSS_RETRIES",
 ]  # fmt: skip
+
+# An attempt whose node died under it (``Outcome.result["node_lost"]``) is run again without counting against
+# --retries (not the run's fault), at most this many times per run, so a flapping cluster cannot loop forever.
+NODE_LOSS_RETRIES = 3
 
 
 @dataclass
@@ -71,7 +75,8 @@ class Executor(Protocol):
       is under ``job.folder / "metrics"`` on the coordinator's machine (an executor whose workers share no
       filesystem copies them there), and at ``on_end`` its ``result.json`` too, when the run wrote one.
     - A job that raises, segfaults, is killed or loses its worker ends ``failed`` with the cause as its error;
-      one that overruns ``timeout`` seconds is killed and ends ``failed``.
+      one that overruns ``timeout`` seconds is killed and ends ``failed``. One whose node was lost also sets
+      ``outcome.result["node_lost"]`` (the node's id): it is retried apart from --retries.
     - When ``stop`` is set (checked at least twice a second) or on KeyboardInterrupt, running jobs are asked
       to stop, given a few seconds, then killed; each ends ``interrupted``; then KeyboardInterrupt is raised.
     """

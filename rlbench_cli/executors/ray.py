@@ -14,10 +14,15 @@ never arrives without the rows it continues), and an attempt that resumes is sen
 earlier attempts' shards, so it goes on from there on whichever node it lands. ``resources.seeds_per_job``
 packs seeds into one actor call (``packed.run_packed``), each seed still its own run and folder.
 
-Faults: a job that raises is reported by its actor; an actor that dies (segfault, out-of-memory kill, its node
-lost) makes the job ``failed`` with the cause, and a fresh actor takes its place; a job past its timeout has
-its actor killed. On Ctrl-C the actors are asked to stop (the run flushes and ends ``interrupted``), given a
-few seconds, then killed. ``import ray`` happens here only, never when rlbench itself is imported.
+Faults: a job that raises is reported by its actor; an actor that dies (segfault, out-of-memory kill) makes
+the job ``failed`` with the cause, and a fresh actor takes its place; a job past its timeout has its actor
+killed. An actor lost with its node (Ray says the node died, the GCS lists it dead, or its raylet's port no
+longer answers) ends the attempt ``failed`` with the cause ``node lost: Ray node <id> at <ip> ...`` (also
+noted at the end of the attempt's ``output.log``) and ``result["node_lost"]`` set: the coordinator runs it
+again as a new attempt on a surviving node (from its checkpoint, when it sent one) without counting it
+against ``--retries``, at most ``NODE_LOSS_RETRIES`` times per run. On Ctrl-C the actors are asked to stop
+(the run flushes and ends ``interrupted``), given a few seconds, then killed. ``import ray`` happens here
+only, never when rlbench itself is imported.
 """
 
 from __future__ import annotations
@@ -311,17 +316,64 @@ def _write_files(folder: Path, files: list[tuple[str, bytes]], checkpoints_up: b
                     old.unlink(missing_ok=True)
 
 
-def _death_cause(err: BaseException, log: Path) -> tuple[str, int | None]:
-    """(one clear line, exit code) for an actor that died under a job, from Ray's error and the fatal-signal
-    report the process left in the job's ``output.log`` (Ray's workers print one on SIGSEGV, SIGABRT, ...)."""
+def _ray_says(err: BaseException) -> str:
     text = str(err)
-    low = text.lower()
     detail = (
         text.split("Worker exit detail:", 1)[1].strip().split(". ")[0].strip()
         if "Worker exit detail:" in text
         else ""
     )
-    ray_says = f"Ray: {type(err).__name__}" + (f": {detail}" if detail else "")
+    return f"Ray: {type(err).__name__}" + (f": {detail}" if detail else "")
+
+
+def _says_node_died(err: BaseException) -> bool:
+    """Whether Ray's error tells that the actor died with its node (not that its worker process died)."""
+    low = str(err).lower()
+    return (
+        "node" in low
+        and ("died" in low or "dead" in low or "lost" in low)
+        and "worker process has died" not in low
+    )
+
+
+def _node_gone(ray: Any, node_id: str | None) -> bool:
+    """Whether node ``node_id`` is gone: the cluster's GCS lists it dead (or no longer knows it), or its
+    raylet no longer answers on its port. The GCS declares a node dead only after missed health checks (15 s
+    and more by default) and meanwhile an actor of a SIGKILLed node reports ``ActorUnavailableError``
+    ("Socket closed"), so the raylet's port is what tells at once."""
+    if not node_id:
+        return False
+    try:
+        nodes = ray.nodes()
+    except Exception:  # noqa: BLE001 - the GCS itself is unreachable: not a node loss we can name
+        return False
+    for n in nodes:
+        if n.get("NodeID") == node_id:
+            if not n.get("Alive", True):
+                return True
+            host, port = n.get("NodeManagerAddress"), n.get("NodeManagerPort")
+            if not host or not port:
+                return False
+            try:
+                socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+            except OSError:
+                return True
+            return False
+    return bool(nodes)
+
+
+def _lost_cause(err: BaseException, info: dict[str, Any] | None) -> str:
+    """The cause recorded for an attempt whose Ray node died or left the cluster under it."""
+    info = info or {}
+    node = str(info.get("node_id") or "?")[:12]
+    where = info.get("ip") or info.get("host") or "?"
+    return f"node lost: Ray node {node} at {where} died or left the cluster; {_ray_says(err)}"
+
+
+def _death_cause(err: BaseException, log: Path) -> tuple[str, int | None]:
+    """(one clear line, exit code) for an actor that died under a job, from Ray's error and the fatal-signal
+    report the process left in the job's ``output.log`` (Ray's workers print one on SIGSEGV, SIGABRT, ...)."""
+    ray_says = _ray_says(err)
     try:
         with open(log, "rb") as fh:
             fh.seek(max(0, log.stat().st_size - 64 * 1024))
@@ -337,11 +389,7 @@ def _death_cause(err: BaseException, log: Path) -> tuple[str, int | None]:
         return f"worker killed by {name} ({what.get(name, 'fatal signal')}); {ray_says}", -int(
             code
         ) if code else None
-    if (
-        "node" in low
-        and ("died" in low or "dead" in low or "lost" in low)
-        and "worker process has died" not in low
-    ):
+    if _says_node_died(err):
         return f"node lost: the Ray node running this job died or left the cluster; {ray_says}", None
     return (
         "worker died: the Ray actor's process exited without a fatal-signal report (killed with SIGKILL, e.g. "
@@ -527,11 +575,20 @@ class RayExecutor:
         try:
             reply = ray.get(s.run_ref)
         except ray.exceptions.RayActorError as e:  # the actor died under the job
-            node = (s.info or {}).get("node_id")
+            info = s.info
+            node = (info or {}).get("node_id")
+            lost = _says_node_died(e) or _node_gone(ray, node)
             self._kill(ray, s)
-            self._salvage(ray, s.job, node, s.remote_folders)
-            cause, code = _death_cause(e, s.job.folder / "output.log")
-            self._finish(s, queue, on_end, Outcome("failed", code, cause, time.monotonic() - s.started))
+            if lost:  # nothing to salvage on a node that is gone; a retry that is not the run's fault
+                cause, code, result = _lost_cause(e, info), None, {"node_lost": node or "?"}
+                for m in s.job.members:
+                    _note(m.folder / "output.log", cause)
+            else:
+                self._salvage(ray, s.job, node, s.remote_folders)
+                (cause, code), result = _death_cause(e, s.job.folder / "output.log"), {}
+            self._finish(
+                s, queue, on_end, Outcome("failed", code, cause, time.monotonic() - s.started, result)
+            )
             self._spawn(s)
             return
         except Exception as e:  # noqa: BLE001 - Ray could not run the task (it did not reach run_one)
@@ -625,6 +682,16 @@ class RayExecutor:
                 job, s.job = s.job, None
                 on_end(job, Outcome("interrupted", None, f"interrupted: killed after {STOP_GRACE_S:g}s",
                                     time.monotonic() - s.started))  # fmt: skip
+
+
+def _note(log: Path, line: str) -> None:
+    """Append rlbench's own line to an attempt's ``output.log`` on the coordinator's side (why it ended)."""
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a") as fh:
+            fh.write(f"\n[rlbench] {line}\n")
+    except OSError:
+        pass
 
 
 def _receive(job: Job, reply: dict[str, Any]) -> None:

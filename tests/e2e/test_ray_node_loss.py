@@ -1,0 +1,114 @@
+"""A Ray node lost mid-run, for real: a multi-node Ray cluster on this machine (``ray.cluster_utils.Cluster``,
+what Ray's own test suite uses: one real GCS and several real raylets, each a node of its own), the real
+`rlbench run --executor ray` pointed at it, and the node running the runs killed mid-training. The runs come
+back as new attempts with the cause recorded, are not counted against --retries (0 here), go on from their
+last checkpoint on the surviving node and finish.
+
+Every subprocess has a timeout and every wait a deadline: nothing here can hang CI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from e2e_cli import RLBENCH
+
+pytestmark = pytest.mark.slow
+
+RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_AUTH_MODE": "disabled",
+}
+PPO = "{name: ppo, params: {num_envs: 2, num_steps: 64, update_epochs: 2, num_minibatches: 2}}"
+STEPS, CKPT_EVERY = 16384, 512  # about 15 s of training on this busy machine: the kill lands mid-run
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head with no CPUs (it runs nothing); the test adds the nodes. Ray's default health checks: the GCS
+    declares a killed node dead only after 5 missed checks 3 s apart, so rlbench must tell before it does."""
+    for k, v in RAY_ENV.items():  # before Ray is imported (it reads them then): nodes on 127.0.0.1
+        os.environ.setdefault(k, v)  # the raylets and the `rlbench run` started below inherit them
+    pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[test]'")
+    from ray.cluster_utils import Cluster
+
+    tmp = tempfile.mkdtemp(prefix="rlnl-")  # private (no ray_current_cluster in /tmp/ray); short socket paths
+    c = Cluster(initialize_head=True, connect=False, head_node_args={
+        "num_cpus": 0, "include_dashboard": False, "temp_dir": tmp})  # fmt: skip
+    try:
+        yield c
+    finally:
+        c.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _runs(db: Path) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(
+            "SELECT run_id, status, attempts, error, job_id FROM runs ORDER BY run_id"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def _wait(what: str, cond, timeout: float, proc: subprocess.Popen):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        if proc.poll() is not None:
+            raise AssertionError(f"rlbench run ended before {what}: {proc.communicate()[0]}")
+        time.sleep(0.1)
+    raise AssertionError(f"no {what} within {timeout:g}s")
+
+
+def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_path, cluster):
+    victim = cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    suite, db = tmp_path / "nl.yaml", tmp_path / "db.duckdb"
+    suite.write_text(
+        f"name: nl\nseeds: 2\nbudget: {{steps: {STEPS}, eval_every: 2048, eval_episodes: 1, "
+        f"checkpoint_every: {CKPT_EVERY}}}\nenvs: [CartPole-v1]\nalgorithms: [{PPO}]\n"
+    )
+    proc = subprocess.Popen([RLBENCH, "run", str(suite), "--db", str(db), "--executor", "ray", "--address",
+                             cluster.address, "--workers", "2"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    try:
+        runs = tmp_path / "runs" / "nl"
+        # both runs placed on the victim (the only node with CPUs); then a second node joins
+        _wait("both runs started", lambda: len(list(runs.glob("*/attempt-1"))) == 2, 120, proc)
+        cluster.add_node(num_cpus=2)  # the survivor
+        # each run with a checkpoint on the coordinator's side, so that the retries can resume
+        ckpts = lambda: len(list(runs.glob("*/checkpoint/step-*.pt"))) == 2  # noqa: E731
+        _wait("a checkpoint of both runs", ckpts, 180, proc)
+        cluster.remove_node(victim, allow_graceful=False)  # SIGKILL of its raylet: gone, as in a crash
+        out = proc.communicate(timeout=240)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    assert proc.returncode == 0, out
+    rows = _runs(db)
+    assert [(status, attempts, error) for _, status, attempts, error, _ in rows] == [
+        ("finished", 2, None)
+    ] * 2, out
+    victim_id = victim.node_id[:8]  # job_id is <actor>@<node> of the attempt that finished: the survivor's
+    assert all(job_id.split("@")[1] != victim_id for *_, job_id in rows), (rows, victim_id)
+    lost = [line for line in out.splitlines() if "retrying" in line and "node lost: Ray node" in line]
+    assert len(lost) == 2, out
+    assert out.count("resumed at step") >= 2, out  # attempt 2 started from the checkpoint, not from step 0
+    for run_id, *_ in rows:
+        log = (runs / run_id / "attempt-1" / "output.log").read_text()
+        assert "[rlbench] node lost: Ray node" in log  # the cause stays with the attempt it ended
+        assert (runs / run_id / "attempt-2" / "result.json").is_file()
+    assert cluster.address.startswith("127.0.0.1:") and "at 127.0.0.1 died" in lost[0], out
