@@ -11,6 +11,7 @@ from .base import RunContext
 
 class RandomPolicy:
     name: ClassVar[str] = "random"
+    uses_torch: ClassVar[bool] = False  # its runs never import torch (runner.seed_everything)
 
     def train(self, ctx: RunContext) -> None:
         env = ctx.make_env()
