@@ -90,7 +90,10 @@ RUN_SCRIPT = textwrap.dedent(
 
 def _env() -> dict[str, str]:
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # bytecode cached as in any installed package (some sandboxes turn it off: every start then compiles)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def fresh_processes(runs: int, steps: int, workers: int, tmp: Path) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from .executors import make_executor
 from .executors.base import Job, Outcome, Placement
 from .grid import RunSpec, expand
 from .packed import plan_packs
-from .runner import attempt_dir, read_result
+from .runner import attempt_dir, read_result, uses_torch
 from .sink import list_shards
 from .spec import Suite
 from .store import Store
@@ -284,12 +284,28 @@ class _Recorder:
                 self._release()
 
 
-def _unrecorded_attempt(root: Path, r: dict[str, Any]) -> int | None:
-    """The newest attempt folder of a run beyond what the database says it started (a coordinator killed
-    before it recorded the start): its number, or None."""
+STARTED = "started.json"  # in an attempt folder: which database's coordinator started it (before its record)
+
+
+def mark_started(folder: Path, store: Store) -> None:
+    """Note in an attempt folder, before its job is sent, that this database's coordinator started it: so
+    the next ``rlbench run`` recovers it even if the start never reached the database (``_recover``)."""
+    (folder / STARTED).write_text(json.dumps({"db": str(store.path.resolve())}))
+
+
+def _unrecorded_attempt(store: Store, root: Path, r: dict[str, Any]) -> int | None:
+    """The newest attempt of a run this database's coordinator started beyond what the database says (it
+    was killed before it recorded the start): its number, or None. Folders another database's runs left
+    (two files next to each other share the runs folder) are not this database's."""
     n, found = (r["attempts"] or 0) + 1, None
-    while attempt_dir(root, r["suite"], r["run_id"], n).is_dir():
-        found, n = n, n + 1
+    mine = str(store.path.resolve())
+    while (folder := attempt_dir(root, r["suite"], r["run_id"], n)).is_dir():
+        try:
+            if json.loads((folder / STARTED).read_text()).get("db") == mine:
+                found = n
+        except (OSError, ValueError, AttributeError):
+            pass
+        n += 1
     return found
 
 
@@ -301,7 +317,7 @@ def _recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> 
         if r["status"] not in ("running", "finished") and not (
             r.get("executor") == "slurm" and r.get("job_id")
         ):
-            n = _unrecorded_attempt(root, r)
+            n = _unrecorded_attempt(store, root, r)
             if n is not None:  # started, its start not yet recorded: recorded now, then closed as below
                 result = read_result(attempt_dir(root, r["suite"], r["run_id"], n)) or {}
                 store.start_attempt(con, r["run_id"], n, {
@@ -459,8 +475,8 @@ def run_suite(
         if planned:
             runner = make_executor(executor_name, suite, planned, workers, timeout, options)
         try:
-            if runner is not None and hasattr(runner, "start"):
-                runner.start()  # workers start (import torch, or Ray comes up) while the store is prepared
+            if runner is not None and hasattr(runner, "start"):  # workers start while the store is prepared
+                runner.start(preload_torch=any(uses_torch(s) for s in specs))
             return _run_suite(suite, source, store, specs, summary, runner, executor_name, root, retries,
                               only_failed, timeout, options, report, stop, workers, extra_config)  # fmt: skip
         finally:
@@ -528,6 +544,7 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
 
     def on_start(job: Job, where: Placement) -> None:
         for m in job.members:
+            mark_started(m.folder, store)
             in_flight.add(m.spec.run_id)
             manifest = {**base, "started_at": time.time(), "device": where.device, "host": where.host,
                         "executor": where.executor, "job_id": where.job_id}  # fmt: skip

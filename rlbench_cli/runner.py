@@ -31,7 +31,7 @@ from .grid import RunSpec
 from .sink import ShardSink
 from .sysmon import SystemMonitor
 
-__all__ = ["attempt_dir", "run_one", "read_result", "write_json_atomic", "ERROR_TAIL_LINES"]
+__all__ = ["attempt_dir", "run_one", "read_result", "write_json_atomic", "uses_torch", "ERROR_TAIL_LINES"]
 
 ERROR_TAIL_LINES = 15
 SYSMON_INTERVAL_S = float(os.environ.get("RLBENCH_SYSMON_INTERVAL", "2"))
@@ -98,15 +98,15 @@ def configure_torch(torch: Any) -> None:
 _TORCH_CONFIGURED = False
 
 
-def _uses_torch(spec: RunSpec) -> bool:
+def uses_torch(spec: RunSpec) -> bool:
     """Whether a run's code may use torch (a user's function may; a script runs in its own process)."""
     if spec.command is not None:
         return False
     if spec.entrypoint is not None:
         return True
-    from .algos import get_algorithm
+    from .algos import TORCH_FREE
 
-    return bool(getattr(get_algorithm(spec.algo_name), "uses_torch", True))
+    return spec.algo_name not in TORCH_FREE
 
 
 def run_one(
@@ -126,7 +126,7 @@ def run_one(
     sink = ShardSink(folder / "metrics", flush_interval=flush_interval)
     result: dict[str, Any] = {"run_id": spec.run_id, "started_at": t0, "device": device}
     try:
-        seed_everything(spec.seed, torch_too=_uses_torch(spec))
+        seed_everything(spec.seed, torch_too=uses_torch(spec))
         ctx = RunContext(spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event)
         with SystemMonitor(sink, lambda: ctx.current_step, device, interval=SYSMON_INTERVAL_S):
             if spec.command is not None:

@@ -32,6 +32,8 @@ ALGORITHMS: dict[str, str] = {
     "decision_transformer": "d3rlpy_offline:DecisionTransformer",
     "hf_decision_transformer": "hf_decision_transformer:HFDecisionTransformer",
 }
+# the registered algorithms whose runs never use torch: a worker does not import it for them (seconds)
+TORCH_FREE: frozenset[str] = frozenset({"random"})
 # the registered algorithms that learn from a dataset rather than by acting in an environment
 OFFLINE: frozenset[str] = frozenset(
     {"bc", "cql", "discrete_cql", "iql", "td3_plus_bc", "awac", "bcq", "crr", "decision_transformer",

@@ -11,7 +11,6 @@ from .base import RunContext
 
 class RandomPolicy:
     name: ClassVar[str] = "random"
-    uses_torch: ClassVar[bool] = False  # its runs never import torch (runner.seed_everything)
 
     def train(self, ctx: RunContext) -> None:
         env = ctx.make_env()

@@ -1,6 +1,6 @@
 """Local executor: a pool of persistent worker processes on this machine.
 
-Each worker imports torch once (with the first run that uses it) and then runs job after job, so the per-job
+Each worker imports torch once (not at all when no run uses it) and then runs job after job, so the per-job
 start-up cost is near zero.
 A job that raises is reported by its worker, which carries on. A worker that dies (segfault, SIGKILL from the
 out-of-memory killer) or overruns its timeout is replaced, and its job is reported failed with the cause.
@@ -43,7 +43,14 @@ def _set_parent_death_signal() -> None:
         pass
 
 
-def _worker_main(conn: Any, cuda_visible: str | None, device: str, threads: int, parent_pid: int) -> None:
+def _worker_main(
+    conn: Any,
+    cuda_visible: str | None,
+    device: str,
+    threads: int,
+    parent_pid: int,
+    preload_torch: bool = True,
+) -> None:
     _set_parent_death_signal()
     if os.getppid() != parent_pid:  # parent already gone before prctl took effect
         os._exit(1)
@@ -54,9 +61,15 @@ def _worker_main(conn: Any, cuda_visible: str | None, device: str, threads: int,
         os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RLBENCH_TORCH_THREADS"):
         os.environ[var] = str(threads)
-    # torch is imported once per worker, by the first run that uses it (runner.seed_everything), not per job
     from .. import algos, sink, sysmon  # noqa: F401 - what every run uses: gymnasium, pyarrow, the registry
     from ..algos import base  # noqa: F401
+
+    if preload_torch:  # once per worker, not once per job; else by the first run that uses it, if any
+        import torch
+
+        from ..runner import configure_torch
+
+        configure_torch(torch)
 
     conn.send(("ready", os.getpid()))
     while not stop.is_set():
@@ -130,6 +143,7 @@ class LocalExecutor:
         self._spawn_failures = 0
         self._host = hostname()
         self._started = False
+        self._preload_torch = True
 
     name = "local"
 
@@ -142,7 +156,7 @@ class LocalExecutor:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(
             target=_worker_main,
-            args=(child, slot.cuda_visible, slot.device, self.threads, os.getpid()),
+            args=(child, slot.cuda_visible, slot.device, self.threads, os.getpid(), self._preload_torch),
             name=f"rlbench-worker-{slot.index}",
             daemon=True,
         )
@@ -156,9 +170,11 @@ class LocalExecutor:
         if slot.proc is not None:
             slot.proc.join(timeout=5)
 
-    def start(self) -> None:
-        """Start the worker processes (their imports run meanwhile); ``run`` starts them if not yet done."""
+    def start(self, preload_torch: bool = True) -> None:
+        """Start the worker processes (their imports run meanwhile); ``run`` starts them if not yet done.
+        ``preload_torch=False``: no run of these jobs uses torch (``runner.uses_torch``), so workers skip it."""
         if not self._started:
+            self._preload_torch = preload_torch
             for s in self.slots:
                 self._spawn(s)
             self._started = True

@@ -1,6 +1,6 @@
 """Ray executor: warm worker actors on a Ray cluster (``--executor ray [--address ...]``).
 
-Each actor imports torch once (with the first run that uses it) and then runs job after job (``run_one``), as a
+Each actor imports torch once (not at all when no run uses it) and then runs job after job (``run_one``), as a
 local worker does. It reserves
 ``resources.cpus_per_job`` CPUs and ``resources.gpus_per_job`` GPUs for its lifetime, so Ray packs actors on
 nodes (0.25 GPU: four actors share a GPU) and sets CUDA_VISIBLE_DEVICES to the GPU each one got.
@@ -82,7 +82,7 @@ class RlbenchWorker:
             filesystem), so entrypoints and scripts named relative to it resolve as they do locally.
     """
 
-    def __init__(self, threads: int, env: dict[str, str], cwd: str) -> None:
+    def __init__(self, threads: int, env: dict[str, str], cwd: str, preload_torch: bool = True) -> None:
         import ray
 
         os.environ.update(env)
@@ -90,22 +90,22 @@ class RlbenchWorker:
             os.environ[var] = str(threads)
         if os.path.isdir(cwd):
             os.chdir(cwd)
-        # torch: imported once per actor, by the first run that uses it (runner.seed_everything), or here to
-        # check a GPU; what every run uses is imported now: gymnasium, pyarrow, the registry
+        # what every run uses: gymnasium, pyarrow, the registry; torch once per actor, not once per job (or
+        # not at all when no run uses it, unless a GPU is to be checked)
         from .. import algos, sink, sysmon  # noqa: F401
         from ..algos import base  # noqa: F401
 
         ctx = ray.get_runtime_context()
         gpus = ray.get_gpu_ids()
         self.device = "cpu"
-        if gpus:
+        if gpus or preload_torch:
             import torch
 
             from ..runner import configure_torch
 
             configure_torch(torch)
             # A GPU Ray assigned but torch cannot use (declared with --num-gpus, no CUDA here): run on the CPU.
-            self.device = "cuda:0" if torch.cuda.is_available() else "cpu"
+            self.device = "cuda:0" if gpus and torch.cuda.is_available() else "cpu"
         self.info = {
             "host": socket.gethostname(),
             "ip": ray.util.get_node_ip_address(),
@@ -322,6 +322,7 @@ class RayExecutor:
         self._actor_cls: Any = None
         self._spawn_failures = 0
         self._ray: Any = None  # the ray module once connected (``start``)
+        self._preload_torch = True
         self.slots: list[_Slot] = []
 
     def describe(self) -> str:
@@ -345,7 +346,7 @@ class RayExecutor:
 
     def _spawn(self, slot: _Slot) -> None:
         env = {k: v for k, v in os.environ.items() if k.startswith("RLBENCH_")}
-        slot.actor = self._actor_cls.remote(self.threads, env, os.getcwd())
+        slot.actor = self._actor_cls.remote(self.threads, env, os.getcwd(), self._preload_torch)
         slot.ready_ref, slot.info, slot.job, slot.run_ref = slot.actor.where.remote(), None, None, None
 
     def _kill(self, ray: Any, slot: _Slot) -> None:
@@ -356,10 +357,12 @@ class RayExecutor:
                 pass
         slot.actor = slot.ready_ref = slot.info = slot.run_ref = None
 
-    def start(self, n_jobs: int | None = None) -> Any:
-        """Connect (or start the local Ray instance) and start the actors, which import torch meanwhile;
-        ``run`` does it if not yet done. Returns the ray module."""
+    def start(self, n_jobs: int | None = None, preload_torch: bool = True) -> Any:
+        """Connect (or start the local Ray instance) and start the actors, which import torch meanwhile
+        (``preload_torch=False``: no run of these jobs uses it, ``runner.uses_torch``); ``run`` does it if not
+        yet done. Returns the ray module."""
         if self._ray is None:
+            self._preload_torch = preload_torch
             self._ray = self._connect()
             self.slots = [_Slot(i) for i in range(max(1, min(self.n_actors, n_jobs or self.n_actors)))]
             for s in self.slots:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from rlbench_cli.cli.app import app
-from rlbench_cli.coordinator import _Recorder
+from rlbench_cli.coordinator import _Recorder, mark_started
 from rlbench_cli.executors.base import Job
 from rlbench_cli.grid import expand
 from rlbench_cli.runner import attempt_dir, run_one
@@ -145,6 +145,8 @@ def test_a_run_whose_start_was_never_recorded_is_recovered_not_run_again(tmp_pat
                               "env": s.env, "seed": s.seed, "config": s.to_dict()} for s in specs])  # fmt: skip
     # the first run went to a worker and finished; the coordinator was killed before it recorded its start
     folder = attempt_dir(db.parent / "runs", specs[0], attempt=1)
+    folder.mkdir(parents=True)
+    mark_started(folder, store)  # what the coordinator does before it sends the job
     result = run_one(specs[0], folder)
     assert result["status"] == "finished"
     rows_on_disk = result["rows"]
@@ -159,3 +161,10 @@ def test_a_run_whose_start_was_never_recorded_is_recovered_not_run_again(tmp_pat
         n = con.execute("SELECT count(*) FROM metrics WHERE run_id = ?", [specs[0].run_id]).fetchall()[0][0]
     assert n == rows_on_disk > 0
     assert not attempt_dir(db.parent / "runs", specs[0], attempt=2).exists()  # not run again
+
+    # another database next to this one shares the runs folder: its runs are its own, nothing is adopted
+    other = tmp_path / "other.duckdb"
+    r = CliRunner().invoke(app, ["run", str(suite_file), "--db", str(other), "--workers", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output.strip().splitlines()[-1])
+    assert out["recovered"] == 0 and out["finished"] == 2
