@@ -24,6 +24,16 @@ For rlbench the one-off costs are also shown apart: "one-off s" is the wall-cloc
 first run's start to the last run's end (CLI start, imports, worker pool or Ray start-up and shut-down), and
 "steady ms" the per-run overhead within that span, by the same formula: what each further run costs.
 
+The breakdown splits rlbench's per-run overhead (ms per run, adding up to it): start-up (command start to the
+first run's start, x W), dispatch (the coordinator starting a run to its run_one beginning, from result.json),
+return (run_one's end to the coordinator ending the run), idle between runs (a worker waiting for its next
+run), shut-down (last run's end to the command's exit, x W); then the coordinator's database writes (from
+`rlbench run --json`): transactions, connections, time writing and opening/closing the file.
+
+A `random` run never imports torch in rlbench's workers (a worker imports it with the first run that uses
+it); (a) imports it per run because a CleanRL script does. Timings on a shared machine vary: compare the
+ratios printed by one invocation.
+
     python benchmarks/launch_overhead.py                  # 200 runs per launcher, 2 workers (~10 min)
     python benchmarks/launch_overhead.py --runs 4         # a quick check of the script
     python benchmarks/launch_overhead.py --sides b,c      # rlbench only
@@ -80,7 +90,10 @@ RUN_SCRIPT = textwrap.dedent(
 
 def _env() -> dict[str, str]:
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # bytecode cached as in any installed package (some sandboxes turn it off: every start then compiles)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def fresh_processes(runs: int, steps: int, workers: int, tmp: Path) -> dict[str, Any]:
@@ -115,22 +128,51 @@ def rlbench_runs(runs: int, steps: int, workers: int, tmp: Path, executor: str) 
     cmd = [rlbench, "run", str(suite), "--db", str(db), "--workers", str(workers), "--json"]
     if executor != "local":
         cmd += ["--executor", executor]
-    t0 = time.perf_counter()
+    t0, t0_epoch = time.perf_counter(), time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=tmp)
-    wall = time.perf_counter() - t0
+    wall, t1_epoch = time.perf_counter() - t0, time.time()
     if r.returncode != 0:
         raise SystemExit(
             f"rlbench run --executor {executor} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
         )
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
     con = duckdb.connect(str(db), read_only=True)
     try:
-        n, in_run, span = con.execute(
-            "SELECT count(*), coalesce(sum(duration_s), 0), "
-            "epoch(max(ended_at)) - epoch(min(started_at)) FROM runs WHERE status = 'finished'"
-        ).fetchall()[0]
+        rows = con.execute(
+            "SELECT run_id, suite, attempts, epoch(started_at), epoch(ended_at), duration_s, job_id FROM runs "
+            "WHERE status = 'finished'"
+        ).fetchall()
     finally:
         con.close()
-    return {"wall_s": wall, "in_run_s": float(in_run), "finished": int(n), "span_s": float(span or 0.0)}
+    in_run = sum(row[5] for row in rows)
+    first = min((row[3] for row in rows), default=t0_epoch)
+    last = max((row[4] for row in rows), default=t1_epoch)
+    res = {"wall_s": wall, "in_run_s": float(in_run), "finished": len(rows), "span_s": float(last - first)}
+    res["breakdown"] = _breakdown(rows, db.parent / "runs", t0_epoch, t1_epoch, first, last, workers)
+    res["writes"] = summary.get("writes") or {}
+    return res
+
+
+def _breakdown(rows: list[tuple[Any, ...]], runs_root: Path, t0: float, t1: float, first: float, last: float,
+               workers: int) -> dict[str, float]:  # fmt: skip
+    """Where the worker-seconds that are not a run's own work went, in ms per run (they add up to the per-run
+    overhead): before the first run starts, after the last one ends, and in between: from the coordinator's
+    start of a run to its run_one (dispatch), from run_one's end to the coordinator's end of it (return), and
+    a worker waiting for its next run (idle)."""
+    n = max(len(rows), 1)
+    dispatch = back = 0.0
+    for run_id, suite, attempt, started, ended, _dur, _job in rows:
+        res = json.loads((runs_root / suite / run_id / f"attempt-{attempt}" / "result.json").read_text())
+        dispatch += res["started_at"] - started
+        back += ended - res["ended_at"]
+    span_idle = (last - first) * workers - sum(r[5] for r in rows) - dispatch - back
+    return {
+        "start-up": (first - t0) * workers / n * 1000,
+        "dispatch": dispatch / n * 1000,
+        "return": back / n * 1000,
+        "idle between runs": span_idle / n * 1000,
+        "shut-down": (t1 - last) * workers / n * 1000,
+    }
 
 
 def overhead_ms(res: dict[str, Any], runs: int, workers: int, key: str = "wall_s") -> float:
@@ -173,6 +215,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             out["sides"][side] = res
             print(f"{labels[side]:<30} {res['finished']:>5} {res['wall_s']:>8.1f} {res['in_run_s']:>9.2f} "
                   f"{res['overhead_ms']:>16.1f} {one_off:>10} {steady:>10}", flush=True)  # fmt: skip
+    for side in sides:
+        res = out["sides"][side]
+        if "breakdown" not in res:
+            continue
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in res["breakdown"].items())
+        print(f"breakdown {labels[side]}, ms per run: {parts}")
+        w = res["writes"]
+        if w:
+            print(f"  database writes: {w['flushes']:.0f} transactions for {w['ops']:.0f} writes, "
+                  f"{w['connects']:.0f} connections; per run {w['write_s'] / args.runs * 1000:.1f} ms writing, "
+                  f"{(w['connect_s'] + w['close_s']) / args.runs * 1000:.1f} ms opening and closing")  # fmt: skip
     s = out["sides"]
     if "a" in s and "b" in s:
         out["ratio_a_b"] = s["a"]["overhead_ms"] / max(s["b"]["overhead_ms"], 1e-9)

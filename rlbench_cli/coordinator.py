@@ -1,9 +1,12 @@
 """``rlbench run``: the single writer. Expands a suite, skips what is finished, runs the rest on an
 executor, ingests metric shards as they appear, and records every outcome.
 
-Crash safety: every state change is a short transaction. If this process dies, the next ``rlbench run`` of
-the same suite first recovers: runs left 'running' whose worker wrote ``result.json`` are ingested and closed
-with that result (no re-run); the others are restarted as a new attempt.
+Crash safety: state changes are recorded in short transactions, several runs' starts, shard ingests and ends
+in one (``_Recorder``: at most every BATCH_S, on a connection held at most HOLD_S at a time). Nothing a worker
+writes depends on them: shards and ``result.json`` are on disk before their record. If this process dies, the
+next ``rlbench run`` of the same suite first recovers: runs left 'running' (or whose newest attempt folder was
+never recorded as started) whose worker wrote ``result.json`` are ingested and closed with that result (no
+re-run); the others are restarted as a new attempt.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from .executors import make_executor
 from .executors.base import NODE_LOSS_RETRIES, Job, Outcome, Placement
 from .grid import RunSpec, expand
 from .packed import plan_packs
-from .runner import attempt_dir, read_result
+from .runner import attempt_dir, read_result, uses_torch
 from .sink import list_shards
 from .spec import Suite
 from .store import Store
@@ -35,6 +38,14 @@ __all__ = [
     "RunSummary", "run_suite", "prepare_datasets", "runs_root", "select_runs", "manifest_base", "recover_slurm",
     "slurm_rows", "retry_why",
 ]  # fmt: skip
+
+# The writer connection: writes queued within BATCH_S share one transaction; the file is held at most HOLD_S
+# in one go, then left free at least GAP_S, so `rlbench fetch` / `plot` (which retry every <= 0.1 s) get in.
+BATCH_S = 0.1
+HOLD_S = 0.5
+GAP_S = 0.25
+TICK_S = 0.25  # how often executors call on_tick: flushes and releases; running runs' shards each INGEST_S
+INGEST_S = 1.0
 
 PACKAGES = ("rlbench-cli", "torch", "gymnasium", "d3rlpy", "numpy", "duckdb", "rliable", "transformers")
 
@@ -54,6 +65,7 @@ class RunSummary:
     recovered: int = 0
     queued: int = 0  # runs left queued or running in Slurm (--detach)
     failures: list[tuple[RunSpec, str]] = field(default_factory=list)
+    writes: dict[str, float] = field(default_factory=dict)  # the run's database writes (_Recorder.stats)
 
 
 def select_runs(specs: list[RunSpec], status: dict[str, str], only_failed: bool) -> list[RunSpec]:
@@ -145,11 +157,173 @@ class _RunLock:
         self.fh.close()
 
 
+@dataclass
+class _Op:
+    fn: Callable[[Any], None]
+    run_id: str = ""  # a start of this run: it deletes the run's earlier rows
+
+
+@dataclass
+class _Ingest:
+    run_id: str
+    attempt: int
+    metrics: Path
+
+
+class _Recorder:
+    """The coordinator's writes, batched: ``add(op)`` queues a function of a writer connection; ``tick()``
+    runs the queued ones in one transaction once BATCH_S has passed since the last, on a connection kept
+    open across a burst of writes (no connect, schema check and close, ~60 ms, per write) and released
+    after HOLD_S, then left closed for GAP_S. A reader holding the file never blocks the loop: the writes
+    wait in the queue. ``eager``: every write is recorded before ``add`` returns (Slurm: a submitted job must
+    be on record before anything else happens). ``close()`` records what is left, waiting for the file."""
+
+    def __init__(self, store: Store, eager: bool = False):
+        self.store = store
+        self.eager = eager
+        self.ops: list[tuple[_Op | _Ingest, Callable[[], None] | None]] = []
+        self.con: Any = None
+        self.opened = 0.0
+        self.released = -1e9
+        self.last_flush = -1e9
+        self.stats = {"flushes": 0, "ops": 0, "connects": 0, "write_s": 0.0, "connect_s": 0.0, "close_s": 0.0}
+
+    def add(
+        self, op: Callable[[Any], None], after: Callable[[], None] | None = None, run_id: str = ""
+    ) -> None:
+        """Queue ``op(con)``; ``after()`` runs once it is committed (e.g. the progress line saying so).
+        ``run_id``: the run whose earlier rows ``op`` replaces (a start): queued ingests of it go first."""
+        self.ops.append((_Op(op, run_id), after))
+        self._enqueued()
+
+    def ingest(self, job: Job) -> None:
+        """Queue the ingest of the shards in ``job``'s folder; the ingests of one transaction are one
+        statement per table (``Store.ingest_many``)."""
+        self.ops.append((_Ingest(job.spec.run_id, job.attempt, job.folder / "metrics"), None))
+        self._enqueued()
+
+    def _enqueued(self) -> None:
+        if self.eager:  # and the file is released at once: Slurm's loop ticks only every few seconds
+            self.flush(wait=True)
+            self._release()
+        else:
+            self.tick()
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if self.con is not None and now - self.opened >= HOLD_S:
+            self._release()
+        if (
+            self.ops
+            and now - self.last_flush >= BATCH_S
+            and (self.con is not None or now - self.released >= GAP_S)
+        ):
+            self.flush(wait=False)
+
+    def flush(self, wait: bool = True) -> None:
+        """Record every queued write in one transaction. ``wait=False``: if another process holds the file,
+        leave them queued for the next tick."""
+        if not self.ops:
+            return
+        if self.con is None:
+            t0 = time.monotonic()
+            try:
+                self.con = self.store.open_writer(migrated=True, wait=None if wait else 0)
+            except StoreBusy:
+                if wait:
+                    raise
+                return
+            self.opened = time.monotonic()
+            self.stats["connects"] += 1
+            self.stats["connect_s"] += self.opened - t0
+        ops, self.ops = self.ops, []
+        t0 = time.monotonic()
+        try:
+            with self.store.batch(self.con) as con:
+                ingests: list[_Ingest] = []
+                for op, _ in ops:
+                    if isinstance(op, _Ingest):
+                        ingests.append(op)
+                        continue
+                    if op.run_id and any(i.run_id == op.run_id for i in ingests):
+                        self._ingest(con, ingests)  # before the start that replaces that run's rows
+                        ingests = []
+                    op.fn(con)
+                self._ingest(con, ingests)
+        except BaseException:
+            self.ops = ops + self.ops  # nothing of them was recorded: still to do
+            raise
+        self.last_flush = time.monotonic()
+        self.stats["write_s"] += self.last_flush - t0
+        self.stats["flushes"] += 1
+        self.stats["ops"] += len(ops)
+        for _, after in ops:
+            if after is not None:
+                after()
+
+    def _ingest(self, con: Any, ingests: list[_Ingest]) -> None:
+        if ingests:
+            self.store.ingest_many(con, [(i.run_id, i.attempt, list_shards(i.metrics)) for i in ingests])
+
+    def _release(self) -> None:
+        if self.con is None:
+            return
+        t0 = time.monotonic()
+        try:
+            self.con.close()
+        finally:
+            self.con = None
+            self.released = time.monotonic()
+            self.stats["close_s"] += self.released - t0
+
+    def close(self) -> None:
+        try:
+            self.flush(wait=True)
+        finally:
+            if self.con is not None:
+                self._release()
+
+
+STARTED = "started.json"  # in an attempt folder: which database's coordinator started it (before its record)
+
+
+def mark_started(folder: Path, store: Store) -> None:
+    """Note in an attempt folder, before its job is sent, that this database's coordinator started it: so
+    the next ``rlbench run`` recovers it even if the start never reached the database (``_recover``)."""
+    (folder / STARTED).write_text(json.dumps({"db": str(store.path.resolve())}))
+
+
+def _unrecorded_attempt(store: Store, root: Path, r: dict[str, Any]) -> int | None:
+    """The newest attempt of a run this database's coordinator started beyond what the database says (it
+    was killed before it recorded the start): its number, or None. Folders another database's runs left
+    (two files next to each other share the runs folder) are not this database's."""
+    n, found = (r["attempts"] or 0) + 1, None
+    mine = str(store.path.resolve())
+    while (folder := attempt_dir(root, r["suite"], r["run_id"], n)).is_dir():
+        try:
+            if json.loads((folder / STARTED).read_text()).get("db") == mine:
+                found = n
+        except (OSError, ValueError, AttributeError):
+            pass
+        n += 1
+    return found
+
+
 def _recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> tuple[int, list[Any]]:
     """Close runs a dead coordinator left 'running'. Returns how many had in fact finished, and the runs
     still queued or running in Slurm (``recover_slurm``: those are left 'running', not interrupted)."""
     recovered, live = recover_slurm(store, con, root, rows)
     for r in rows:
+        if r["status"] not in ("running", "finished") and not (
+            r.get("executor") == "slurm" and r.get("job_id")
+        ):
+            n = _unrecorded_attempt(store, root, r)
+            if n is not None:  # started, its start not yet recorded: recorded now, then closed as below
+                result = read_result(attempt_dir(root, r["suite"], r["run_id"], n)) or {}
+                store.start_attempt(con, r["run_id"], n, {
+                    "started_at": result.get("started_at") or time.time(), "device": result.get("device"),
+                    "host": socket.gethostname()})  # fmt: skip
+                r["status"], r["attempts"] = "running", n
         if r["status"] != "running" or (r.get("executor") == "slurm" and r.get("job_id")):
             continue
         folder = attempt_dir(root, r["suite"], r["run_id"], r["attempts"])
@@ -309,123 +483,154 @@ def run_suite(
         raise UsageError(f"--detach works with --executor slurm only (this run uses {executor_name})")
     with _RunLock(store.path):
         # Built (and checked: extra installed, cluster reachable, resources satisfiable) before the store is
-        # written to, so bad input changes nothing; sized for the runs that may need launching. The local pool
-        # is built later, once it is known how many runs there are.
+        # written to, so bad input changes nothing; sized for the runs that may need launching.
         planned = _planned(store, suite.name, specs, only_failed)
         runner = None
-        if executor_name != "local" and planned:
+        if planned:
             runner = make_executor(executor_name, suite, planned, workers, timeout, options)
-        config = {**suite.model_dump(), **(extra_config or {})}
-        refs = prepare_datasets(suite, source, report)
-        if refs:
-            config["dataset_references"] = refs
-        with store.writer() as con:
-            store.register_suite(con, suite.name, suite.description, config, source)
-            store.add_runs(con, [
-                {"run_id": s.run_id, "suite": s.suite, "algo": s.algo, "algo_name": s.algo_name, "env": s.env,
-                 "seed": s.seed, "config": s.to_dict()} for s in specs
-            ])  # fmt: skip
-            rows = store.runs(con, suite.name)
-            summary.recovered, live = _recover(store, con, root, rows)
-        if live and executor_name != "slurm":
-            raise UsageError(f"{len(live)} runs of suite {suite.name!r} are still queued or running in Slurm; "
-                             f"wait for them with --executor slurm, or stop them with: rlbench cancel {suite.name}")  # fmt: skip
-        status = {r["run_id"]: r["status"] for r in rows}
-        attempts = {r["run_id"]: r["attempts"] or 0 for r in rows}
-        in_slurm = {s.run_id for s in live}
-        todo = [s for s in select_runs(specs, status, only_failed) if s.run_id not in in_slurm]
-        summary.skipped = len(specs) - len(todo) - len(in_slurm)
-        report("plan", {"total": len(specs), "todo": len(todo) + len(in_slurm), "skipped": summary.skipped,
-                        "recovered": summary.recovered, "in_slurm": len(in_slurm)})  # fmt: skip
-        if not todo and not (live and not options.get("detach")):
-            summary.queued = len(live)
-            return summary
+        try:
+            if runner is not None and hasattr(runner, "start"):  # workers start while the store is prepared
+                runner.start(preload_torch=any(uses_torch(s) for s in specs))
+            return _run_suite(suite, source, store, specs, summary, runner, executor_name, root, retries,
+                              only_failed, timeout, options, report, stop, workers, extra_config)  # fmt: skip
+        finally:
+            if runner is not None and hasattr(runner, "close"):
+                runner.close()
 
-        runner = runner or make_executor(executor_name, suite, len(todo), workers, timeout, options)
-        base = manifest_base(Path(source).resolve().parent if source else Path.cwd())
-        first_attempt = {s.run_id: attempts[s.run_id] + 1 for s in todo}
 
-        def job_of(specs_: list[RunSpec], attempt_of: Callable[[RunSpec], int]) -> Job:
-            members = [Job(s, attempt_dir(root, s, attempt=attempt_of(s)), attempt_of(s)) for s in specs_]
-            if len(members) == 1:
-                return members[0]
-            return Job(members[0].spec, members[0].folder, members[0].attempt, pack=members)
+def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], summary: RunSummary, runner: Any,
+               executor_name: str, root: Path, retries: int, only_failed: bool, timeout: float | None,
+               options: dict[str, Any], report: Callable[[str, dict[str, Any]], None],
+               stop: threading.Event | None, workers: int | None, extra_config: dict[str, Any] | None) -> RunSummary:  # fmt: skip
+    """``run_suite`` once the executor is built (and started): record, recover, run what is left."""
+    config = {**suite.model_dump(), **(extra_config or {})}
+    refs = prepare_datasets(suite, source, report)
+    if refs:
+        config["dataset_references"] = refs
+    with store.writer() as con:
+        store.register_suite(con, suite.name, suite.description, config, source)
+        store.add_runs(con, [
+            {"run_id": s.run_id, "suite": s.suite, "algo": s.algo, "algo_name": s.algo_name, "env": s.env,
+             "seed": s.seed, "config": s.to_dict()} for s in specs
+        ])  # fmt: skip
+        rows = store.runs(con, suite.name)
+        summary.recovered, live = _recover(store, con, root, rows)
+    if live and executor_name != "slurm":
+        raise UsageError(f"{len(live)} runs of suite {suite.name!r} are still queued or running in Slurm; "
+                         f"wait for them with --executor slurm, or stop them with: rlbench cancel {suite.name}")  # fmt: skip
+    status = {r["run_id"]: r["status"] for r in rows}
+    attempts = {r["run_id"]: r["attempts"] or 0 for r in rows}
+    in_slurm = {s.run_id for s in live}
+    todo = [s for s in select_runs(specs, status, only_failed) if s.run_id not in in_slurm]
+    summary.skipped = len(specs) - len(todo) - len(in_slurm)
+    report("plan", {"total": len(specs), "todo": len(todo) + len(in_slurm), "skipped": summary.skipped,
+                    "recovered": summary.recovered, "in_slurm": len(in_slurm)})  # fmt: skip
+    if not todo and not (live and not options.get("detach")):
+        summary.queued = len(live)
+        return summary
 
-        per_job = suite.resources.seeds_per_job
-        jobs = [job_of(group, lambda s: first_attempt[s.run_id]) for group in plan_packs(todo, per_job)]
-        by_id = {s.run_id: s for s in specs}
-        if live:  # already in Slurm: waited for, never submitted again
-            first_attempt.update({s.run_id: s.attempt for s in live})
-            runner.adopt([(Job(by_id[s.run_id], s.folder, s.attempt), s.job_id, s.placement is not None)
-                          for s in live])  # type: ignore[attr-defined]  # fmt: skip
-        report("start", {"executor": runner.name, "describe": runner.describe()})
-        in_flight: set[str] = set()
+    runner = runner or make_executor(executor_name, suite, len(todo), workers, timeout, options)
+    base = manifest_base(Path(source).resolve().parent if source else Path.cwd())
+    first_attempt = {s.run_id: attempts[s.run_id] + 1 for s in todo}
 
-        def on_start(job: Job, where: Placement) -> None:
-            with store.writer() as con:
+    def job_of(specs_: list[RunSpec], attempt_of: Callable[[RunSpec], int]) -> Job:
+        members = [Job(s, attempt_dir(root, s, attempt=attempt_of(s)), attempt_of(s)) for s in specs_]
+        if len(members) == 1:
+            return members[0]
+        return Job(members[0].spec, members[0].folder, members[0].attempt, pack=members)
+
+    per_job = suite.resources.seeds_per_job
+    jobs = [job_of(group, lambda s: first_attempt[s.run_id]) for group in plan_packs(todo, per_job)]
+    by_id = {s.run_id: s for s in specs}
+    if live:  # already in Slurm: waited for, never submitted again
+        first_attempt.update({s.run_id: s.attempt for s in live})
+        runner.adopt([(Job(by_id[s.run_id], s.folder, s.attempt), s.job_id, s.placement is not None)
+                      for s in live])  # type: ignore[attr-defined]  # fmt: skip
+    report("start", {"executor": runner.name, "describe": runner.describe()})
+    in_flight: set[str] = set()
+
+    # Slurm records a submitted job at once; local and Ray batch their writes (see _Recorder)
+    rec = _Recorder(store, eager=executor_name not in ("local", "ray"))
+
+    def on_start(job: Job, where: Placement) -> None:
+        for m in job.members:
+            mark_started(m.folder, store)
+            in_flight.add(m.spec.run_id)
+            manifest = {**base, "started_at": time.time(), "device": where.device, "host": where.host,
+                        "executor": where.executor, "job_id": where.job_id}  # fmt: skip
+            rec.add(lambda con, m=m, manifest=manifest: store.start_attempt(con, m.spec.run_id, m.attempt, manifest),
+                    lambda m=m: report("started", {"spec": m.spec, "attempt": m.attempt, "device": where.device,
+                                                   "placement": where, "resume_step": _resume_step(m)}),
+                    run_id=m.spec.run_id)  # fmt: skip
+
+    last_ingest = [time.monotonic()]
+
+    def on_tick(running: list[Job]) -> None:
+        if running and time.monotonic() - last_ingest[0] >= INGEST_S:
+            last_ingest[0] = time.monotonic()
+            for job in running:
                 for m in job.members:
-                    store.start_attempt(con, m.spec.run_id, m.attempt, {
-                        **base, "started_at": time.time(), "device": where.device, "host": where.host,
-                        "executor": where.executor, "job_id": where.job_id})  # fmt: skip
-            for m in job.members:
-                in_flight.add(m.spec.run_id)
-                report("started", {"spec": m.spec, "attempt": m.attempt, "device": where.device,
-                                   "placement": where, "resume_step": _resume_step(m)})  # fmt: skip
+                    rec.ingest(m)
+        rec.tick()
 
-        def on_tick(running: list[Job]) -> None:
-            if not running:
-                return
-            with store.writer() as con:
-                for job in running:
-                    for m in job.members:
-                        store.ingest_shards(con, m.spec.run_id, m.attempt, list_shards(m.folder / "metrics"))
+    def on_end(job: Job, outcome: Outcome) -> Job | None:
+        if not job.pack:
+            return end_one(job, outcome)
+        results = outcome.result.get("pack_results")
+        retry = []
+        for i, m in enumerate(job.pack):
+            r = results[i] if results else None  # none: the job itself died; every seed shares its end
+            again = end_one(m, Outcome(r["status"], r.get("exit_code"), r.get("error"), r.get("duration_s", 0.0), r)
+                            if r is not None else Outcome(outcome.status, outcome.exit_code, outcome.error,
+                                                          outcome.duration_s, outcome.result))  # fmt: skip
+            if again is not None:
+                retry.append(again.spec)
+        return job_of(retry, lambda s: attempt_of_retry[s.run_id]) if retry else None
 
-        def on_end(job: Job, outcome: Outcome) -> Job | None:
-            if not job.pack:
-                return end_one(job, outcome)
-            results = outcome.result.get("pack_results")
-            retry = []
-            for i, m in enumerate(job.pack):
-                r = results[i] if results else None  # none: the job itself died; every seed shares its end
-                again = end_one(m, Outcome(r["status"], r.get("exit_code"), r.get("error"), r.get("duration_s", 0.0), r)
-                                if r is not None else Outcome(outcome.status, outcome.exit_code, outcome.error,
-                                                              outcome.duration_s, outcome.result))  # fmt: skip
-                if again is not None:
-                    retry.append(again.spec)
-            return job_of(retry, lambda s: attempt_of_retry[s.run_id]) if retry else None
+    attempt_of_retry: dict[str, int] = {}
+    lost: dict[str, int] = {}  # run id -> attempts lost with their node, retried apart from --retries
 
-        attempt_of_retry: dict[str, int] = {}
-        lost: dict[str, int] = {}  # run id -> attempts lost with their node, retried apart from --retries
-
-        def end_one(job: Job, outcome: Outcome) -> Job | None:
-            with store.writer() as con:
-                store.ingest_shards(con, job.spec.run_id, job.attempt, list_shards(job.folder / "metrics"))
-                store.end_attempt(con, job.spec.run_id, outcome.status, {
-                    "exit_code": outcome.exit_code, "error": outcome.error, "duration_s": outcome.duration_s,
-                    "ended_at": time.time()})  # fmt: skip
-            if outcome.result.get("requeued"):  # Slurm runs it again as the next attempt: not an end
-                report("requeued", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt})
-                return None
-            in_flight.discard(job.spec.run_id)
-            rid = job.spec.run_id
-            why = retry_why(outcome, job.attempt - first_attempt[rid] + 1, lost.get(rid, 0), retries)
-            if why == "node lost":
-                lost[rid] = lost.get(rid, 0) + 1
-            retry = why is not None
-            report("ended", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt, "retry": retry,
-                             "final": outcome.result.get("final_eval")})  # fmt: skip
-            if retry:
-                nxt = attempt_of_retry[job.spec.run_id] = job.attempt + 1
-                return Job(job.spec, attempt_dir(root, job.spec, attempt=nxt), nxt)
-            if outcome.status == "finished":
-                summary.finished += 1
-            elif outcome.status == "interrupted":
-                summary.interrupted += 1
-            else:
-                summary.failed += 1
-                summary.failures.append((job.spec, outcome.error or "failed"))
+    def end_one(job: Job, outcome: Outcome) -> Job | None:
+        end = {"exit_code": outcome.exit_code, "error": outcome.error, "duration_s": outcome.duration_s,
+               "ended_at": time.time()}  # fmt: skip
+        rec.ingest(job)
+        requeued = bool(outcome.result.get("requeued"))  # Slurm runs it again as the next attempt: not an end
+        rid = job.spec.run_id
+        why = (
+            None
+            if requeued
+            else retry_why(outcome, job.attempt - first_attempt[rid] + 1, lost.get(rid, 0), retries)
+        )
+        if why == "node lost":
+            lost[rid] = lost.get(rid, 0) + 1
+        retry = why is not None
+        if requeued:
+            said = ("requeued", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt})
+        else:
+            said = ("ended", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt, "retry": retry,
+                              "final": outcome.result.get("final_eval")})  # fmt: skip
+        rec.add(
+            lambda con: store.end_attempt(con, job.spec.run_id, outcome.status, end), lambda: report(*said)
+        )
+        if requeued:
             return None
+        in_flight.discard(job.spec.run_id)
+        if retry:
+            nxt = attempt_of_retry[job.spec.run_id] = job.attempt + 1
+            return Job(job.spec, attempt_dir(root, job.spec, attempt=nxt), nxt)
+        if outcome.status == "finished":
+            summary.finished += 1
+        elif outcome.status == "interrupted":
+            summary.interrupted += 1
+        else:
+            summary.failed += 1
+            summary.failures.append((job.spec, outcome.error or "failed"))
+        return None
 
-        runner.run(jobs, on_start, on_end, on_tick, stop=stop)
-        summary.queued = len(in_flight) + (len(live) if options.get("detach") else 0)
+    try:
+        runner.run(jobs, on_start, on_end, on_tick, tick_every=TICK_S, stop=stop)
+    finally:
+        rec.close()
+    summary.writes = dict(rec.stats)
+    summary.queued = len(in_flight) + (len(live) if options.get("detach") else 0)
     return summary

@@ -19,6 +19,7 @@ import json
 import os
 import random
 import shutil
+import sys
 import threading
 import time
 import traceback
@@ -30,7 +31,7 @@ from .grid import RunSpec
 from .sink import ShardSink
 from .sysmon import SystemMonitor
 
-__all__ = ["attempt_dir", "run_one", "read_result", "write_json_atomic", "ERROR_TAIL_LINES"]
+__all__ = ["attempt_dir", "run_one", "read_result", "write_json_atomic", "uses_torch", "ERROR_TAIL_LINES"]
 
 ERROR_TAIL_LINES = 15
 SYSMON_INTERVAL_S = float(os.environ.get("RLBENCH_SYSMON_INTERVAL", "2"))
@@ -62,17 +63,50 @@ def read_result(folder: Path) -> dict[str, Any] | None:
         return None
 
 
-def seed_everything(seed: int) -> None:
+def seed_everything(seed: int, torch_too: bool = True) -> None:
+    """Seed Python's, NumPy's and torch's generators. ``torch_too=False`` (a run whose code never uses torch):
+    torch is seeded only if this process has already imported it, so the run does not pay its import
+    (seconds; a worker imports it on the first run that uses it)."""
     import numpy as np
 
     random.seed(seed)
     np.random.seed(seed % 2**32)
+    if not torch_too and "torch" not in sys.modules:
+        return
     try:
         import torch
-
-        torch.manual_seed(seed)
     except ImportError:  # pragma: no cover - torch is a dependency
+        return
+    configure_torch(torch)
+    torch.manual_seed(seed)
+
+
+def configure_torch(torch: Any) -> None:
+    """Apply the worker's torch thread settings (``RLBENCH_TORCH_THREADS``) once, when torch is first used."""
+    global _TORCH_CONFIGURED
+    threads = os.environ.get("RLBENCH_TORCH_THREADS")
+    if _TORCH_CONFIGURED or not threads:
+        return
+    _TORCH_CONFIGURED = True
+    torch.set_num_threads(int(threads))
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set, or torch's pools already running
         pass
+
+
+_TORCH_CONFIGURED = False
+
+
+def uses_torch(spec: RunSpec) -> bool:
+    """Whether a run's code may use torch (a user's function may; a script runs in its own process)."""
+    if spec.command is not None:
+        return False
+    if spec.entrypoint is not None:
+        return True
+    from .algos import TORCH_FREE
+
+    return spec.algo_name not in TORCH_FREE
 
 
 def run_one(
@@ -92,7 +126,7 @@ def run_one(
     sink = ShardSink(folder / "metrics", flush_interval=flush_interval)
     result: dict[str, Any] = {"run_id": spec.run_id, "started_at": t0, "device": device}
     try:
-        seed_everything(spec.seed)
+        seed_everything(spec.seed, torch_too=uses_torch(spec))
         ctx = RunContext(spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event)
         with SystemMonitor(sink, lambda: ctx.current_step, device, interval=SYSMON_INTERVAL_S):
             if spec.command is not None:

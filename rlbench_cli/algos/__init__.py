@@ -41,6 +41,8 @@ ALGORITHMS: dict[str, str] = {
 # names that mean the text variant when the run's env is a text env (rlbench/...): `bc` on a text dataset
 # clones its actions with a transformer, `ppo` on a text env trains a token policy
 TEXT_VARIANTS: dict[str, str] = {"bc": "text.offline:TextBC", "ppo": "text.ppo:TextPPO"}
+# the registered algorithms whose runs never use torch: a worker does not import it for them (seconds)
+TORCH_FREE: frozenset[str] = frozenset({"random"})
 # the registered algorithms that learn from a dataset rather than by acting in an environment
 OFFLINE: frozenset[str] = frozenset(
     {"bc", "cql", "discrete_cql", "iql", "td3_plus_bc", "awac", "bcq", "crr", "decision_transformer",

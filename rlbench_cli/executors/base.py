@@ -71,9 +71,10 @@ class Executor(Protocol):
 
     - ``on_start(job, placement)`` before a job's first step; ``on_end(job, outcome)`` exactly once per
       started job, and a job it returns is queued again (a retry, as a new attempt).
-    - By the time ``on_tick`` or ``on_end`` is called for a job, every metric shard the job has flushed so far
-      is under ``job.folder / "metrics"`` on the coordinator's machine (an executor whose workers share no
-      filesystem copies them there), and at ``on_end`` its ``result.json`` too, when the run wrote one.
+    - By the time ``on_end`` is called for a job, every metric shard the job has flushed is under
+      ``job.folder / "metrics"`` on the coordinator's machine (an executor whose workers share no filesystem
+      copies them there), and its ``result.json`` too, when the run wrote one; at ``on_tick`` (every
+      ``tick_every`` seconds) those it flushed up to a second before.
     - A job that raises, segfaults, is killed or loses its worker ends ``failed`` with the cause as its error;
       one that overruns ``timeout`` seconds is killed and ends ``failed``. One whose node was lost also sets
       ``outcome.result["node_lost"]`` (the node's id): it is retried apart from --retries.

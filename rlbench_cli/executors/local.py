@@ -1,6 +1,7 @@
 """Local executor: a pool of persistent worker processes on this machine.
 
-Each worker imports torch once and then runs job after job, so the per-job start-up cost is near zero.
+Each worker imports torch once (not at all when no run uses it) and then runs job after job, so the per-job
+start-up cost is near zero.
 A job that raises is reported by its worker, which carries on. A worker that dies (segfault, SIGKILL from the
 out-of-memory killer) or overruns its timeout is replaced, and its job is reported failed with the cause.
 Workers ignore SIGINT: on Ctrl-C the coordinator asks them to stop (SIGTERM sets their stop flag, so the run
@@ -42,7 +43,14 @@ def _set_parent_death_signal() -> None:
         pass
 
 
-def _worker_main(conn: Any, cuda_visible: str | None, device: str, threads: int, parent_pid: int) -> None:
+def _worker_main(
+    conn: Any,
+    cuda_visible: str | None,
+    device: str,
+    threads: int,
+    parent_pid: int,
+    preload_torch: bool = True,
+) -> None:
     _set_parent_death_signal()
     if os.getppid() != parent_pid:  # parent already gone before prctl took effect
         os._exit(1)
@@ -51,15 +59,18 @@ def _worker_main(conn: Any, cuda_visible: str | None, device: str, threads: int,
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if cuda_visible is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RLBENCH_TORCH_THREADS"):
         os.environ[var] = str(threads)
-    import torch  # once per worker, not once per job
+    from .. import algos, sink, sysmon  # noqa: F401 - what every run uses: gymnasium, pyarrow, the registry
+    from ..algos import base  # noqa: F401
 
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
+    if preload_torch:  # once per worker, not once per job; else by the first run that uses it, if any
+        import torch
+
+        from ..runner import configure_torch
+
+        configure_torch(torch)
+
     conn.send(("ready", os.getpid()))
     while not stop.is_set():
         try:
@@ -96,6 +107,9 @@ def _worker_main(conn: Any, cuda_visible: str | None, device: str, threads: int,
             conn.send(("done", result))
         except (BrokenPipeError, OSError):
             break
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # nothing left to save: skip the interpreter's teardown of torch & co. (~1 s under load)
 
 
 @dataclass
@@ -128,6 +142,8 @@ class LocalExecutor:
         self._ctx = mp.get_context("spawn")
         self._spawn_failures = 0
         self._host = hostname()
+        self._started = False
+        self._preload_torch = True
 
     name = "local"
 
@@ -140,7 +156,7 @@ class LocalExecutor:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(
             target=_worker_main,
-            args=(child, slot.cuda_visible, slot.device, self.threads, os.getpid()),
+            args=(child, slot.cuda_visible, slot.device, self.threads, os.getpid(), self._preload_torch),
             name=f"rlbench-worker-{slot.index}",
             daemon=True,
         )
@@ -154,7 +170,22 @@ class LocalExecutor:
         if slot.proc is not None:
             slot.proc.join(timeout=5)
 
+    def start(self, preload_torch: bool = True) -> None:
+        """Start the worker processes (their imports run meanwhile); ``run`` starts them if not yet done.
+        ``preload_torch=False``: no run of these jobs uses torch (``runner.uses_torch``), so workers skip it."""
+        if not self._started:
+            self._preload_torch = preload_torch
+            for s in self.slots:
+                self._spawn(s)
+            self._started = True
+
+    def close(self) -> None:
+        """Stop the workers (also when ``run`` was never called)."""
+        if self._started:
+            self._shutdown()
+
     def _shutdown(self) -> None:
+        self._started = False
         for s in self.slots:
             if s.conn is not None:
                 try:
@@ -181,8 +212,7 @@ class LocalExecutor:
         after stopping the workers if interrupted, or once ``stop`` is set (checked twice a second, so a
         signal handler only sets it and never interrupts a database write half way)."""
         queue: deque[Job] = deque(jobs)
-        for s in self.slots:
-            self._spawn(s)
+        self.start()
         last_tick = time.monotonic()
         try:
             while queue or any(s.job for s in self.slots):
@@ -202,7 +232,9 @@ class LocalExecutor:
                         else:
                             s.conn.send(("job", job.spec, str(job.folder)))
                 waitables = [s.conn for s in self.slots] + [s.proc.sentinel for s in self.slots]
-                ready = set(wait(waitables, timeout=self.poll))
+                # woken by a message or a death at once; the timeout only paces ticks, timeouts and `stop`
+                until_tick = max(0.0, tick_every - (time.monotonic() - last_tick))
+                ready = set(wait(waitables, timeout=min(self.poll, until_tick)))
                 for s in self.slots:
                     if s.conn in ready:
                         self._receive(s, queue, on_end)

@@ -1,6 +1,7 @@
 """Ray executor: warm worker actors on a Ray cluster (``--executor ray [--address ...]``).
 
-Each actor imports torch once and then runs job after job (``run_one``), as a local worker does. It reserves
+Each actor imports torch once (not at all when no run uses it) and then runs job after job (``run_one``), as a
+local worker does. It reserves
 ``resources.cpus_per_job`` CPUs and ``resources.gpus_per_job`` GPUs for its lifetime, so Ray packs actors on
 nodes (0.25 GPU: four actors share a GPU) and sets CUDA_VISIBLE_DEVICES to the GPU each one got.
 
@@ -60,6 +61,7 @@ CONNECT_TIMEOUT_S = 3.0  # TCP check of --address
 INIT_TIMEOUT_S = 30.0  # ray.init once the port answers
 STOP_GRACE_S = 5.0
 POLL_TIMEOUT_S = 5.0
+PULL_EVERY_S = 1.0  # running jobs' new shards are pulled this often (on_tick may come more often)
 SALVAGE_TIMEOUT_S = (
     30.0  # fetching what a dead actor left on its node (a new worker process, slow on a busy node)
 )
@@ -90,28 +92,30 @@ class RlbenchWorker:
             filesystem), so entrypoints and scripts named relative to it resolve as they do locally.
     """
 
-    def __init__(self, threads: int, env: dict[str, str], cwd: str) -> None:
+    def __init__(self, threads: int, env: dict[str, str], cwd: str, preload_torch: bool = True) -> None:
         import ray
 
         os.environ.update(env)
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RLBENCH_TORCH_THREADS"):
             os.environ[var] = str(threads)
         if os.path.isdir(cwd):
             os.chdir(cwd)
-        import torch  # once per actor, not once per job
-
-        from .. import algos, sink, sysmon  # noqa: F401 - and what every run uses: gymnasium, pyarrow, registry
+        # what every run uses: gymnasium, pyarrow, the registry; torch once per actor, not once per job (or
+        # not at all when no run uses it, unless a GPU is to be checked)
+        from .. import algos, sink, sysmon  # noqa: F401
         from ..algos import base  # noqa: F401
 
-        torch.set_num_threads(threads)
-        try:
-            torch.set_num_interop_threads(1)
-        except RuntimeError:
-            pass
         ctx = ray.get_runtime_context()
         gpus = ray.get_gpu_ids()
-        # A GPU Ray assigned but torch cannot use (declared with --num-gpus, no CUDA here): run on the CPU.
-        self.device = "cuda:0" if gpus and torch.cuda.is_available() else "cpu"
+        self.device = "cpu"
+        if gpus or preload_torch:
+            import torch
+
+            from ..runner import configure_torch
+
+            configure_torch(torch)
+            # A GPU Ray assigned but torch cannot use (declared with --num-gpus, no CUDA here): run on the CPU.
+            self.device = "cuda:0" if gpus and torch.cuda.is_available() else "cpu"
         self.info = {
             "host": socket.gethostname(),
             "ip": ray.util.get_node_ip_address(),
@@ -442,6 +446,8 @@ class RayExecutor:
         self._started_local = False
         self._actor_cls: Any = None
         self._spawn_failures = 0
+        self._ray: Any = None  # the ray module once connected (``start``)
+        self._preload_torch = True
         self.slots: list[_Slot] = []
 
     def describe(self) -> str:
@@ -465,7 +471,7 @@ class RayExecutor:
 
     def _spawn(self, slot: _Slot) -> None:
         env = {k: v for k, v in os.environ.items() if k.startswith("RLBENCH_")}
-        slot.actor = self._actor_cls.remote(self.threads, env, os.getcwd())
+        slot.actor = self._actor_cls.remote(self.threads, env, os.getcwd(), self._preload_torch)
         slot.ready_ref, slot.info, slot.job, slot.run_ref = slot.actor.where.remote(), None, None, None
 
     def _kill(self, ray: Any, slot: _Slot) -> None:
@@ -476,7 +482,25 @@ class RayExecutor:
                 pass
         slot.actor = slot.ready_ref = slot.info = slot.run_ref = None
 
+    def start(self, n_jobs: int | None = None, preload_torch: bool = True) -> Any:
+        """Connect (or start the local Ray instance) and start the actors, which import torch meanwhile
+        (``preload_torch=False``: no run of these jobs uses it, ``runner.uses_torch``); ``run`` does it if not
+        yet done. Returns the ray module."""
+        if self._ray is None:
+            self._preload_torch = preload_torch
+            self._ray = self._connect()
+            self.slots = [_Slot(i) for i in range(max(1, min(self.n_actors, n_jobs or self.n_actors)))]
+            for s in self.slots:
+                self._spawn(s)
+        return self._ray
+
+    def close(self) -> None:
+        """Kill the actors and disconnect (also when ``run`` was never called)."""
+        if self._ray is not None:
+            self._shutdown(self._ray)
+
     def _shutdown(self, ray: Any) -> None:
+        self._ray = None
         for s in self.slots:
             self._kill(ray, s)
         if self._started_local or self._connected or self.address:
@@ -499,12 +523,9 @@ class RayExecutor:
         stop: threading.Event | None = None,
     ) -> None:
         """Run every job on warm actors; see the module docstring and ``Executor``."""
-        ray = self._connect()
+        ray = self.start(len(jobs))
         queue: deque[Job] = deque(jobs)
-        self.slots = [_Slot(i) for i in range(max(1, min(self.n_actors, len(jobs))))]
-        for s in self.slots:
-            self._spawn(s)
-        last_tick = time.monotonic()
+        last_tick = last_pull = time.monotonic()
         try:
             while queue or any(s.job for s in self.slots):
                 if stop is not None and stop.is_set():
@@ -530,7 +551,8 @@ class RayExecutor:
                 )
                 if pending:
                     refs = list(pending)
-                    ray.wait(refs, num_returns=1, timeout=0.5)
+                    until_tick = max(0.0, tick_every - (time.monotonic() - last_tick))
+                    ray.wait(refs, num_returns=1, timeout=min(0.5, until_tick))
                     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
                     for ref in ready:
                         s = pending[ref]
@@ -548,7 +570,9 @@ class RayExecutor:
                         self._spawn(s)
                 if time.monotonic() - last_tick >= tick_every:
                     busy = [s for s in self.slots if s.job is not None]
-                    self._pull(ray, busy)
+                    if time.monotonic() - last_pull >= PULL_EVERY_S:  # a round trip per actor: once a second
+                        self._pull(ray, busy)
+                        last_pull = time.monotonic()
                     on_tick([s.job for s in busy if s.job is not None])
                     last_tick = time.monotonic()
         except KeyboardInterrupt:

@@ -51,9 +51,10 @@ class Store:
     def __init__(self, path: str | Path | None = None, wait: float = 60.0):
         self.path = Path(path) if path is not None else default_db_path()
         self.wait = wait
+        self._batch_con: Any = None  # the connection of an open ``batch``: its writes join that transaction
 
     # -- connections ------------------------------------------------------------------------------
-    def _connect(self, read_only: bool) -> Any:
+    def _connect(self, read_only: bool, wait: float | None = None) -> Any:
         import duckdb
 
         problem = _not_duckdb(self.path)
@@ -62,7 +63,8 @@ class Store:
                 f"{self.path}: not a usable DuckDB results file ({problem}); pass your rlbench results file "
                 "with --db or RLBENCH_DB"
             )
-        deadline = time.monotonic() + self.wait
+        wait = self.wait if wait is None else wait
+        deadline = time.monotonic() + wait
         delay = 0.02
         while True:
             try:
@@ -70,11 +72,13 @@ class Store:
             except duckdb.Error as e:  # IOException on a lock or a file that is not DuckDB
                 if _is_lock_error(e) and time.monotonic() < deadline:
                     time.sleep(delay)
-                    delay = min(delay * 1.5, 0.25)
+                    delay = min(
+                        delay * 1.5, 0.1
+                    )  # a writer in a burst leaves the file free >= 0.25 s at a time
                     continue
                 if _is_lock_error(e):
                     raise StoreBusy(
-                        f"{self.path}: another process has held the database for {self.wait:.0f}s; "
+                        f"{self.path}: another process has held the database for {wait:.0f}s; "
                         "try again when it finishes, or copy the file and pass the copy with --db"
                     ) from None
                 raise StoreError(
@@ -84,13 +88,53 @@ class Store:
     @contextmanager
     def writer(self) -> Iterator[Any]:
         """A read-write connection, migrated to the current schema; closed on exit."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = self._connect(read_only=False)
+        con = self.open_writer()
         try:
-            migrate(con, self.path)
             yield con
         finally:
             con.close()
+
+    def open_writer(self, migrated: bool = False, wait: float | None = None) -> Any:
+        """A read-write connection the caller closes. ``migrated``: this process has already brought the file
+        to the current schema (skips the check, ~15 ms); ``wait``: seconds to wait on a lock (default the
+        store's; 0 raises StoreBusy at once if another process holds the file)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        con = self._connect(read_only=False, wait=wait)
+        if not migrated:
+            try:
+                migrate(con, self.path)
+            except BaseException:
+                con.close()
+                raise
+        return con
+
+    @contextmanager
+    def batch(self, con: Any) -> Iterator[Any]:
+        """One transaction around several writes (``start_attempt``, ``ingest_shards``, ``end_attempt``, ...
+        of many runs): all of them are recorded, or none. Those methods then skip their own transactions."""
+        con.execute("BEGIN TRANSACTION")
+        self._batch_con = con
+        try:
+            yield con
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            self._batch_con = None
+
+    @contextmanager
+    def _transaction(self, con: Any) -> Iterator[None]:
+        if self._batch_con is con:  # already inside ``batch``
+            yield
+            return
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
 
     @contextmanager
     def reader(self) -> Iterator[Any]:
@@ -125,30 +169,25 @@ class Store:
         """Insert runs that are not there yet as 'pending'. Existing rows are left untouched."""
         if not rows:
             return
-        con.executemany(
-            """INSERT INTO runs (run_id, suite, algo, algo_name, env, seed, config, status, attempts)
-               VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0) ON CONFLICT (run_id) DO NOTHING""",
-            [
-                [
-                    r["run_id"],
-                    r["suite"],
-                    r["algo"],
-                    r["algo_name"],
-                    r["env"],
-                    r["seed"],
-                    json.dumps(r["config"]),
-                ]
-                for r in rows
-            ],
-        )
+        values = [
+            [r["run_id"], r["suite"], r["algo"], r["algo_name"], r["env"], r["seed"], json.dumps(r["config"])]
+            for r in rows
+        ]
+        for i in range(0, len(values), 500):  # one statement per 500 rows: executemany costs ~20 ms a row
+            chunk = values[i : i + 500]
+            con.execute(
+                "INSERT INTO runs (run_id, suite, algo, algo_name, env, seed, config, status, attempts) VALUES "
+                + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'pending', 0)"] * len(chunk))
+                + " ON CONFLICT (run_id) DO NOTHING",
+                [v for row in chunk for v in row],
+            )
 
     def start_attempt(self, con: Any, run_id: str, attempt: int, manifest: dict[str, Any]) -> None:
         """A new attempt replaces what earlier attempts of this run put in the database.
 
         Their shard files stay on disk under their own attempt folder.
         """
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with self._transaction(con):
             con.execute("DELETE FROM metrics WHERE run_id = ?", [run_id])
             con.execute("DELETE FROM shards WHERE run_id = ?", [run_id])
             con.execute(
@@ -163,42 +202,47 @@ class Store:
                     manifest.get("job_id"), run_id,
                 ],
             )  # fmt: skip
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
 
     def ingest_shards(self, con: Any, run_id: str, attempt: int, shards: Sequence[Path]) -> int:
         """Load shards not loaded before, in one transaction with their bookkeeping. Returns new rows."""
-        if not shards:
+        return self.ingest_many(con, [(run_id, attempt, shards)])
+
+    def ingest_many(self, con: Any, items: Sequence[tuple[str, int, Sequence[Path]]]) -> int:
+        """``ingest_shards`` for many runs at once: (run_id, attempt, shards) each, in one statement per table
+        (a statement per shard costs ~6 ms). Rows go in per item and shard in the order given."""
+        want: dict[tuple[str, int, str], Path] = {}
+        for run_id, attempt, shards in items:
+            for p in shards:
+                want.setdefault((run_id, int(attempt), p.name), p)
+        if not want:
             return 0
-        names = [p.name for p in shards]
+        ids = sorted({k[0] for k in want})
         done = {
-            r[0]
+            (r[0], r[1], r[2])
             for r in con.execute(
-                "SELECT shard FROM shards WHERE run_id = ? AND attempt = ?", [run_id, attempt]
+                f"SELECT run_id, attempt, shard FROM shards WHERE run_id IN ({', '.join(['?'] * len(ids))})",
+                ids,
             ).fetchall()
         }
-        todo = [p for p, n in zip(shards, names) if n not in done]
+        todo = [(k, p) for k, p in want.items() if k not in done]
         if not todo:
             return 0
         import pyarrow.parquet as pq
 
-        counts = [pq.read_metadata(p).num_rows for p in todo]
-        con.execute("BEGIN TRANSACTION")
-        try:
+        counts = [pq.read_metadata(p).num_rows for _, p in todo]
+        files = [str(p) for _, p in todo]
+        with self._transaction(con):
             con.execute(
-                "INSERT INTO metrics SELECT ?, step, name, value, wall_time FROM read_parquet(?)",
-                [run_id, [str(p) for p in todo]],
+                "INSERT INTO metrics SELECT m.run_id, t.step, t.name, t.value, t.wall_time "
+                "FROM read_parquet(?, filename = true, file_row_number = true) t "
+                "JOIN (SELECT unnest(?) AS file, unnest(?) AS run_id, unnest(range(?)) AS i) m "
+                "ON t.filename = m.file ORDER BY m.i, t.file_row_number",
+                [files, files, [k[0] for k, _ in todo], len(todo)],
             )
-            con.executemany(
-                "INSERT INTO shards VALUES (?, ?, ?, ?, now())",
-                [[run_id, attempt, p.name, n] for p, n in zip(todo, counts)],
+            con.execute(
+                "INSERT INTO shards VALUES " + ", ".join(["(?, ?, ?, ?, now())"] * len(todo)),
+                [v for (k, _), n in zip(todo, counts) for v in (k[0], k[1], k[2], n)],
             )
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         return sum(counts)
 
     def end_attempt(self, con: Any, run_id: str, status: str, outcome: dict[str, Any]) -> None:

@@ -98,6 +98,14 @@ def test_launch_overhead_quick(tmp_path: Path) -> None:
         r"^ratio \(a\)/\(b\), per-run overhead: [\d.]+x \(target >= 50x: (met|NOT met)\)$", out, re.M
     )
     assert re.search(r"^ray per-run overhead: -?[\d.]+ ms all-in, -?[\d.]+ ms steady", out, re.M), out
+    for label in ("(b) rlbench local", "(c) rlbench ray (local Ray)"):  # where the per-run time goes
+        parts = ("start-up", "dispatch", "return", "idle between runs", "shut-down")
+        line = "".join(rf",? {p} -?[\d.]+" for p in parts)
+        assert re.search(rf"^breakdown {re.escape(label)}, ms per run:{line}$", out, re.M), out
+    assert (
+        len(re.findall(r"^  database writes: \d+ transactions for \d+ writes, \d+ connections", out, re.M))
+        == 2
+    )
     figures = json.loads((tmp_path / "overhead.json").read_text())
     assert set(figures["sides"]) == {"a", "b", "c"} and all(
         s["finished"] == 2 for s in figures["sides"].values()
