@@ -50,12 +50,13 @@ class RunSpec:
     env_wrappers: list[dict[str, Any]] = field(default_factory=list)  # [{name, kwargs}], applied in order
     dataset: str | None = None  # offline runs: the dataset's name (the task); env_id is where it is evaluated
     dataset_path: str | None = None  # a user's own dataset file; None: a generated dataset, found by name
+    data_mix: str | None = None  # offline runs on real and imagined rollouts: which (datasets.mix), canonical
 
     @property
     def env(self) -> str:
         """The task label: the dataset's name for offline runs, else the env id plus kwargs, if any."""
         if self.dataset is not None:
-            return self.dataset
+            return self.dataset if self.data_mix is None else f"{self.dataset}[mix={self.data_mix}]"
         return env_label(self.env_id, self.env_kwargs, [w["name"] for w in self.env_wrappers])
 
     @property
@@ -84,6 +85,8 @@ class RunSpec:
         if self.dataset is not None:
             ident["dataset"] = self.dataset
             ident["dataset_path"] = self.dataset_path
+        if self.data_mix is not None:
+            ident["data_mix"] = self.data_mix
         return ident
 
     @property
@@ -124,7 +127,9 @@ def expand(suite: Suite) -> list[RunSpec]:
             algo_variants.append((f"{label}[{','.join(tags)}]", a.name, params, a.entrypoint, a.command))
             entry_of[algo_variants[-1][0]] = a
 
-    tasks: list[EnvSpec | DatasetSpec] = [*suite.envs, *suite.datasets]
+    # a dataset with data_mix is one task per mix
+    tasks: list[tuple[EnvSpec | DatasetSpec, str | None]] = [(e, None) for e in suite.envs]
+    tasks += [(d, m) for d in suite.datasets for m in (d.mixes or [None])]
     budget = suite.budget.model_dump()
     score = suite.score.model_dump()
     resources = suite.resources.model_dump()
@@ -145,9 +150,10 @@ def expand(suite: Suite) -> list[RunSpec]:
             command=command,
             dataset=task.name if isinstance(task, DatasetSpec) else None,
             dataset_path=task.path if isinstance(task, DatasetSpec) else None,
+            data_mix=mix,
         )
         for seed in suite.seed_list
         for label, name, params, entrypoint, command in algo_variants
-        for task in tasks
+        for task, mix in tasks
         if entry_of[label].runs_on(task)
     ]

@@ -41,6 +41,9 @@ def resolve(name_or_path: str, root: Path | None = None) -> Path:
 
 def open_dataset(path: Path) -> OfflineData:
     """Read the dataset at ``path``; a file that is not one is a ``UsageError`` naming it."""
+    if path.suffix in (".pkl", ".pickle", ".npy", ".npz"):
+        raise UsageError(f"{path}: a pickle is never loaded as a dataset (loading a pickle can run code hidden "
+                         "in it); convert it once with: rlbench datasets import FILE --name NAME --env ENV --trust")  # fmt: skip
     try:
         if path.is_dir():
             from .minari_io import read_minari

@@ -17,6 +17,10 @@ __all__ = ["known_env", "known_wrapper", "make_env", "env_ids", "wrapper_class"]
 def env_ids() -> list[str]:
     import gymnasium
 
+    from .imagine import register
+
+    register()
+
     return sorted(gymnasium.envs.registry.keys())
 
 
@@ -74,6 +78,9 @@ def make_env(
     seeded."""
     import gymnasium
 
+    from .imagine import register
+
+    register()
     env = gymnasium.make(env_id, **(kwargs or {}))
     for w in wrappers or []:
         env = wrapper_class(w["name"])(env, **(w.get("kwargs") or {}))
