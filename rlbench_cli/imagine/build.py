@@ -25,9 +25,9 @@ from .generator import Episode, RolloutGenerator
 __all__ = ["build_imagine", "BUILD_DEFAULTS", "imagined_path"]
 
 BUILD_DEFAULTS: dict[str, Any] = {
-    "real_episodes": 300,  # bot episodes of real-level instructions
-    "imagined_episodes": 100,  # generated episodes per new level (rephrase, easy, hard)
-    "generator_steps": 600,  # generator updates
+    "real_episodes": 200,  # bot episodes of real-level instructions
+    "imagined_episodes": 60,  # generated episodes per new level (rephrase, easy, hard)
+    "generator_steps": 300,  # generator updates
     "generator_layers": 2,
     "generator_width": 64,
     "horizon": 40,  # longest imagined episode
@@ -121,15 +121,28 @@ def build_imagine(
     progress: Callable[[str], None] = lambda msg: None,
 ) -> Path:
     """Write the real and imagined datasets ``name`` (see the module docstring); returns the real one's path."""
-    from ..datasets.hdf5 import write_hdf5
-    from ..envs import make_env
-    from .encoder import describe
 
     if "BabyAI" not in env_id:
         raise ValueError(f"{env_id}: rlbench builds real rollouts for rlbench/BabyAI-Lang-v0 only so far")
     kwargs = {k: v for k, v in (kwargs or {}).items() if k != "level"}
     s = {**BUILD_DEFAULTS, **(settings or {})}
     t0 = time.perf_counter()
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: more threads only fight over the cores
+    try:
+        return _build(name, env_id, root, kwargs, s, seed, device, progress, t0)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _build(name: str, env_id: str, root: Path, kwargs: dict[str, Any], s: dict[str, Any], seed: int, device: str,
+           progress: Callable[[str], None], t0: float) -> Path:  # fmt: skip
+    from ..datasets.hdf5 import write_hdf5
+    from ..envs import make_env
+    from .encoder import describe
+
     progress(f"{name}: {s['real_episodes']} real episodes (BabyAI bot, real-level instructions)")
     real, random_return = _bot_episodes(env_id, kwargs, int(s["real_episodes"]), seed)
     env = make_env(env_id, {**kwargs, "level": "real"})
