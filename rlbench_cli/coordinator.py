@@ -228,7 +228,7 @@ def prepare_datasets(
         return {}
     from .datagen import ensure_datasets
     from .datasets import dataset_path, datasets_root
-    from .datasets.catalog import summarize
+    from .datasets.catalog import provenance, summarize
 
     os.environ["RLBENCH_DATASETS"] = str(datasets_root().resolve())
     paths = {ds.name: dataset_path(ds.name, ds.path) for ds in suite.datasets}
@@ -242,6 +242,8 @@ def prepare_datasets(
     ensure_datasets(missing, lambda msg: report("dataset_progress", {"msg": msg}))
     refs: dict[str, list[float]] = {}
     for ds in suite.datasets:
+        if ds.data_mix or ds.imagined:  # which encoder embedded its instructions, which generator imagined
+            report("dataset_provenance", {"name": ds.name, **provenance(paths[ds.name])})
         lo, hi = (summarize(paths[ds.name])[k] for k in ("ref_random", "ref_expert"))
         if lo is not None and hi is not None and lo != hi:
             refs[ds.name] = [float(lo), float(hi)]

@@ -20,7 +20,14 @@ def test_imagine_suite_builds_real_and_imagined_data_and_reports_success_per_lev
     )
     db = tmp_path / "r.duckdb"
     out = rl("run", suite, "--db", db, "--workers", "2").stdout
-    assert "rlbench-generator" in out
+    assert (
+        "rlbench-generator" in out and "encoder rlbench-bow-ridge-v1" in out
+    )  # the encoder, as the run says
+    results = [
+        json.loads(p.read_text()) for p in tmp_path.rglob("result.json")
+    ]  # each run's manifest on disk
+    mixed = [r["data"] for r in results if r.get("data", {}).get("data_mix") == "real=0.5,imagined=0.5"]
+    assert mixed and mixed[0]["imagined_generator"] == "rlbench-generator" and mixed[0]["encoder"]
     assert (tmp_path / "ds" / "BabyAI-Lang-v0-imagine.imagined.hdf5").is_file()
     show = json.loads(
         rl("datasets", "show", tmp_path / "ds" / "BabyAI-Lang-v0-imagine.imagined.hdf5", "--json").stdout
