@@ -246,7 +246,8 @@ def prepare_datasets(
             report("dataset_provenance", {"name": ds.name, **provenance(paths[ds.name])})
         lo, hi = (summarize(paths[ds.name])[k] for k in ("ref_random", "ref_expert"))
         if lo is not None and hi is not None and lo != hi:
-            refs[ds.name] = [float(lo), float(hi)]
+            for task in [f"{ds.name}[mix={m}]" for m in ds.mixes] or [ds.name]:  # tasks as grid labels them
+                refs[task] = [float(lo), float(hi)]
     return refs
 
 

@@ -68,7 +68,7 @@ def leaderboard(
     metric, rule, drop_first = report.suite_scoring(store, suite, metric, score, drop_first)
     df, unfinished = load_scores(store, suite, metric, rule, drop_first)  # scored in SQL, rows stay there
     board = lb.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
-                     normalize=report.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
+                     normalize=report.suite_normalize(store, suite, normalize, metric), reps=reps, seed=seed,
                      per_task=per_task)  # fmt: skip
     if unfinished:
         typer.echo(f"warning: {unfinished} runs of {suite!r} are not finished and are left out", err=True)

@@ -192,7 +192,7 @@ def plot(
     out_dir = out or store.path.parent / "figures" / suite
     options = plots.FigureOptions(title=title, xlabel=xlabel, ylabel=ylabel, figsize=size)
     result = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first,
-                                normalize=report.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
+                                normalize=report.suite_normalize(store, suite, normalize, metric), reps=reps, seed=seed,
                                 out_dir=out_dir, fmt=fmt.value, step_kinds=step_kinds(store, suite),
                                 options=options, curves=curves)  # fmt: skip
     if unfinished:
