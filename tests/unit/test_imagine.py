@@ -193,3 +193,22 @@ def test_generator_learns_from_real_episodes_and_imagines_rollouts_for_new_instr
         assert set(np.unique(e.actions)) <= {0, 1, 2, 3}
     assert [len(e.actions) for e in out] == [len(e.actions) for e in out2]
     assert gen.describe()["generator"] == "rlbench-generator"
+
+
+def test_halfcheetah_lang_success_test_per_part_and_sequence():
+    from rlbench_cli.envs import make_env
+    from rlbench_cli.envs.imagine.cheetah import part_success
+
+    assert part_success("forward", 2.0, np.full(10, 1.8), np.zeros(10))
+    assert not part_success("forward", 2.0, np.full(10, -1.8), np.zeros(10))
+    assert part_success("backward", 1.0, np.full(10, -1.2), np.zeros(10))
+    assert part_success("jump", 0.0, np.zeros(10), np.r_[np.zeros(9), 0.4])
+    assert not part_success("jump", 0.0, np.zeros(10), np.full(10, 0.1))
+    env = make_env("rlbench/HalfCheetah-Lang-v0", {"level": "hard", "max_steps": 10})
+    obs, info = env.reset(seed=0)
+    assert ", then " in info["instruction"] and obs.shape == (17 + get_encoder().dim,)
+    done, steps = False, 0
+    while not done:
+        obs, r, term, trunc, info = env.step(np.zeros(6, np.float32))
+        done, steps = term or trunc, steps + 1
+    assert steps == 10 and info["success"] is False  # standing still carries out no sequence of two moves

@@ -1,7 +1,6 @@
 """Language-conditioned environments of ImagineBench's protocol, registered with gymnasium on first use.
 
-``rlbench/BabyAI-Lang-v0`` (minigrid; a HalfCheetah one is still to come, its instructions are in
-``imagine.tasks``). Each episode draws a
+``rlbench/BabyAI-Lang-v0`` (minigrid) and ``rlbench/HalfCheetah-Lang-v0`` (MuJoCo). Each episode draws a
 task of the env's ``level`` (``real``, ``rephrase``, ``easy``, ``hard``; see ``imagine.tasks``); the
 observation is the flat state vector followed by the instruction's embedding (``encoder``: rlbench's
 default, or a local model folder), so offline algorithms run on it unchanged; ``info["success"]`` says at
@@ -14,6 +13,7 @@ __all__ = ["LANG_ENVS", "register", "lang_levels"]
 
 LANG_ENVS = {
     "rlbench/BabyAI-Lang-v0": "rlbench_cli.envs.imagine.babyai:make_babyai",
+    "rlbench/HalfCheetah-Lang-v0": "rlbench_cli.envs.imagine.cheetah:make_cheetah",
 }
 _done = False
 
