@@ -189,6 +189,10 @@ class DatasetSpec(_Model):
 
         if self.env is None and self.name.endswith(IMAGINE_SUFFIX) and not self.path:
             object.__setattr__(self, "env", "rlbench/" + self.name[: -len(IMAGINE_SUFFIX)])
+        if self.imagined and self.env != "rlbench/BabyAI-Lang-v0":
+            raise ValueError(f"dataset {self.name!r}: rlbench builds real and imagined rollouts for "
+                             "rlbench/BabyAI-Lang-v0 only so far (BabyAI-Lang-v0-imagine); bring your own with "
+                             "rlbench datasets import")  # fmt: skip
         if self.imagine is not None and not (self.name.endswith(IMAGINE_SUFFIX) and not self.path):
             raise ValueError(f"dataset {self.name!r}: imagine: settings are for <EnvId>-imagine datasets rlbench "
                              "builds; remove them")  # fmt: skip
@@ -680,9 +684,14 @@ def _check_lang_kwargs(env_id: str, kwargs: dict[str, Any]) -> str | None:
 
     if env_id not in LANG_ENVS:
         return None
+    import importlib.util
+
     from .imagine import LANG_LEVELS
     from .imagine.encoder import check_encoder
 
+    needs = "minigrid" if "BabyAI" in env_id else "mujoco"
+    if importlib.util.find_spec(needs) is None:
+        return f"{env_id} needs the {needs} package; install it with: pip install 'rlbench[imagine]'"
     level = kwargs.get("level")
     if level is not None and level not in LANG_LEVELS:
         return f"unknown instruction level {level!r}; choose one of: {', '.join(LANG_LEVELS)} (or leave it out for all)"

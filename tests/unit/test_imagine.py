@@ -212,3 +212,12 @@ def test_halfcheetah_lang_success_test_per_part_and_sequence():
         obs, r, term, trunc, info = env.step(np.zeros(6, np.float32))
         done, steps = term or trunc, steps + 1
     assert steps == 10 and info["success"] is False  # standing still carries out no sequence of two moves
+
+
+def test_imagined_rollouts_are_built_for_babyai_only_and_the_suite_says_so():
+    with pytest.raises(
+        SuiteInvalid, match=r"datasets\[0\]': dataset 'HalfCheetah-Lang-v0-imagine': rlbench builds"
+    ):
+        parse_suite(
+            {"name": "c", "datasets": ["HalfCheetah-Lang-v0-imagine"], "algorithms": ["bc"]}, "s.yaml"
+        )
