@@ -226,3 +226,16 @@ def test_imagined_rollouts_are_built_for_babyai_only_and_the_suite_says_so():
         parse_suite(
             {"name": "c", "datasets": ["HalfCheetah-Lang-v0-imagine"], "algorithms": ["bc"]}, "s.yaml"
         )
+
+
+def test_success_by_level_figure_has_a_bar_per_algorithm_task_and_level():
+    import pandas as pd
+
+    from rlbench_cli.plots import plot_success_by_level
+
+    rows = [{"algo": a, "env": f"d[mix={m}]", "seed": s, "level": lv, "score": 0.1 * s}
+            for a in ("bc", "cql") for m in ("real", "imagined") for s in range(3) for lv in ("real", "hard")]  # fmt: skip
+    fig = plot_success_by_level(pd.DataFrame(rows), ["real", "hard"])
+    ax = fig.axes[0]
+    assert len(ax.patches) == 8 and [t.get_text() for t in ax.get_xticklabels()] == ["real", "hard"]
+    assert {round(p.get_height(), 6) for p in ax.patches} == {0.1}  # the mean over seeds 0, 0.1, 0.2
