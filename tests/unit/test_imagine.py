@@ -239,3 +239,27 @@ def test_success_by_level_figure_has_a_bar_per_algorithm_task_and_level():
     ax = fig.axes[0]
     assert len(ax.patches) == 8 and [t.get_text() for t in ax.get_xticklabels()] == ["real", "hard"]
     assert {round(p.get_height(), 6) for p in ax.patches} == {0.1}  # the mean over seeds 0, 0.1, 0.2
+
+
+def test_a_local_transformers_encoder_folder_embeds_instructions_and_is_named(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    from rlbench_cli.envs import make_env
+
+    words = ["[PAD]", "[UNK]", "go", "to", "the", "red", "ball", "pick", "up"]
+    tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]").save_pretrained(
+        tmp_path
+    )
+    config = BertConfig(vocab_size=len(words), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16)  # fmt: skip
+    BertModel(config).save_pretrained(tmp_path)
+    env = make_env("rlbench/BabyAI-Lang-v0", {"encoder": str(tmp_path)})
+    obs, info = env.reset(seed=0)
+    assert obs.shape == (env.unwrapped.state_dim + 8,)
+    assert env.unwrapped.encoder.name == f"transformers:{tmp_path.resolve()}"
+    assert np.allclose(
+        obs[env.unwrapped.state_dim :], get_encoder(str(tmp_path)).encode([info["instruction"]])[0]
+    )
