@@ -189,9 +189,9 @@ class DatasetSpec(_Model):
 
         if self.env is None and self.name.endswith(IMAGINE_SUFFIX) and not self.path:
             object.__setattr__(self, "env", "rlbench/" + self.name[: -len(IMAGINE_SUFFIX)])
-        if self.imagined and self.env != "rlbench/BabyAI-Lang-v0":
+        if self.imagined and self.env not in ("rlbench/BabyAI-Lang-v0", "rlbench/HalfCheetah-Lang-v0"):
             raise ValueError(f"dataset {self.name!r}: rlbench builds real and imagined rollouts for "
-                             "rlbench/BabyAI-Lang-v0 only so far (BabyAI-Lang-v0-imagine); bring your own with "
+                             "BabyAI-Lang-v0-imagine and HalfCheetah-Lang-v0-imagine; bring your own with "
                              "rlbench datasets import")  # fmt: skip
         if self.imagine is not None and not (self.name.endswith(IMAGINE_SUFFIX) and not self.path):
             raise ValueError(f"dataset {self.name!r}: imagine: settings are for <EnvId>-imagine datasets rlbench "

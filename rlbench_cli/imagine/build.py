@@ -33,6 +33,7 @@ BUILD_DEFAULTS: dict[str, Any] = {
     "horizon": 40,  # longest imagined episode
 }
 NOVEL_LEVELS = ("rephrase", "easy", "hard")
+BUILDERS = ("rlbench/BabyAI-Lang-v0", "rlbench/HalfCheetah-Lang-v0")  # envs whose real rollouts rlbench makes
 
 
 def imagined_path(real: Path) -> Path:
@@ -81,6 +82,69 @@ def _bot_episodes(env_id: str, kwargs: dict[str, Any], n: int, seed: int) -> tup
     return out, float(np.mean(rand))
 
 
+def _cpg(params: np.ndarray, t: int, dt: float) -> np.ndarray:
+    """An open-loop gait: per joint amplitude * sin(2 pi f t + phase) + bias; params (6 * 3 + 1)."""
+    amp, phase, bias, freq = params[:6], params[6:12], params[12:18], params[18]
+    return np.clip(amp * np.sin(2 * np.pi * freq * t * dt + phase) + bias, -1.0, 1.0)
+
+
+def _cpg_return(env: Any, task: tuple, params: np.ndarray, seed: int) -> float:
+    env.reset(seed=seed, options={"task": task})
+    dt, total, done, t = env.unwrapped.inner.dt, 0.0, False, 0
+    while not done:
+        _, r, term, trunc, _ = env.step(_cpg(params, t, dt).astype(np.float32))
+        total, t, done = total + r, t + 1, term or trunc
+    return total
+
+
+def _cheetah_episodes(env_id: str, kwargs: dict[str, Any], n: int, seed: int) -> tuple[list[Episode], float]:
+    """``n`` episodes of real-level HalfCheetah instructions, each by an open-loop gait found for its task by
+    random search (96 candidates, then 32 perturbations of the best) and played with Gaussian action noise
+    (0.1); and a random policy's mean return."""
+    from ..envs import make_env
+    from .tasks import cheetah_tasks
+
+    env = make_env(env_id, {**kwargs, "level": "real"})
+    inner = env.unwrapped
+    rng = np.random.default_rng(seed)
+    low = np.r_[np.zeros(6), np.zeros(6), -0.5 * np.ones(6), 0.5]
+    high = np.r_[np.ones(6), 2 * np.pi * np.ones(6), 0.5 * np.ones(6), 4.0]
+    gaits = {}
+    for task in cheetah_tasks("real"):
+        cands = rng.uniform(low, high, size=(96, len(low)))
+        scores = [_cpg_return(env, task, c, seed) for c in cands]
+        best = cands[int(np.argmax(scores))]
+        local = np.clip(best + rng.normal(0, 0.1, size=(32, len(low))) * (high - low), low, high)
+        scores2 = [_cpg_return(env, task, c, seed) for c in local]
+        gaits[task] = local[int(np.argmax(scores2))] if max(scores2) > max(scores) else best
+    tasks = list(gaits)
+    out, rand = [], []
+    for ep in range(n):
+        task = tasks[ep % len(tasks)]
+        obs, _ = env.reset(seed=seed * 100_003 + ep, options={"task": task})
+        states, actions, rewards, t, done = [obs[: inner.state_dim]], [], [], 0, False
+        while not done:
+            a = np.clip(_cpg(gaits[task], t, inner.inner.dt) + rng.normal(0, 0.1, 6), -1, 1).astype(
+                np.float32
+            )
+            obs, r, term, trunc, _ = env.step(a)
+            states.append(obs[: inner.state_dim])
+            actions.append(a)
+            rewards.append(r)
+            t, done = t + 1, term or trunc
+        out.append(Episode(np.stack(states), np.stack(actions), np.asarray(rewards, np.float32), False,
+                           obs[inner.state_dim :].copy(), inner.instruction))  # fmt: skip
+    for ep in range(10):
+        env.reset(seed=seed * 100_003 + 50_000 + ep)
+        total, done = 0.0, False
+        while not done:
+            _, r, term, trunc, _ = env.step(rng.uniform(-1, 1, 6).astype(np.float32))
+            total, done = total + r, term or trunc
+        rand.append(total)
+    env.close()
+    return out, float(np.mean(rand))
+
+
 def _to_data(episodes: list[Episode], meta: dict[str, Any]) -> Any:
     from ..datasets.data import OfflineData
 
@@ -122,8 +186,8 @@ def build_imagine(
 ) -> Path:
     """Write the real and imagined datasets ``name`` (see the module docstring); returns the real one's path."""
 
-    if "BabyAI" not in env_id:
-        raise ValueError(f"{env_id}: rlbench builds real rollouts for rlbench/BabyAI-Lang-v0 only so far")
+    if env_id not in BUILDERS:
+        raise ValueError(f"{env_id}: rlbench builds real rollouts for {', '.join(BUILDERS)} only")
     kwargs = {k: v for k, v in (kwargs or {}).items() if k != "level"}
     s = {**BUILD_DEFAULTS, **(settings or {})}
     t0 = time.perf_counter()
@@ -143,21 +207,25 @@ def _build(name: str, env_id: str, root: Path, kwargs: dict[str, Any], s: dict[s
     from ..envs import make_env
     from .encoder import describe
 
-    progress(f"{name}: {s['real_episodes']} real episodes (BabyAI bot, real-level instructions)")
-    real, random_return = _bot_episodes(env_id, kwargs, int(s["real_episodes"]), seed)
+    babyai = "BabyAI" in env_id
+    source = "minigrid BabyAIBot (expert)" if babyai else "open-loop gaits found per task by random search"
+    progress(f"{name}: {s['real_episodes']} real episodes ({source}, real-level instructions)")
+    build_real = _bot_episodes if babyai else _cheetah_episodes
+    real, random_return = build_real(env_id, kwargs, int(s["real_episodes"]), seed)
     env = make_env(env_id, {**kwargs, "level": "real"})
     enc = describe(env.unwrapped.encoder)
     state_dim = env.unwrapped.state_dim
     env.close()
     expert = float(np.mean([e.rewards.sum() for e in real]))
-    common = {"env_id": env_id, "env_kwargs": kwargs, "discrete": True, "ref_random": random_return,
+    common = {"env_id": env_id, "env_kwargs": kwargs, "discrete": babyai, "ref_random": random_return,
               "ref_expert": expert, **enc, "build_seed": seed}  # fmt: skip
     root.mkdir(parents=True, exist_ok=True)
     real_path = root / f"{name}.hdf5"
-    real_meta = {**common, "name": name, "level": "real", "source": "real: minigrid BabyAIBot (expert)",
+    real_meta = {**common, "name": name, "level": "real", "source": f"real: {source}",
                  "instruction_levels": ["real"], "episodes": len(real)}  # fmt: skip
 
-    gen = RolloutGenerator(state_dim, enc["encoder_dim"], n_actions=7, n_layer=int(s["generator_layers"]),
+    act = {"n_actions": 7} if babyai else {"act_dim": int(real[0].actions.shape[1])}
+    gen = RolloutGenerator(state_dim, enc["encoder_dim"], **act, n_layer=int(s["generator_layers"]),
                            n_embd=int(s["generator_width"]), seed=seed, device=device)  # fmt: skip
     progress(f"{name}: training {GENERATOR_LABEL} ({s['generator_steps']} updates)")
     losses = gen.fit(real, steps=int(s["generator_steps"]), progress=progress)
@@ -172,10 +240,11 @@ def _build(name: str, env_id: str, root: Path, kwargs: dict[str, Any], s: dict[s
             texts.append(info["instruction"])
         env.close()
         progress(f"{name}: imagining {len(starts)} {level} rollouts")
-        imagined.extend(gen.generate(np.stack(starts), np.stack(embs), int(s["horizon"]), round_states=True,
+        imagined.extend(gen.generate(np.stack(starts), np.stack(embs), int(s["horizon"]), round_states=babyai,
                                      instructions=texts))  # fmt: skip
     for e in imagined:
-        e.rewards = np.clip(e.rewards, 0.0, 1.0)
+        if babyai:  # BabyAI's reward is on [0, 1]
+            e.rewards = np.clip(e.rewards, 0.0, 1.0)
     im_meta = {**common, "name": f"{name} (imagined)", "level": "imagined",
                "source": f"imagined: {GENERATOR_LABEL}, trained on {real_path.name}",
                "instruction_levels": list(NOVEL_LEVELS), "episodes": len(imagined), **gen.describe(),

@@ -66,6 +66,8 @@ class LangHalfCheetah(gymnasium.Env):
         super().reset(seed=seed)
         state, info = self.inner.reset(seed=seed)
         self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        if options and options.get("task"):  # a given task of the level (data builders): ((kind, speed), ...)
+            self.task = tuple((str(k), float(v)) for k, v in options["task"])
         self.instruction = cheetah_text(self.level, self.task)
         self._emb = self.encoder.encode([self.instruction])[0]
         self._rest = float(self.inner.data.qpos[1])
