@@ -97,7 +97,9 @@ def _cpg_return(env: Any, task: tuple, params: np.ndarray, seed: int) -> float:
     return total
 
 
-def _cheetah_episodes(env_id: str, kwargs: dict[str, Any], n: int, seed: int) -> tuple[list[Episode], float]:
+def _cheetah_episodes(
+    env_id: str, kwargs: dict[str, Any], n: int, seed: int, search: tuple[int, int] = (96, 32)
+) -> tuple[list[Episode], float]:
     """``n`` episodes of real-level HalfCheetah instructions, each by an open-loop gait found for its task by
     random search (96 candidates, then 32 perturbations of the best) and played with Gaussian action noise
     (0.1); and a random policy's mean return."""
@@ -111,10 +113,10 @@ def _cheetah_episodes(env_id: str, kwargs: dict[str, Any], n: int, seed: int) ->
     high = np.r_[np.ones(6), 2 * np.pi * np.ones(6), 0.5 * np.ones(6), 4.0]
     gaits = {}
     for task in cheetah_tasks("real"):
-        cands = rng.uniform(low, high, size=(96, len(low)))
+        cands = rng.uniform(low, high, size=(search[0], len(low)))
         scores = [_cpg_return(env, task, c, seed) for c in cands]
         best = cands[int(np.argmax(scores))]
-        local = np.clip(best + rng.normal(0, 0.1, size=(32, len(low))) * (high - low), low, high)
+        local = np.clip(best + rng.normal(0, 0.1, size=(search[1], len(low))) * (high - low), low, high)
         scores2 = [_cpg_return(env, task, c, seed) for c in local]
         gaits[task] = local[int(np.argmax(scores2))] if max(scores2) > max(scores) else best
     tasks = list(gaits)

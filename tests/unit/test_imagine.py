@@ -219,13 +219,13 @@ def test_halfcheetah_lang_success_test_per_part_and_sequence():
     assert steps == 10 and info["success"] is False  # standing still carries out no sequence of two moves
 
 
-def test_imagined_rollouts_are_built_for_babyai_only_and_the_suite_says_so():
-    with pytest.raises(
-        SuiteInvalid, match=r"datasets\[0\]': dataset 'HalfCheetah-Lang-v0-imagine': rlbench builds"
-    ):
-        parse_suite(
-            {"name": "c", "datasets": ["HalfCheetah-Lang-v0-imagine"], "algorithms": ["bc"]}, "s.yaml"
-        )
+def test_imagined_rollouts_are_built_for_the_language_envs_only_and_the_suite_says_so():
+    with pytest.raises(SuiteInvalid, match=r"datasets\[0\]': dataset 'Hopper-v5-imagine': rlbench builds"):
+        parse_suite({"name": "c", "datasets": ["Hopper-v5-imagine"], "algorithms": ["bc"]}, "s.yaml")
+    suite = parse_suite(
+        {"name": "c", "datasets": ["HalfCheetah-Lang-v0-imagine"], "algorithms": ["bc"]}, "s.yaml"
+    )
+    assert suite.datasets[0].env == "rlbench/HalfCheetah-Lang-v0"
 
 
 def test_success_by_level_figure_has_a_bar_per_algorithm_task_and_level():
@@ -263,3 +263,20 @@ def test_a_local_transformers_encoder_folder_embeds_instructions_and_is_named(tm
     assert np.allclose(
         obs[env.unwrapped.state_dim :], get_encoder(str(tmp_path)).encode([info["instruction"]])[0]
     )
+
+
+def test_halfcheetah_real_rollouts_follow_their_instruction_better_than_standing_still():
+    from rlbench_cli.envs import make_env
+    from rlbench_cli.imagine.build import _cheetah_episodes, _cpg_return
+
+    eps, _ = _cheetah_episodes("rlbench/HalfCheetah-Lang-v0", {"max_steps": 20}, 5, 0, search=(24, 8))
+    assert len(eps) == 5 and {e.instruction for e in eps} == {"run forward at speed 1", "run forward at speed 2",
+        "move backward at speed 1", "move backward at speed 2", "jump"}  # fmt: skip
+    for e in eps:
+        assert e.states.shape == (21, 17) and e.actions.shape == (20, 6) and np.abs(e.actions).max() <= 1
+        assert np.allclose(e.embedding, get_encoder().encode([e.instruction])[0])
+    env = make_env("rlbench/HalfCheetah-Lang-v0", {"max_steps": 20})
+    tasks = [(("forward", 1.0),), (("forward", 2.0),), (("backward", 1.0),), (("backward", 2.0),)]
+    still = np.mean([_cpg_return(env, t, np.zeros(19), 0) for t in tasks])  # standing still on them
+    moving = np.mean([e.rewards.sum() for e in eps if e.instruction != "jump"])
+    assert moving > still
