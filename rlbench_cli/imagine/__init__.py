@@ -2,9 +2,9 @@
 imagined rollouts from rlbench's own generator, and readers for ImagineBench's own data files.
 
 Light modules (``tasks``, ``encoder``: numpy only) sit above ``envs`` in the module flow, since the
-language environments embed their instructions with them. ``generator`` (torch, transformers), ``build``
-(datasets of real and imagined rollouts) and ``files`` (ImagineBench's HDF5 / pickle files) sit at
-``datagen``'s level and are imported lazily.
+language environments embed their instructions with them. ``generator`` (torch, transformers) and
+``build`` (datasets of real and imagined rollouts) sit at ``datagen``'s level and are imported lazily.
+ImagineBench's own HDF5 / pickle files are read by ``datasets.imaginebench``.
 """
 
 from __future__ import annotations
