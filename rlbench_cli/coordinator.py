@@ -402,7 +402,7 @@ def prepare_datasets(
         return {}
     from .datagen import ensure_datasets
     from .datasets import dataset_path, datasets_root
-    from .datasets.catalog import summarize
+    from .datasets.catalog import provenance, summarize
 
     os.environ["RLBENCH_DATASETS"] = str(datasets_root().resolve())
     paths = {ds.name: dataset_path(ds.name, ds.path) for ds in suite.datasets}
@@ -418,9 +418,12 @@ def prepare_datasets(
     for ds in suite.datasets:
         if paths[ds.name].suffix == ".jsonl":  # a text dataset: normalised by the lmrl table, not by its file
             continue
+        if ds.data_mix or ds.imagined:  # which encoder embedded its instructions, which generator imagined
+            report("dataset_provenance", {"name": ds.name, **provenance(paths[ds.name])})
         lo, hi = (summarize(paths[ds.name])[k] for k in ("ref_random", "ref_expert"))
         if lo is not None and hi is not None and lo != hi:
-            refs[ds.name] = [float(lo), float(hi)]
+            for task in [f"{ds.name}[mix={m}]" for m in ds.mixes] or [ds.name]:  # tasks as grid labels them
+                refs[task] = [float(lo), float(hi)]
     return refs
 
 

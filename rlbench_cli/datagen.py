@@ -797,6 +797,16 @@ def ensure_datasets(
                 )
             paths.append(p)
             continue
+        if getattr(spec, "imagined", False):
+            from .datasets import datasets_root
+            from .imagine.build import build_imagine
+
+            p = (Path(root) if root is not None else datasets_root()) / f"{spec.name}.hdf5"
+            if not p.exists():
+                build_imagine(spec.name, str(spec.env), root or datasets_root(), spec.kwargs, spec.imagine,
+                              seed=seed, device=device, progress=progress)  # fmt: skip
+            paths.append(p)
+            continue
         parsed = parse_generated_name(spec.name)
         if parsed is None:
             raise UsageError(f"dataset {spec.name!r} is neither <EnvId>-<level> nor a file: give it a path:")

@@ -53,12 +53,13 @@ class RunSpec:
     finetune: dict[str, Any] | None = (
         None  # offline-to-online: {steps, eval_every} online after the offline steps
     )
+    data_mix: str | None = None  # offline runs on real and imagined rollouts: which (datasets.mix), canonical
 
     @property
     def env(self) -> str:
         """The task label: the dataset's name for offline runs, else the env id plus kwargs, if any."""
         if self.dataset is not None:
-            return self.dataset
+            return self.dataset if self.data_mix is None else f"{self.dataset}[mix={self.data_mix}]"
         return env_label(self.env_id, self.env_kwargs, [w["name"] for w in self.env_wrappers])
 
     @property
@@ -89,6 +90,8 @@ class RunSpec:
             ident["dataset_path"] = self.dataset_path
         if self.finetune is not None:
             ident["finetune"] = self.finetune
+        if self.data_mix is not None:
+            ident["data_mix"] = self.data_mix
         return ident
 
     @property
@@ -139,7 +142,9 @@ def expand(suite: Suite) -> list[RunSpec]:
             algo_variants.append((f"{label}[{','.join(tags)}]", a.name, params, a.entrypoint, a.command))
             entry_of[algo_variants[-1][0]] = a
 
-    tasks: list[EnvSpec | DatasetSpec] = [*suite.envs, *suite.datasets]
+    # a dataset with data_mix is one task per mix
+    tasks: list[tuple[EnvSpec | DatasetSpec, str | None]] = [(e, None) for e in suite.envs]
+    tasks += [(d, m) for d in suite.datasets for m in (d.mixes or [None])]
     budget = suite.budget.model_dump()
     score = suite.score.model_dump()
     resources = suite.resources.model_dump()
@@ -161,9 +166,10 @@ def expand(suite: Suite) -> list[RunSpec]:
             dataset=task.name if isinstance(task, DatasetSpec) else None,
             dataset_path=task.path if isinstance(task, DatasetSpec) else None,
             finetune=_finetune(entry_of[label], task),
+            data_mix=mix,
         )
         for seed in suite.seed_list
         for label, name, params, entrypoint, command in algo_variants
-        for task in tasks
+        for task, mix in tasks
         if entry_of[label].runs_on(task)
     ]

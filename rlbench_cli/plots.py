@@ -670,6 +670,37 @@ def plot_learning_curves(
     return fig
 
 
+def plot_success_by_level(
+    scores: pd.DataFrame, levels: Sequence[str], ax: Axes | None = None, title: str | None = None
+) -> Figure:
+    """Success rate per instruction level (ImagineBench's real / rephrase / easy / hard): one bar per
+    algorithm and task (a data_mix is a task), the mean over seeds, with a line from the lowest to the highest
+    seed. ``scores``: columns algo, env, seed, level, score (a run's score of ``eval/success/<level>``)."""
+    fig = _new_figure(max(6.0, 1.6 * len(levels) + 2.5), 3.6) if ax is None else ax.figure
+    ax = ax if ax is not None else fig.add_subplot(1, 1, 1)
+    groups = sorted(set(zip(scores["algo"].astype(str), scores["env"].astype(str))))
+    colors = algo_colors([f"{a} {e}" for a, e in groups])
+    width = 0.8 / max(1, len(groups))
+    for g, (algo, env) in enumerate(groups):
+        rows = scores[(scores["algo"] == algo) & (scores["env"] == env)]
+        x, mean, lo, hi = [], [], [], []
+        for i, level in enumerate(levels):
+            v = rows.loc[rows["level"] == level, "score"].to_numpy(float)
+            if len(v):
+                x.append(i - 0.4 + width * (g + 0.5))
+                mean.append(v.mean())
+                lo.append(max(0.0, v.mean() - v.min()))
+                hi.append(max(0.0, v.max() - v.mean()))
+        color = colors[f"{algo} {env}"]
+        ax.bar(x, mean, width * 0.9, color=color, label=f"{algo} {env}")
+        ax.errorbar(x, mean, yerr=[lo, hi], fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+    ax.set_xticks(range(len(levels)), list(levels))
+    ax.set_ylim(0, 1.05)
+    _style(ax, title or "Success rate per instruction level", "instruction level", "success rate")
+    _legend(ax, outside=fig is not None and ax is fig.axes[0])
+    return fig
+
+
 def _line_kw(color: str, style: tuple[str, str], points: int) -> dict[str, Any]:
     return {"color": color, "linestyle": style[0], "marker": style[1], "markevery": max(1, points // 8),
             "ms": 5, "linewidth": 2.0}  # fmt: skip

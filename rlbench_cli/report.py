@@ -45,10 +45,13 @@ def suite_scoring(
     )
 
 
-def suite_normalize(store: Any, suite: str, flag: str) -> str | dict[str, Any] | None:
-    """What ``--normalize FLAG`` means for a suite: ``auto`` prefers the suite's own normalize block."""
-    if flag == "none":
-        return None
+def suite_normalize(
+    store: Any, suite: str, flag: str, metric: str | None = None
+) -> str | dict[str, Any] | None:
+    """What ``--normalize FLAG`` means for a suite: ``auto`` prefers the suite's own normalize block. A
+    success rate (``eval/success``, ``eval/success/<level>``) is left raw under ``auto``: it is on [0, 1] already."""
+    if flag == "none" or (flag == "auto" and metric is not None and metric.startswith("eval/success")):
+        return None  # a success rate is already on [0, 1]
     if flag == "suite" or flag == "auto":
         config = _suite_config(store, suite)
         block = config.get("normalize")

@@ -143,6 +143,10 @@ def run_one(
             result.update(status="interrupted", exit_code=None, error="stopped before the end of its budget")
         else:
             result.update(status="finished", exit_code=0, error=None, final_eval=ctx.last_eval)
+        if ctx._dataset is not None:  # how the data was made: encoder, generator, mix (imagined rollouts)
+            from .datasets.catalog import PROVENANCE
+
+            result["data"] = {k: ctx._dataset.meta[k] for k in PROVENANCE if k in ctx._dataset.meta}
         result["resumed_from_step"] = ctx.resumed_from_step
     except BaseException as e:  # noqa: BLE001 - a run's failure is data, not a crash of the worker
         tb = traceback.format_exc().rstrip().splitlines()

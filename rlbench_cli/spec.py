@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+IMAGINE_SUFFIX = "-imagine"  # <EnvId>-imagine: a language env's real and imagined rollouts (imagine.build)
 SCORE_RULE_RE = re.compile(r"^(final|best|auc|mean_last:[1-9][0-9]*)$")
 MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
 MAX_SEEDS = 10_000
@@ -131,6 +132,48 @@ class DatasetSpec(_Model):
     path: str | None = Field(None, description="your own D4RL-format .hdf5 file or Minari dataset folder")
     env: str | None = Field(None, description="gymnasium id runs are evaluated in; default: from the name")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="kwargs of the evaluation env")
+    data_mix: Any = Field(
+        None,
+        description="real and imagined rollouts: real | imagined | real+imagined | {real: 0.7, imagined: 0.3}, "
+        "or a list of these (one task per mix); for <EnvId>-imagine datasets and files with imagined rollouts",
+    )
+    imagine: dict[str, Any] | None = Field(
+        None, description="how an <EnvId>-imagine dataset is built (imagine.build.BUILD_DEFAULTS keys)"
+    )
+
+    @field_validator("data_mix")
+    @classmethod
+    def _data_mix(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        from .datasets.mix import canonical_mix
+
+        values = v if isinstance(v, list) else [v]
+        if not values:
+            raise ValueError("data_mix is an empty list; give at least one mix, e.g. [real, imagined]")
+        out = [canonical_mix(x) for x in values]
+        dup = next((x for i, x in enumerate(out) if x in out[:i]), None)
+        if dup:
+            raise ValueError(f"data_mix lists {dup} twice; list each mix once")
+        return out
+
+    @field_validator("imagine")
+    @classmethod
+    def _imagine(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is None:
+            return v
+        from .imagine.build import BUILD_DEFAULTS
+
+        for k, x in v.items():
+            if k not in BUILD_DEFAULTS:
+                raise ValueError(f"imagine.{k} is not a build setting; use {', '.join(BUILD_DEFAULTS)}")
+            if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+                raise ValueError(f"imagine.{k} must be a positive whole number (got {x!r})")
+        return v
+
+    @property
+    def mixes(self) -> list[str]:
+        return list(self.data_mix or [])
 
     @field_validator("name")
     @classmethod
@@ -145,6 +188,19 @@ class DatasetSpec(_Model):
     def _env_known(self) -> DatasetSpec:
         from .datasets.data import LEVELS, parse_generated_name
 
+        if self.env is None and self.name.endswith(IMAGINE_SUFFIX) and not self.path:
+            object.__setattr__(self, "env", "rlbench/" + self.name[: -len(IMAGINE_SUFFIX)])
+        if self.imagined and self.env not in ("rlbench/BabyAI-Lang-v0", "rlbench/HalfCheetah-Lang-v0"):
+            raise ValueError(f"dataset {self.name!r}: rlbench builds real and imagined rollouts for "
+                             "BabyAI-Lang-v0-imagine and HalfCheetah-Lang-v0-imagine; bring your own with "
+                             "rlbench datasets import")  # fmt: skip
+        if self.imagine is not None and not (self.name.endswith(IMAGINE_SUFFIX) and not self.path):
+            raise ValueError(f"dataset {self.name!r}: imagine: settings are for <EnvId>-imagine datasets rlbench "
+                             "builds; remove them")  # fmt: skip
+        if self.path and self.path.endswith((".pkl", ".pickle", ".npy")):
+            raise ValueError(f"dataset {self.name!r}: {self.path} is a pickle, which a suite never loads (loading "
+                             "a pickle can run any code in it); convert it once with: rlbench datasets import "
+                             f"{self.path} --name NAME --env ENV --trust, and name NAME here")  # fmt: skip
         if self.env is None:
             parsed = parse_generated_name(self.name)
             if parsed is None:
@@ -162,6 +218,11 @@ class DatasetSpec(_Model):
     @property
     def generated(self) -> bool:
         return self.path is None
+
+    @property
+    def imagined(self) -> bool:
+        """An ``<EnvId>-imagine`` dataset: real and imagined rollouts that rlbench builds."""
+        return self.path is None and self.name.endswith(IMAGINE_SUFFIX)
 
 
 # offline algorithms whose trained agent can go on learning online in the dataset's environment
@@ -661,6 +722,26 @@ def _not_plain(value: Any, where: str, open_ids: set[int]) -> tuple[str, str] | 
     )
 
 
+def _check_lang_kwargs(env_id: str, kwargs: dict[str, Any]) -> str | None:
+    """A problem with a language env's ``level`` or ``encoder`` kwarg, or None."""
+    from .envs.imagine import LANG_ENVS
+
+    if env_id not in LANG_ENVS:
+        return None
+    import importlib.util
+
+    from .imagine import LANG_LEVELS
+    from .imagine.encoder import check_encoder
+
+    needs = "minigrid" if "BabyAI" in env_id else "mujoco"
+    if importlib.util.find_spec(needs) is None:
+        return f"{env_id} needs the {needs} package; install it with: pip install 'rlbench[imagine]'"
+    level = kwargs.get("level")
+    if level is not None and level not in LANG_LEVELS:
+        return f"unknown instruction level {level!r}; choose one of: {', '.join(LANG_LEVELS)} (or leave it out for all)"
+    return check_encoder(kwargs.get("encoder"))
+
+
 def _check_envs(suite: Suite, path: str) -> None:
     from .envs import known_env, known_wrapper, wrapper_kwargs_problem
 
@@ -668,6 +749,9 @@ def _check_envs(suite: Suite, path: str) -> None:
         problem = known_env(env.id)
         if problem:
             raise SuiteInvalid(f"{path}: field 'envs[{i}]': {problem}")
+        problem = _check_lang_kwargs(env.id, env.kwargs)
+        if problem:
+            raise SuiteInvalid(f"{path}: field 'envs[{i}].kwargs': {problem}")
         for j, w in enumerate(env.wrappers):
             problem = known_wrapper(w.name)
             if problem:
@@ -679,6 +763,9 @@ def _check_envs(suite: Suite, path: str) -> None:
         problem = known_env(ds.env or "")
         if problem:
             raise SuiteInvalid(f"{path}: field 'datasets[{i}].env': {problem}")
+        problem = _check_lang_kwargs(ds.env or "", ds.kwargs)
+        if problem:
+            raise SuiteInvalid(f"{path}: field 'datasets[{i}].kwargs': {problem}")
     from .algos.text import check_pretrained
 
     for i, a in enumerate(suite.algorithms):  # a local pretrained checkpoint (text policies) must exist

@@ -321,7 +321,7 @@ class RunContext:
                 )
             from ..datasets import load_dataset
 
-            self._dataset = load_dataset(self.spec.dataset, self.spec.dataset_path)
+            self._dataset = load_dataset(self.spec.dataset, self.spec.dataset_path, mix=self.spec.data_mix)
         return self._dataset
 
     def references(self) -> tuple[float, float] | None:
@@ -349,61 +349,53 @@ class RunContext:
         return self.evaluate(step, policy)
 
     def evaluate(self, step: int, policy: Policy) -> float:
-        """Run ``eval_episodes`` seeded episodes in lock-step, log eval/return, return its mean."""
+        """Run ``eval_episodes`` seeded episodes in lock-step, log eval/return, return its mean. In a language
+        env (``envs.imagine``) whose kwargs fix no level, that many episodes per instruction level, logged
+        per level as ``eval/success/<level>`` and ``eval/return/<level>`` besides the overall means; where
+        the env reports ``info["success"]`` at an episode's end, ``eval/success`` too."""
+        from ..envs.imagine import lang_levels
+
         episodes = int(self.spec.budget["eval_episodes"])
         seeds = eval_seeds(self.seed, episodes)
+        levels = lang_levels(self.spec.env_id, self.spec.env_kwargs)
         if self._eval_envs is None:
+            kwargs = [dict(self.spec.env_kwargs, level=lv) for lv in levels] or [self.spec.env_kwargs]
             self._eval_envs = [
-                make_env(self.spec.env_id, self.spec.env_kwargs, wrappers=self.spec.env_wrappers)
+                make_env(self.spec.env_id, kw, wrappers=self.spec.env_wrappers)
+                for kw in kwargs
                 for _ in seeds
             ]
-        envs = self._eval_envs
-        obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds)]
-        returns = np.zeros(len(envs))
-        last_rewards = np.zeros(len(envs))
-        lengths = np.zeros(len(envs), dtype=np.int64)
-        costs = np.zeros(len(envs))
+        per_level: dict[str, float] = {}
+        all_returns, all_lengths, all_success, all_costs = [], [], [], []
         cost_limit: float | None = None
-        alive = list(range(len(envs)))
-        stateful = hasattr(policy, "act") and hasattr(policy, "reset")
-        if hasattr(policy, "bind"):  # a policy that reads its envs (a text policy: their valid actions)
-            policy.bind(envs)
-        success: dict[int, float] = {}
-        if stateful:
-            policy.reset(len(envs))
-        while alive:
-            batch = np.stack([obs[i] for i in alive])
-            if stateful:
-                idx = np.asarray(alive)
-                actions = np.asarray(policy.act(batch, last_rewards[idx], idx))
-            else:
-                actions = np.asarray(policy(batch))
-            still = []
-            for j, i in enumerate(alive):
-                o, r, term, trunc, info = envs[i].step(_unbatch(actions[j]))
-                if "cost" in info:  # a safety cost (envs.wrappers.SafetyCost): summed per episode
-                    costs[i] += float(info["cost"])
-                    cost_limit = float(info.get("cost_limit", 0.0))
-                returns[i] += r
-                last_rewards[i] = r
-                lengths[i] += 1
-                obs[i] = o
-                if not (term or trunc):
-                    still.append(i)
-                elif isinstance(info, dict) and "success" in info:
-                    success[i] = float(bool(info["success"]))
-            alive = still
+        groups = levels or ("",)
+        for g, level in enumerate(groups):
+            envs = self._eval_envs[g * len(seeds) : (g + 1) * len(seeds)]
+            rets, lens, succ, costs, limit = _episodes(envs, seeds, policy)
+            all_returns.append(rets)
+            all_costs.append(costs)
+            cost_limit = limit if limit is not None else cost_limit
+            all_lengths.append(lens)
+            if succ is not None:
+                all_success.append(succ)
+            if level:
+                per_level[f"eval/return/{level}"] = float(rets.mean())
+                if succ is not None:
+                    per_level[f"eval/success/{level}"] = float(succ.mean())
+        returns, lengths = np.concatenate(all_returns), np.concatenate(all_lengths)
         mean = float(returns.mean())
         values = {
             "eval/return": mean,
             "eval/return_std": float(returns.std()),
             "eval/length": float(lengths.mean()),
+            **per_level,
         }
         if cost_limit is not None:  # mean episode cost, and the share of episodes over the cost limit
+            costs = np.concatenate(all_costs)
             values["eval/cost"] = float(costs.mean())
             values["eval/violations"] = float((costs > cost_limit).mean())
-        if success:  # envs that say whether an episode succeeded (the text envs)
-            values["eval/success"] = float(np.mean(list(success.values())))
+        if all_success and len(all_success) == len(groups):
+            values["eval/success"] = float(np.concatenate(all_success).mean())
         refs = self.references()
         if refs is not None:
             values["eval/normalized_return"] = 100.0 * (mean - refs[0]) / (refs[1] - refs[0])
@@ -434,6 +426,51 @@ class RunContext:
         """Say how far training has got: the runner's system monitor logs steps per second, CPU and memory
         (and GPU use) every few seconds at this step. Cheap enough to call every step."""
         self.current_step = step
+
+
+def _episodes(
+    envs: list[Any], seeds: list[int], policy: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, float | None]:
+    """One seeded episode in each env, in lock-step: (returns, lengths, successes or None when the envs do
+    not report ``info["success"]``, episode costs, and the cost limit or None when the envs report no
+    ``info["cost"]``: envs.wrappers.SafetyCost)."""
+    obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds)]
+    returns = np.zeros(len(envs))
+    last_rewards = np.zeros(len(envs))
+    lengths = np.zeros(len(envs), dtype=np.int64)
+    costs = np.zeros(len(envs))
+    cost_limit: float | None = None
+    success: list[Any] = [None] * len(envs)
+    alive = list(range(len(envs)))
+    stateful = hasattr(policy, "act") and hasattr(policy, "reset")
+    if hasattr(policy, "bind"):  # a policy that reads its envs (a text policy: their valid actions)
+        policy.bind(envs)
+    if stateful:
+        policy.reset(len(envs))
+    while alive:
+        batch = np.stack([obs[i] for i in alive])
+        if stateful:
+            idx = np.asarray(alive)
+            actions = np.asarray(policy.act(batch, last_rewards[idx], idx))
+        else:
+            actions = np.asarray(policy(batch))
+        still = []
+        for j, i in enumerate(alive):
+            o, r, term, trunc, info = envs[i].step(_unbatch(actions[j]))
+            if "cost" in info:  # a safety cost: summed per episode
+                costs[i] += float(info["cost"])
+                cost_limit = float(info.get("cost_limit", 0.0))
+            returns[i] += r
+            last_rewards[i] = r
+            lengths[i] += 1
+            obs[i] = o
+            if not (term or trunc):
+                still.append(i)
+            else:
+                success[i] = info.get("success")
+        alive = still
+    ok = all(x is not None for x in success)
+    return returns, lengths, np.asarray(success, np.float64) if ok else None, costs, cost_limit
 
 
 def _unbatch(a: np.ndarray) -> Any:

@@ -261,3 +261,74 @@ def export(
         f"wrote Minari dataset {dataset_id} to {folder}; open it with minari.load_dataset({dataset_id!r})"
         + ("" if out is None else f" and MINARI_DATASETS_PATH={root}")
     )
+
+
+@datasets_app.command("import")
+@handle_errors
+def import_(
+    file: Annotated[
+        Path, typer.Argument(help="ImagineBench's real data: .hdf5, or a NumPy pickle (.pkl, .npy)")
+    ],
+    name: Annotated[str, typer.Option("--name", help="the dataset's name in suites")],
+    env: Annotated[
+        str, typer.Option("--env", help="gymnasium id runs are evaluated in, e.g. rlbench/BabyAI-Lang-v0")
+    ],
+    imagined: Annotated[
+        Path | None, typer.Option("--imagined", help="ImagineBench's imagined rollouts (same formats)")
+    ] = None,
+    trust: Annotated[
+        bool, typer.Option("--trust", help="read pickled files: loading a pickle can run code hidden in it")
+    ] = False,
+    encoder: Annotated[
+        str | None,
+        typer.Option("--encoder", help="embeds instructions given as words [default: rlbench's own]"),
+    ] = None,
+    datasets: DatasetsOpt = None,
+) -> None:
+    """Import ImagineBench's files (observations, actions, rewards, masks, instructions) as a dataset whose
+    runs pick real and imagined rollouts with data_mix. Everything is read and checked before anything is
+    written.
+
+    Example: rlbench datasets import real.hdf5 --imagined imagined.pkl --trust --name babyai-ib --env rlbench/BabyAI-Lang-v0
+    """
+    from ..datasets import datasets_root
+    from ..datasets.hdf5 import write_hdf5
+    from ..datasets.imaginebench import read_imaginebench
+    from ..envs import known_env, make_env
+    from ..errors import UsageError
+    from ..imagine.encoder import check_encoder
+    from ..spec import NAME_RE
+
+    if not NAME_RE.match(name):
+        raise UsageError(
+            f"--name {name!r}: use letters, digits, '_', '.', '-', starting with a letter or digit"
+        )
+    problem = known_env(env) or check_encoder(encoder)
+    if problem:
+        raise UsageError(f"--{'env' if known_env(env) else 'encoder'}: {problem}")
+    root = Path(datasets) if datasets is not None else datasets_root()
+    out = root / f"{name}.hdf5"
+    if out.exists():
+        raise UsageError(f"--name {name!r}: {out} exists already; remove it or choose another name")
+    meta = {"name": name, "env_id": env, "env_kwargs": {}}
+    real = read_imaginebench(file, trust, encoder, {**meta, "level": "real"})
+    parts = [(out, real)]
+    if imagined is not None:
+        im = read_imaginebench(
+            imagined, trust, encoder, {**meta, "name": f"{name} (imagined)", "level": "imagined"}
+        )
+        if im.observations.shape[1] != real.observations.shape[1]:
+            raise UsageError(f"{imagined}: observations with instructions are {im.observations.shape[1]} wide but "
+                             f"{real.observations.shape[1]} in {file}; both files must describe the same task")  # fmt: skip
+        parts.append((root / f"{name}.imagined.hdf5", im))
+    e = make_env(env)
+    shape = getattr(e.observation_space, "shape", None)
+    e.close()
+    if shape and len(shape) == 1 and shape[0] != real.observations.shape[1]:
+        raise UsageError(f"{file}: a state plus instruction embedding is {real.observations.shape[1]} numbers, but {env} "
+                         f"observes {shape[0]}; import it for an env of that size (or pick the encoder it used)")  # fmt: skip
+    for path, data in reversed(parts):  # the real file last: its presence says the pair is complete
+        write_hdf5(path, data)
+    typer.echo(f"imported {len(real)} real" + (f" and {len(parts[1][1])} imagined" if imagined else "")
+               + f" transitions as dataset {name!r} ({out}); use it in a suite as {{name: {name}, env: {env}, "
+               "data_mix: [real, imagined, real+imagined]}")  # fmt: skip

@@ -69,7 +69,7 @@ def leaderboard(
     with shared_reader(store) as reads:  # one connection for the reads, closed before the statistics
         metric, rule, drop_first = report.suite_scoring(reads, suite, metric, score, drop_first)
         df, unfinished = load_scores(reads, suite, metric, rule, drop_first)  # scored in SQL, rows stay there
-        norm = report.suite_normalize(reads, suite, normalize)
+        norm = report.suite_normalize(reads, suite, normalize, metric)
     board = lb.build(suite, df, metric=metric, rule=rule, drop_first=drop_first, normalize=norm, reps=reps,
                      seed=seed, per_task=per_task)  # fmt: skip
     if unfinished:

@@ -195,7 +195,7 @@ def plot(
             df, unfinished = load_metric(reads, suite, metric)
         else:
             df, unfinished = load_scores(reads, suite, metric, rule, drop_first)
-        norm, kinds = report.suite_normalize(reads, suite, normalize), step_kinds(reads, suite)
+        norm, kinds = report.suite_normalize(reads, suite, normalize, metric), step_kinds(reads, suite)
     out_dir = out or store.path.parent / "figures" / suite
     options = plots.FigureOptions(title=title, xlabel=xlabel, ylabel=ylabel, figsize=size)
     result = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first, normalize=norm,
@@ -208,5 +208,35 @@ def plot(
     for note in result.notes:
         typer.echo(note)
     typer.echo(result.leaderboard_md)
-    for p in result.paths:
+    paths = list(result.paths)
+    if metric == "eval/success" or metric.startswith("eval/success/"):
+        paths += _success_by_level(store, suite, rule, drop_first, out_dir, fmt.value)
+    for p in paths:
         typer.echo(f"wrote {p}")
+
+
+def _success_by_level(store, suite: str, rule: str, drop_first: int, out_dir: Path, fmt: str) -> list[Path]:  # noqa: ANN001
+    """``success_by_level``: per-level success (``eval/success/<level>``, language tasks) when the suite
+    logged it; nothing otherwise."""
+    import pandas as pd
+
+    from .. import plots
+    from ..errors import UnknownName
+    from ..imagine import LANG_LEVELS
+
+    frames = []
+    for level in LANG_LEVELS:
+        try:
+            df, _ = load_scores(store, suite, f"eval/success/{level}", rule, drop_first)
+        except UnknownName:
+            continue
+        frames.append(df.assign(level=level))
+    if not frames:
+        return []
+    scores = pd.concat(frames)
+    levels = [lv for lv in LANG_LEVELS if lv in set(scores["level"])]
+    fig = plots.plot_success_by_level(
+        scores, levels, title=f"{suite}: success rate per instruction level ({rule})"
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [plots.save_figure(fig, out_dir / f"success_by_level.{fmt}")]

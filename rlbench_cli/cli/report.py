@@ -51,7 +51,7 @@ def report(
     store = store_for(db)
     metric, rule, drop_first = figures.suite_scoring(store, suite, metric, score, drop_first)
     page, notes = build_html(store, suite, metric=metric, rule=rule, drop_first=drop_first,
-                             normalize=figures.suite_normalize(store, suite, normalize), reps=reps, seed=seed,
+                             normalize=figures.suite_normalize(store, suite, normalize, metric), reps=reps, seed=seed,
                              step_kinds=step_kinds(store, suite))  # fmt: skip
     path = out or store.path.parent / "reports" / f"{suite}.html"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -57,6 +57,10 @@ class Progress:
             self._print(f"building dataset {info['name']} -> {info['path']} (once; later runs reuse it)")
         elif event == "dataset_progress":
             self._print(f"  {info['msg']}")
+        elif event == "dataset_provenance":
+            typer.echo(
+                f"dataset {info['name']}: " + ", ".join(f"{k} {v}" for k, v in info.items() if k != "name")
+            )
         elif event == "note":
             self._print(f"note: {info['msg']}")
         elif event == "adaptive_look":

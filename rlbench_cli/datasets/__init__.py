@@ -36,10 +36,11 @@ def dataset_path(name: str, path: str | None = None) -> Path:
     return Path(path) if path else datasets_root() / f"{name}.hdf5"
 
 
-def load_dataset(name: str, path: str | None = None, env: str | None = None) -> Any:
+def load_dataset(name: str, path: str | None = None, env: str | None = None, mix: str | None = None) -> Any:
     """Load a dataset by its name (generated) or path (a user's file or Minari folder, or ``minari:<id>``):
     an ``OfflineData``, or for a text dataset (``.jsonl``) a ``datasets.text.TextEpisodes`` (``env``: the text
-    env a user's LMRL-Gym file is read for)."""
+    env a user's LMRL-Gym file is read for); with ``mix`` (``datasets.mix``), its real and imagined rollouts in
+    that mix."""
     p = dataset_path(name, path)
     if not p.exists():
         parsed = None if path else parse_generated_name(name)
@@ -55,7 +56,22 @@ def load_dataset(name: str, path: str | None = None, env: str | None = None) -> 
         return load_text_dataset(p, env=env)
     from .catalog import open_dataset
 
-    return open_dataset(p)
+    if mix is None:
+        return open_dataset(p)
+    from .mix import mix_data, parse_mix
+
+    shares = parse_mix(mix)
+    imagined_file = (
+        p.with_name(p.name[: -len(".hdf5")] + ".imagined.hdf5") if p.name.endswith(".hdf5") else None
+    )
+    wants_imagined = shares is None or shares.get("imagined", 0) > 0
+    if wants_imagined and (imagined_file is None or not imagined_file.exists()):
+        raise FileNotFoundError(f"dataset {name!r}: data_mix {mix} needs imagined rollouts in {imagined_file}, "
+                                "and there are none; build them (a <EnvId>-imagine dataset) or import them")  # fmt: skip
+    wants_real = shares is None or shares.get("real", 0) > 0
+    real = open_dataset(p) if wants_real or not wants_imagined else None
+    imagined = open_dataset(imagined_file) if wants_imagined and imagined_file is not None else None
+    return mix_data(real, imagined, mix)
 
 
 def to_d3rlpy(data: OfflineData) -> Any:

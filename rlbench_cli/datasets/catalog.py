@@ -16,7 +16,11 @@ from ..errors import UnknownName, UsageError
 from .data import OfflineData, datasets_root
 from .minari_io import MINARI_PREFIX, is_minari_folder, minari_path
 
-__all__ = ["resolve", "open_dataset", "summarize", "list_datasets", "describe"]
+__all__ = ["resolve", "open_dataset", "summarize", "list_datasets", "describe", "provenance", "PROVENANCE"]
+
+# what a dataset's metadata says about how it was made, recorded with the runs trained on it
+PROVENANCE = ("encoder", "encoder_dim", "generator", "generator_model", "source", "data_mix", "imagined_generator",
+              "imagined_source")  # fmt: skip
 
 
 def resolve(name_or_path: str, root: Path | None = None) -> Path:
@@ -41,6 +45,9 @@ def resolve(name_or_path: str, root: Path | None = None) -> Path:
 
 def open_dataset(path: Path) -> OfflineData:
     """Read the dataset at ``path``; a file that is not one is a ``UsageError`` naming it."""
+    if path.suffix in (".pkl", ".pickle", ".npy", ".npz"):
+        raise UsageError(f"{path}: a pickle is never loaded as a dataset (loading a pickle can run code hidden "
+                         "in it); convert it once with: rlbench datasets import FILE --name NAME --env ENV --trust")  # fmt: skip
     try:
         if path.is_dir():
             from .minari_io import read_minari
@@ -54,6 +61,23 @@ def open_dataset(path: Path) -> OfflineData:
             f"{path}: cannot read it as a dataset ({' '.join(str(e).split())}); rlbench reads D4RL-format "
             ".hdf5 files and Minari dataset folders"
         ) from None
+
+
+def provenance(path: Path) -> dict[str, Any]:
+    """The ``PROVENANCE`` keys of the dataset at ``path`` (and of its imagined rollouts beside it, if any)."""
+    from .hdf5 import read_meta
+
+    out: dict[str, Any] = {}
+    imagined = (
+        path.with_name(path.name[: -len(".hdf5")] + ".imagined.hdf5") if path.name.endswith(".hdf5") else None
+    )
+    for p, prefix in ((path, ""), (imagined, "imagined_")):
+        if p is not None and p.is_file():
+            meta = read_meta(p)[0]
+            out.update(
+                {prefix + k: meta[k] for k in PROVENANCE if k in meta and not k.startswith("imagined_")}
+            )
+    return out
 
 
 def _disk_bytes(path: Path) -> int:

@@ -16,10 +16,13 @@ __all__ = ["known_env", "known_wrapper", "make_env", "env_ids", "wrapper_class",
 
 
 def _register_builtin() -> None:
-    """Register rlbench's own envs (the text envs, ``rlbench/...``) with gymnasium, once."""
-    from .text import register
+    """Register rlbench's own envs (the text envs and the language-conditioned ImagineBench envs,
+    ``rlbench/...``) with gymnasium, once."""
+    from .imagine import register as register_imagine
+    from .text import register as register_text
 
-    register()
+    register_text()
+    register_imagine()
 
 
 def env_ids() -> list[str]:

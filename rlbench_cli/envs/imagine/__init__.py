@@ -1,0 +1,42 @@
+"""Language-conditioned environments of ImagineBench's protocol, registered with gymnasium on first use.
+
+``rlbench/BabyAI-Lang-v0`` (minigrid) and ``rlbench/HalfCheetah-Lang-v0`` (MuJoCo). Each episode draws a
+task of the env's ``level`` (``real``, ``rephrase``, ``easy``, ``hard``; see ``imagine.tasks``); the
+observation is the flat state vector followed by the instruction's embedding (``encoder``: rlbench's
+default, or a local model folder), so offline algorithms run on it unchanged; ``info["success"]`` says at
+an episode's last step whether the instruction was carried out, and ``info["instruction"]`` gives its words.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LANG_ENVS", "register", "lang_levels"]
+
+LANG_ENVS = {
+    "rlbench/BabyAI-Lang-v0": "rlbench_cli.envs.imagine.babyai:make_babyai",
+    "rlbench/HalfCheetah-Lang-v0": "rlbench_cli.envs.imagine.cheetah:make_cheetah",
+}
+_done = False
+
+
+def register() -> None:
+    """Register the language envs with gymnasium (once; entry points are strings, nothing heavy runs)."""
+    global _done
+    if _done:
+        return
+    import gymnasium
+
+    for env_id, entry in LANG_ENVS.items():
+        if env_id not in gymnasium.envs.registry:
+            gymnasium.register(id=env_id, entry_point=entry, disable_env_checker=True)
+    _done = True
+
+
+def lang_levels(env_id: str, kwargs: dict | None = None) -> tuple[str, ...]:
+    """The levels an evaluation in ``env_id`` covers: all four for a language env whose kwargs fix no
+    ``level``, that one where they do, none for any other env."""
+    from ...imagine import LANG_LEVELS
+
+    if env_id not in LANG_ENVS:
+        return ()
+    level = (kwargs or {}).get("level")
+    return (level,) if level else LANG_LEVELS

@@ -1,0 +1,258 @@
+"""Datasets of ImagineBench's protocol: real rollouts of the training instructions and imagined rollouts of
+new ones, from rlbench's generator.
+
+``build_imagine(name, env_id, ...)`` writes ``<root>/<name>.hdf5`` (real: the expert BabyAI bot carrying out
+``real``-level instructions, minigrid's ``BabyAIBot``) and ``<root>/<name>.imagined.hdf5`` (imagined:
+``rlbench-generator`` trained on the real data, rolling out ``rephrase``, ``easy`` and ``hard``
+instructions from the environment's initial states for them). Observations are state + instruction
+embedding, as the environment gives them; metadata says which encoder embedded the instructions, which
+generator imagined the rollouts, and the references (a random policy's and the bot's mean return on the
+training instructions). ``data_mix`` picks from the two files when a run loads them (``datasets.mix``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import GENERATOR_LABEL, IMAGINED_SUFFIX
+from .generator import Episode, RolloutGenerator
+
+__all__ = ["build_imagine", "BUILD_DEFAULTS", "imagined_path"]
+
+BUILD_DEFAULTS: dict[str, Any] = {
+    "real_episodes": 200,  # bot episodes of real-level instructions
+    "imagined_episodes": 60,  # generated episodes per new level (rephrase, easy, hard)
+    "generator_steps": 300,  # generator updates
+    "generator_layers": 2,
+    "generator_width": 64,
+    "horizon": 40,  # longest imagined episode
+}
+NOVEL_LEVELS = ("rephrase", "easy", "hard")
+BUILDERS = ("rlbench/BabyAI-Lang-v0", "rlbench/HalfCheetah-Lang-v0")  # envs whose real rollouts rlbench makes
+
+
+def imagined_path(real: Path) -> Path:
+    return real.with_name(
+        real.name[: -len(".hdf5")] + IMAGINED_SUFFIX
+        if real.name.endswith(".hdf5")
+        else real.name + IMAGINED_SUFFIX
+    )
+
+
+def _bot_episodes(env_id: str, kwargs: dict[str, Any], n: int, seed: int) -> tuple[list[Episode], float]:
+    """``n`` episodes of the BabyAI bot on real-level instructions, and a random policy's mean return."""
+    from minigrid.utils.baby_ai_bot import BabyAIBot
+
+    from ..envs import make_env
+
+    env = make_env(env_id, {**kwargs, "level": "real"})
+    inner = env.unwrapped
+    state_dim = inner.state_dim
+    out = []
+    for ep in range(n):
+        obs, _ = env.reset(seed=seed * 100_003 + ep)
+        bot = BabyAIBot(inner.inner)
+        states, actions, rewards = [obs[:state_dim]], [], []
+        done = term = False
+        while not done:
+            a = int(bot.replan())
+            obs, r, term, trunc, _ = env.step(a)
+            states.append(obs[:state_dim])
+            actions.append(a)
+            rewards.append(r)
+            done = term or trunc
+        out.append(Episode(np.stack(states), np.asarray(actions), np.asarray(rewards, np.float32), bool(term),
+                           obs[state_dim:].copy(), inner.instruction))  # fmt: skip
+    rng = np.random.default_rng(seed)
+    rand = []
+    for ep in range(20):
+        env.reset(seed=seed * 100_003 + 50_000 + ep)
+        total, done = 0.0, False
+        while not done:
+            _, r, term, trunc, _ = env.step(int(rng.integers(env.action_space.n)))
+            total += r
+            done = term or trunc
+        rand.append(total)
+    env.close()
+    return out, float(np.mean(rand))
+
+
+def _cpg(params: np.ndarray, t: int, dt: float) -> np.ndarray:
+    """An open-loop gait: per joint amplitude * sin(2 pi f t + phase) + bias; params (6 * 3 + 1)."""
+    amp, phase, bias, freq = params[:6], params[6:12], params[12:18], params[18]
+    return np.clip(amp * np.sin(2 * np.pi * freq * t * dt + phase) + bias, -1.0, 1.0)
+
+
+def _cpg_return(env: Any, task: tuple, params: np.ndarray, seed: int) -> float:
+    env.reset(seed=seed, options={"task": task})
+    dt, total, done, t = env.unwrapped.inner.dt, 0.0, False, 0
+    while not done:
+        _, r, term, trunc, _ = env.step(_cpg(params, t, dt).astype(np.float32))
+        total, t, done = total + r, t + 1, term or trunc
+    return total
+
+
+def _cheetah_episodes(
+    env_id: str, kwargs: dict[str, Any], n: int, seed: int, search: tuple[int, int] = (96, 32)
+) -> tuple[list[Episode], float]:
+    """``n`` episodes of real-level HalfCheetah instructions, each by an open-loop gait found for its task by
+    random search (96 candidates, then 32 perturbations of the best) and played with Gaussian action noise
+    (0.1); and a random policy's mean return."""
+    from ..envs import make_env
+    from .tasks import cheetah_tasks
+
+    env = make_env(env_id, {**kwargs, "level": "real"})
+    inner = env.unwrapped
+    rng = np.random.default_rng(seed)
+    low = np.r_[np.zeros(6), np.zeros(6), -0.5 * np.ones(6), 0.5]
+    high = np.r_[np.ones(6), 2 * np.pi * np.ones(6), 0.5 * np.ones(6), 4.0]
+    gaits = {}
+    for task in cheetah_tasks("real"):
+        cands = rng.uniform(low, high, size=(search[0], len(low)))
+        scores = [_cpg_return(env, task, c, seed) for c in cands]
+        best = cands[int(np.argmax(scores))]
+        local = np.clip(best + rng.normal(0, 0.1, size=(search[1], len(low))) * (high - low), low, high)
+        scores2 = [_cpg_return(env, task, c, seed) for c in local]
+        gaits[task] = local[int(np.argmax(scores2))] if max(scores2) > max(scores) else best
+    tasks = list(gaits)
+    out, rand = [], []
+    for ep in range(n):
+        task = tasks[ep % len(tasks)]
+        obs, _ = env.reset(seed=seed * 100_003 + ep, options={"task": task})
+        states, actions, rewards, t, done = [obs[: inner.state_dim]], [], [], 0, False
+        while not done:
+            a = np.clip(_cpg(gaits[task], t, inner.inner.dt) + rng.normal(0, 0.1, 6), -1, 1).astype(
+                np.float32
+            )
+            obs, r, term, trunc, _ = env.step(a)
+            states.append(obs[: inner.state_dim])
+            actions.append(a)
+            rewards.append(r)
+            t, done = t + 1, term or trunc
+        out.append(Episode(np.stack(states), np.stack(actions), np.asarray(rewards, np.float32), False,
+                           obs[inner.state_dim :].copy(), inner.instruction))  # fmt: skip
+    for ep in range(10):
+        env.reset(seed=seed * 100_003 + 50_000 + ep)
+        total, done = 0.0, False
+        while not done:
+            _, r, term, trunc, _ = env.step(rng.uniform(-1, 1, 6).astype(np.float32))
+            total, done = total + r, term or trunc
+        rand.append(total)
+    env.close()
+    return out, float(np.mean(rand))
+
+
+def _to_data(episodes: list[Episode], meta: dict[str, Any]) -> Any:
+    from ..datasets.data import OfflineData
+
+    obs, nxt, acts, rews, terms, touts = [], [], [], [], [], []
+    for e in episodes:
+        t = len(e.actions)
+        if t == 0:
+            continue
+        emb = np.broadcast_to(e.embedding, (t + 1, len(e.embedding)))
+        full = np.concatenate([e.states, emb], 1).astype(np.float32)
+        obs.append(full[:-1])
+        nxt.append(full[1:])
+        acts.append(e.actions)
+        rews.append(e.rewards)
+        end = np.zeros(t, bool)
+        end[-1] = True
+        terms.append(end & e.terminal)
+        touts.append(end & (not e.terminal))
+    return OfflineData(
+        observations=np.concatenate(obs),
+        actions=np.concatenate(acts),
+        rewards=np.concatenate(rews).astype(np.float32),
+        terminals=np.concatenate(terms),
+        timeouts=np.concatenate(touts),
+        next_observations=np.concatenate(nxt),
+        meta=meta,
+    )
+
+
+def build_imagine(
+    name: str,
+    env_id: str,
+    root: Path,
+    kwargs: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: Callable[[str], None] = lambda msg: None,
+) -> Path:
+    """Write the real and imagined datasets ``name`` (see the module docstring); returns the real one's path."""
+
+    if env_id not in BUILDERS:
+        raise ValueError(f"{env_id}: rlbench builds real rollouts for {', '.join(BUILDERS)} only")
+    kwargs = {k: v for k, v in (kwargs or {}).items() if k != "level"}
+    s = {**BUILD_DEFAULTS, **(settings or {})}
+    t0 = time.perf_counter()
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: more threads only fight over the cores
+    try:
+        return _build(name, env_id, root, kwargs, s, seed, device, progress, t0)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _build(name: str, env_id: str, root: Path, kwargs: dict[str, Any], s: dict[str, Any], seed: int, device: str,
+           progress: Callable[[str], None], t0: float) -> Path:  # fmt: skip
+    from ..datasets.hdf5 import write_hdf5
+    from ..envs import make_env
+    from .encoder import describe
+
+    babyai = "BabyAI" in env_id
+    source = "minigrid BabyAIBot (expert)" if babyai else "open-loop gaits found per task by random search"
+    progress(f"{name}: {s['real_episodes']} real episodes ({source}, real-level instructions)")
+    build_real = _bot_episodes if babyai else _cheetah_episodes
+    real, random_return = build_real(env_id, kwargs, int(s["real_episodes"]), seed)
+    env = make_env(env_id, {**kwargs, "level": "real"})
+    enc = describe(env.unwrapped.encoder)
+    state_dim = env.unwrapped.state_dim
+    env.close()
+    expert = float(np.mean([e.rewards.sum() for e in real]))
+    common = {"env_id": env_id, "env_kwargs": kwargs, "discrete": babyai, "ref_random": random_return,
+              "ref_expert": expert, **enc, "build_seed": seed}  # fmt: skip
+    root.mkdir(parents=True, exist_ok=True)
+    real_path = root / f"{name}.hdf5"
+    real_meta = {**common, "name": name, "level": "real", "source": f"real: {source}",
+                 "instruction_levels": ["real"], "episodes": len(real)}  # fmt: skip
+
+    act = {"n_actions": 7} if babyai else {"act_dim": int(real[0].actions.shape[1])}
+    gen = RolloutGenerator(state_dim, enc["encoder_dim"], **act, n_layer=int(s["generator_layers"]),
+                           n_embd=int(s["generator_width"]), seed=seed, device=device)  # fmt: skip
+    progress(f"{name}: training {GENERATOR_LABEL} ({s['generator_steps']} updates)")
+    losses = gen.fit(real, steps=int(s["generator_steps"]), progress=progress)
+    imagined: list[Episode] = []
+    for li, level in enumerate(NOVEL_LEVELS):
+        env = make_env(env_id, {**kwargs, "level": level})
+        starts, embs, texts = [], [], []
+        for ep in range(int(s["imagined_episodes"])):
+            obs, info = env.reset(seed=seed * 100_003 + 70_000 + li * 10_000 + ep)
+            starts.append(obs[:state_dim])
+            embs.append(obs[state_dim:])
+            texts.append(info["instruction"])
+        env.close()
+        progress(f"{name}: imagining {len(starts)} {level} rollouts")
+        imagined.extend(gen.generate(np.stack(starts), np.stack(embs), int(s["horizon"]), round_states=babyai,
+                                     instructions=texts))  # fmt: skip
+    for e in imagined:
+        if babyai:  # BabyAI's reward is on [0, 1]
+            e.rewards = np.clip(e.rewards, 0.0, 1.0)
+    im_meta = {**common, "name": f"{name} (imagined)", "level": "imagined",
+               "source": f"imagined: {GENERATOR_LABEL}, trained on {real_path.name}",
+               "instruction_levels": list(NOVEL_LEVELS), "episodes": len(imagined), **gen.describe(),
+               "generator_final_loss": losses[-1], "generator_settings": s}  # fmt: skip
+    write_hdf5(imagined_path(real_path), _to_data(imagined, im_meta))
+    real_meta["build_seconds"] = time.perf_counter() - t0
+    write_hdf5(real_path, _to_data(real, real_meta))  # last: its presence says the pair is complete
+    progress(f"{name}: built in {time.perf_counter() - t0:.0f}s")
+    return real_path
