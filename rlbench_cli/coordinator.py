@@ -557,7 +557,8 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
 
     def on_start(job: Job, where: Placement) -> None:
         for m in job.members:
-            mark_started(m.folder, store)
+            if not rec.eager:  # a start that waits in the queue: noted in the folder, so a kill loses nothing
+                mark_started(m.folder, store)
             in_flight.add(m.spec.run_id)
             manifest = {**base, "started_at": time.time(), "device": where.device, "host": where.host,
                         "executor": where.executor, "job_id": where.job_id}  # fmt: skip

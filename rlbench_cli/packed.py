@@ -2,11 +2,13 @@
 
 ``resources.seeds_per_job: N`` packs the seeds of one (algorithm, task, params) cell N at a time into one
 job; the job calls ``run_packed(specs, folders)``. Inside it the algorithm trains the N seeds in lock step,
-batched across seeds (``algos.ppo_packed``), but each seed stays its own run everywhere else: its own
+batched across seeds (``algos.ppo_packed``; or a user's ``entrypoint:`` function marked
+``@rlbench_cli.seeds_per_job``, called with the list of contexts, see ``algos.entrypoint``), but each seed
+stays its own run everywhere else: its own
 attempt folder (``runner.attempt_dir``), ``spec.json``, metric shards (one ``ShardSink`` per seed),
 system monitor, evaluation and ``result.json`` (written atomically, status ``finished`` / ``failed`` /
 ``interrupted``, the same record ``run_one`` writes plus ``pack``: the run ids that shared the job). A
-seed that diverges is ``failed`` with the reason (``diverged: NaN in policy loss at step S``) while the
+seed that diverges (or whose context was marked with ``ctx.fail(reason)``) is ``failed`` with the reason (``diverged: NaN in policy loss at step S``) while the
 others finish; an exception in the job fails every seed that had not failed already, each with the
 traceback's tail.
 
@@ -33,14 +35,19 @@ from .runner import ERROR_TAIL_LINES, SYSMON_INTERVAL_S, seed_everything, write_
 from .sink import ShardSink
 from .sysmon import SystemMonitor
 
-__all__ = ["can_pack", "pack_key", "plan_packs", "unpackable", "run_packed", "pack_outcome"]
+__all__ = ["can_pack", "pack_key", "plan_packs", "packable", "unpackable", "run_packed", "pack_outcome"]
 
 PACKABLE_ALGOS = frozenset({"ppo"})  # mirrors algos.ppo_packed.PACKABLE without importing torch here
 
 
 def can_pack(spec: RunSpec) -> bool:
-    """Whether ``spec``'s seeds can share a job: a registered packable algorithm, not user code."""
-    return spec.algo_name in PACKABLE_ALGOS and spec.command is None and spec.entrypoint is None
+    """Whether ``spec``'s seeds can share a job: a registered packable algorithm, or an ``entrypoint:``
+    function marked ``@rlbench_cli.seeds_per_job`` (imported here to see the mark; see algos.entrypoint)."""
+    if spec.entrypoint is not None:
+        from .algos.entrypoint import entrypoint_packs
+
+        return spec.command is None and entrypoint_packs(spec.entrypoint)
+    return spec.algo_name in PACKABLE_ALGOS and spec.command is None
 
 
 def pack_key(spec: RunSpec) -> str:
@@ -82,6 +89,11 @@ def plan_packs(specs: list[RunSpec], seeds_per_job: int) -> list[list[RunSpec]]:
 def unpackable(specs: list[RunSpec]) -> list[str]:
     """Algorithm labels whose runs cannot share a job (they run one seed per job)."""
     return sorted({s.algo for s in specs if not can_pack(s)})
+
+
+def packable(specs: list[RunSpec]) -> list[str]:
+    """Algorithm labels whose seeds share jobs under ``resources.seeds_per_job``."""
+    return sorted({s.algo for s in specs if can_pack(s)})
 
 
 def pack_outcome(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -135,14 +147,23 @@ def run_packed(
         results.append({"run_id": spec.run_id, "started_at": t0, "device": device, "pack": ids})
     try:
         seed_everything(specs[0].seed)  # for code outside the per-seed streams; see the module docstring
-        from .algos.ppo_packed import train_packed
+        if specs[0].entrypoint is not None:  # user code marked @seeds_per_job: it gets the list
+            from .algos.entrypoint import load_entrypoint
+
+            train: Any = load_entrypoint(specs[0].entrypoint)
+        else:
+            from .algos.ppo_packed import train_packed as train
 
         with ExitStack() as stack:
             for ctx, sink in zip(ctxs, sinks):
                 stack.enter_context(
                     SystemMonitor(sink, lambda c=ctx: c.current_step, device, interval=SYSMON_INTERVAL_S)
                 )
-            outcome = train_packed(ctxs)
+            returned = train(ctxs)
+        # a seed failed if its context says so (ctx.fail) or the trainer's {seed: reason} return does
+        outcome = {c.seed: c.failure for c in ctxs}
+        if isinstance(returned, dict):
+            outcome.update({k: v for k, v in returned.items() if v is not None})
         stopped = stop_event is not None and stop_event.is_set()
         for ctx, result in zip(ctxs, results):
             failure = outcome.get(ctx.seed)

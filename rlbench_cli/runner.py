@@ -134,12 +134,17 @@ def run_one(
 
                 run_command(ctx, spec.command)
             elif spec.entrypoint is not None:
-                from .algos.entrypoint import load_entrypoint
+                from .algos.entrypoint import load_entrypoint, takes_seeds
 
-                load_entrypoint(spec.entrypoint)(ctx)
+                fn = load_entrypoint(spec.entrypoint)
+                returned = fn([ctx]) if takes_seeds(fn) else fn(ctx)  # @seeds_per_job: a list of one
+                if isinstance(returned, dict) and returned.get(ctx.seed) is not None:
+                    ctx.fail(str(returned[ctx.seed]))
             else:
                 get_algorithm(spec.algo_name, spec.env_id)().train(ctx)
-        if stop_event is not None and stop_event.is_set():
+        if ctx.failure is not None:
+            result.update(status="failed", exit_code=1, error=ctx.failure)
+        elif stop_event is not None and stop_event.is_set():
             result.update(status="interrupted", exit_code=None, error="stopped before the end of its budget")
         else:
             result.update(status="finished", exit_code=0, error=None, final_eval=ctx.last_eval)

@@ -114,6 +114,16 @@ class RunContext:
     _next_ckpt_step: int = 0
     _last_ckpt_time: float = field(default_factory=time.monotonic)
     _resumed: dict[str, Any] | None = None
+    failure: str | None = None  # set by fail(): this run failed, whatever the others sharing its job do
+
+    def fail(self, reason: str | BaseException) -> None:
+        """Mark this run failed (code training several seeds at once: the others go on). ``reason`` is the
+        error recorded for the run: a message, or the exception that ended this seed. A failed run's metrics
+        stay logged; ``should_stop()`` is true from now on."""
+        if self.failure is None:
+            self.failure = (
+                f"{type(reason).__name__}: {reason}" if isinstance(reason, BaseException) else str(reason)
+            )
 
     # -- budget ------------------------------------------------------------------------------------
     @property
@@ -149,7 +159,7 @@ class RunContext:
         return points
 
     def should_stop(self) -> bool:
-        return self.stop_event is not None and self.stop_event.is_set()
+        return self.failure is not None or (self.stop_event is not None and self.stop_event.is_set())
 
     # -- checkpoints ---------------------------------------------------------------------------------
     @property
@@ -187,7 +197,10 @@ class RunContext:
         every_steps, every_s = self._checkpoint_every()
         if every_steps is None and every_s is None:
             return False
-        if self.checkpoint_on_stop and not self._saved_on_stop and self.should_stop():
+        if self.failure is not None:  # a failed seed's state is not worth resuming
+            return False
+        stopping = self.stop_event is not None and self.stop_event.is_set()
+        if self.checkpoint_on_stop and not self._saved_on_stop and stopping:
             self._saved_on_stop = True
             return True
         if every_steps is not None:

@@ -11,8 +11,13 @@ learning rate. All hyperparameters live in :class:`PPOConfig` (CleanRL's ``ppo.p
 the run's ``params``. Discrete action spaces use a categorical policy; ``Box`` action spaces use a Gaussian
 with a state-independent log-std (as ``ppo_continuous_action.py``), actions are clipped to the space bounds
 when stepping (the unclipped sample is what is trained on), and observation / reward normalisation
-(``normalize_obs``, ``normalize_reward``) can be switched on. The training budget is ``ctx.steps`` env steps
-counted over all envs; the last iteration collects a shorter rollout so a run stops at ``ctx.steps``
+(``normalize_obs``, ``normalize_reward``) can be switched on. On a ``Box`` action space the defaults are
+``ppo_continuous_action.py``'s (``CONTINUOUS_DEFAULTS``: learning rate 3e-4, one env, 2048-step rollouts,
+32 minibatches, 10 epochs, no entropy bonus, observation and reward normalisation on, both clipped to
++-10), so continuous control works without params; params given in the suite override any of them.
+Evaluation sees observations normalised by the training statistics as they stand (they are not updated
+by evaluation episodes) and acts with the Gaussian's mean, clipped to the bounds. The training budget is
+``ctx.steps`` env steps counted over all envs; the last iteration collects a shorter rollout so a run stops at ``ctx.steps``
 (rounded up to a multiple of ``num_envs``). The learning-rate annealing follows the step count.
 
 Vectorisation and autoreset
@@ -68,16 +73,17 @@ from torch import nn
 from ..checkpoint import dumps_envs, loads_envs
 from .base import RunContext
 
-__all__ = ["PPO", "PPOConfig", "PPOPolicy", "load_policy"]
+__all__ = ["CONTINUOUS_DEFAULTS", "PPO", "PPOConfig", "PPOPolicy", "load_policy"]
 
 
 @dataclass(frozen=True)
 class PPOConfig:
     """PPO hyperparameters. Defaults are CleanRL ``ppo.py``'s; every field can be set from ``params``.
 
-    For continuous control CleanRL's ``ppo_continuous_action.py`` uses different values (learning_rate
-    3e-4, num_envs 1, num_steps 2048, num_minibatches 32, update_epochs 10, ent_coef 0.0, and
-    normalize_obs / normalize_reward on); pass them as params.
+    For a ``Box`` action space, ``from_params(params, continuous=True)`` starts from
+    ``CONTINUOUS_DEFAULTS`` instead, CleanRL ``ppo_continuous_action.py``'s values (learning_rate 3e-4,
+    num_envs 1, num_steps 2048, num_minibatches 32, update_epochs 10, ent_coef 0.0, normalize_obs and
+    normalize_reward on); a param given in the suite still overrides any of them.
     """
 
     learning_rate: float = 2.5e-4  # Adam step size (eps 1e-5, as CleanRL)
@@ -105,15 +111,19 @@ class PPOConfig:
     init_log_std: float = 0.0  # initial log-std of the Gaussian policy (continuous actions only)
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> PPOConfig:
-        """Build a config from run params, coercing YAML-ish values; unknown keys raise ValueError."""
+    def from_params(cls, params: dict[str, Any], continuous: bool = False) -> PPOConfig:
+        """Build a config from run params, coercing YAML-ish values; unknown keys raise ValueError.
+
+        ``continuous``: the env has a ``Box`` action space, so ``CONTINUOUS_DEFAULTS`` replace the
+        discrete defaults (the params still override them)."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(params) - set(fields))
         if unknown:
             raise ValueError(
                 f"unknown ppo param(s) {', '.join(map(repr, unknown))}; valid params are: {', '.join(fields)}"
             )
-        values = {k: _coerce(k, v, fields[k].default) for k, v in params.items()}
+        values = dict(CONTINUOUS_DEFAULTS) if continuous else {}
+        values.update({k: _coerce(k, v, fields[k].default) for k, v in params.items()})
         cfg = cls(**values)
         cfg.validate()
         return cfg
@@ -146,6 +156,22 @@ class PPOConfig:
 
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+# CleanRL ppo_continuous_action.py's hyperparameters where they differ from ppo.py's: the defaults of a run
+# on a Box action space (its other values, gamma 0.99, gae_lambda 0.95, clip 0.2, clipped value loss, vf_coef
+# 0.5, max_grad_norm 0.5, annealed lr, normalised advantages, 64x64 tanh, are the same in both scripts).
+# Observations are normalised by running statistics and clipped to +-10, rewards scaled by the running std
+# of the discounted return and clipped to +-10, actions clipped to the bounds: its wrappers, done here.
+CONTINUOUS_DEFAULTS: dict[str, Any] = {
+    "learning_rate": 3e-4,
+    "num_envs": 1,
+    "num_steps": 2048,
+    "num_minibatches": 32,
+    "update_epochs": 10,
+    "ent_coef": 0.0,
+    "normalize_obs": True,
+    "normalize_reward": True,
+}
 
 
 def _coerce(name: str, value: Any, default: Any) -> Any:
@@ -441,7 +467,6 @@ class PPO:
 
     def train(self, ctx: RunContext) -> None:
 
-        cfg = PPOConfig.from_params(ctx.params)
         seed = ctx.seed
         random.seed(seed)
         np.random.seed(seed % 2**32)
@@ -452,10 +477,12 @@ class PPO:
         perm_gen = torch.Generator().manual_seed(seed)  # minibatch permutations
         device = torch.device(ctx.device)
 
+        first = ctx.make_env(seed)
+        space, obs_shape = _spaces(first.observation_space, first.action_space)
+        cfg = PPOConfig.from_params(ctx.params, continuous=space.continuous)  # Box: CONTINUOUS_DEFAULTS
         n_envs, total = cfg.num_envs, ctx.steps
-        envs = [ctx.make_env(seed + i) for i in range(n_envs)]
-        space, obs_shape = _spaces(envs[0].observation_space, envs[0].action_space)
-        continuous, n_act, act_dim, low, high = space.continuous, space.n_act, space.act_dim, space.low, space.high
+        envs = [first] + [ctx.make_env(seed + i) for i in range(1, n_envs)]
+        continuous, n_act, act_dim, low, high = space.continuous, space.n_act, space.act_dim, space.low, space.high  # fmt: skip
         act_offset = space.offset
         obs_dim = int(np.prod(obs_shape))
 

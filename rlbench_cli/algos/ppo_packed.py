@@ -19,6 +19,8 @@ along a leading seed axis so that one NumPy or torch call serves all seeds:
   be in N separate runs;
 - minibatches: each seed draws its own permutation from its own generator; advantage normalisation,
   observation and reward normalisation statistics, GAE and explained variance are all per seed;
+- defaults: the same as ``ppo``'s, CleanRL ``ppo_continuous_action.py``'s on a ``Box`` action space
+  (``ppo.CONTINUOUS_DEFAULTS``, observation and reward normalisation per seed included);
 - environments: ``N x num_envs`` of them, stepped with ppo.py's same-step autoreset (see ``ppo``'s module
   docstring: gymnasium 1.0's vector envs reset on the *next* step, which is not what PPO wants). For
   ``CartPole-v0/v1`` without kwargs or wrappers a NumPy-vectorised CartPole steps all of them in one call;
@@ -511,7 +513,10 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
     """
 
     _check_pack(ctxs)
-    cfg = PPOConfig.from_params(ctxs[0].params)
+    probe = ctxs[0].make_env(ctxs[0].seed)  # the spaces pick the defaults (Box: CONTINUOUS_DEFAULTS)
+    cfg = PPOConfig.from_params(
+        ctxs[0].params, continuous=_spaces(probe.observation_space, probe.action_space)[0].continuous
+    )
     device = torch.device(ctxs[0].device)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
@@ -521,15 +526,16 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
     env_seeds = [[c.seed + i for i in range(E)] for c in ctxs]
     fast = can_vectorise_cartpole(ctxs[0]) if vectorise is None else vectorise
     if fast:
-        template = ctxs[0].make_env(ctxs[0].seed)
+        template = probe
         envs: _EnvList | _CartPoleBlock = _CartPoleBlock(
             template, int(template.spec.max_episode_steps), len(ctxs), E
         )
     else:
-        rows = [[c.make_env(s) for s in env_seeds[k]] for k, c in enumerate(ctxs)]
+        rows = [[c.make_env(s) for s in env_seeds[k][1 if k == 0 else 0 :]] for k, c in enumerate(ctxs)]
+        rows[0].insert(0, probe)  # env 0 of the first seed, seeded as it would be
         template = rows[0][0]
     space, obs_shape = _spaces(template.observation_space, template.action_space)
-    continuous, n_act, act_dim, low, high = space.continuous, space.n_act, space.act_dim, space.low, space.high
+    continuous, n_act, act_dim, low, high = space.continuous, space.n_act, space.act_dim, space.low, space.high  # fmt: skip
     act_offset = space.offset
     obs_dim = int(np.prod(obs_shape))
     if fast:

@@ -274,12 +274,13 @@ def run(
                 p = f" {json.dumps(s.params, sort_keys=True)}" if s.params else ""
                 typer.echo(f"  {s.run_id}  {s.algo:<24} {s.env:<20} seed={s.seed}{p}")
             if suite.resources.seeds_per_job > 1:
-                from ..packed import plan_packs, unpackable
+                from ..packed import packable, plan_packs, unpackable
 
-                alone = unpackable(specs)
+                alone, packs = unpackable(specs), packable(specs)
                 typer.echo(f"seeds_per_job {suite.resources.seeds_per_job}: {len(plan_packs(specs, suite.resources.seeds_per_job))} "
                            f"jobs" + (f"; note: {', '.join(alone)} cannot be packed, so each of its seeds runs in "
                                       "a job of its own" if alone else ""))  # fmt: skip
+                typer.echo(f"  seeds share jobs: {', '.join(packs) or 'none'}")
         return
 
     from ..coordinator import run_suite

@@ -42,4 +42,5 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
             alone = unpackable(runs)
             jobs = len(plan_packs(runs, n))
             typer.echo(f"  seeds_per_job {n}: {len(runs)} runs in {jobs} jobs" + (
-                f"; {', '.join(alone)} cannot be packed and run one seed per job (packable: ppo)" if alone else ""))  # fmt: skip
+                f"; {', '.join(alone)} cannot be packed and run one seed per job (packable: ppo and "
+                "entrypoints marked @rlbench_cli.seeds_per_job)" if alone else ""))  # fmt: skip

@@ -114,7 +114,8 @@ def test_one_seed_matches_unpacked_ppo_step_for_step(tmp_path: Path, env_id: str
     # evaluation is the shared one on the same weights: the same returns
     ev = ref["name"] == "eval/return"
     assert ref["step"][ev].tolist() == [0, 1024, 2048]
-    np.testing.assert_allclose(got["value"][ev], ref["value"][ev], rtol=1e-6)
+    # (rtol 1e-5: Pendulum trains with the continuous defaults, 10 epochs x 32 minibatches of rounding)
+    np.testing.assert_allclose(got["value"][ev], ref["value"][ev], rtol=1e-5)
 
 
 def test_vectorised_cartpole_is_gymnasium_cartpole() -> None:
