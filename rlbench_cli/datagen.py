@@ -69,6 +69,7 @@ from . import __version__
 from .datasets.data import LEVELS, OfflineData, datasets_root, generated_name, parse_generated_name
 from .datasets.hdf5 import read_meta, write_hdf5
 from .envs import known_env, make_env
+from .envs.text import is_text_env
 from .errors import UnknownName, UsageError
 
 __all__ = [
@@ -810,7 +811,7 @@ def ensure_datasets(
         parsed = parse_generated_name(spec.name)
         if parsed is None:
             raise UsageError(f"dataset {spec.name!r} is neither <EnvId>-<level> nor a file: give it a path:")
-        if parsed[0].startswith("rlbench/"):  # a text env: scripted policies, JSONL (datasets.text)
+        if is_text_env(parsed[0]):  # a text env: scripted policies, JSONL (datasets.text)
             from .datasets.text import ensure_text_dataset
 
             paths.append(

@@ -54,12 +54,3 @@ def make_results_db():
     """``make_results_db(db, runs, suite=..., status=..., config=...)``: see ``_make_results_db``."""
     return _make_results_db
 
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``-n auto --dist loadgroup``), every test of a real engine (Ray head, Slurm daemons)
-    runs on one worker: the engines are started once per session, and two workers must not start them twice."""
-    engines = pytest.mark.xdist_group("engines")
-    for item in items:
-        uses = {"ray_head", "slurm"} & set(getattr(item, "fixturenames", ()))
-        if uses or item.path.name.startswith(("test_ray_", "test_slurm", "test_engine_")):
-            item.add_marker(engines)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ..envs.text import is_text_env
+
 __all__ = ["ALGORITHMS", "OFFLINE", "TEXT_VARIANTS", "get_algorithm"]
 
 # name -> "module:Class", relative to this package. Importing this module stays cheap.
@@ -54,7 +56,7 @@ def get_algorithm(name: str, env_id: str | None = None) -> Any:
     """The adapter class registered under ``name`` (its text variant where ``env_id`` is a text env)."""
     try:
         target = ALGORITHMS[name]
-        if name in TEXT_VARIANTS and env_id is not None and env_id.startswith("rlbench/"):
+        if name in TEXT_VARIANTS and env_id is not None and is_text_env(env_id):
             target = TEXT_VARIANTS[name]
     except KeyError:
         raise KeyError(

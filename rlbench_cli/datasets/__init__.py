@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..envs.text import is_text_env
 from .data import LEVELS, OfflineData, datasets_root, generated_name, parse_generated_name
 from .minari_io import MINARI_PREFIX, minari_path
 
@@ -31,7 +32,7 @@ def dataset_path(name: str, path: str | None = None) -> Path:
     ``<datasets root>/<name>.hdf5`` (a text env's generated dataset: ``<name>.jsonl``)."""
     if path and path.startswith(MINARI_PREFIX):
         return minari_path(path[len(MINARI_PREFIX) :])
-    if not path and parse_generated_name(name) and parse_generated_name(name)[0].startswith("rlbench/"):
+    if not path and parse_generated_name(name) and is_text_env(parse_generated_name(name)[0]):
         return datasets_root() / f"{name}.jsonl"
     return Path(path) if path else datasets_root() / f"{name}.hdf5"
 
