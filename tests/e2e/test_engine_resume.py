@@ -21,8 +21,9 @@ from slurm_engine import slurm  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.slow
 
-STEPS, EVAL_EVERY, CKPT_EVERY = 8192, 2048, 512  # about 8 s of training on a quiet CPU
-PPO = "{name: ppo, params: {num_envs: 2, num_steps: 64, update_epochs: 2, num_minibatches: 2}}"
+STEPS, EVAL_EVERY, CKPT_EVERY = 8192, 2048, 512
+# 8 epochs an update: several seconds of training on a quiet CPU, so a stop always lands mid-training
+PPO = "{name: ppo, params: {num_envs: 2, num_steps: 64, update_epochs: 8, num_minibatches: 2}}"
 
 
 def _suite(folder: Path, name: str = "ck", every: int = CKPT_EVERY) -> Path:
