@@ -91,3 +91,13 @@ def test_candidates_scored_with_a_shared_context_match_scoring_each_pair():
         np.testing.assert_allclose(
             scores, action_logprobs(model, b, 2.0).detach().numpy(), rtol=1e-5, atol=1e-4
         )
+
+
+def test_lmrl_table_knows_a_text_env_run_with_kwargs():
+    from rlbench_cli import references
+
+    table = references.BUILTIN["lmrl"]
+    assert table.lookup("rlbench/Endgames-v0[max_moves=50,movetime=0.01]") == table.lookup(
+        "rlbench/Endgames-v0"
+    )
+    assert table.lookup("rlbench/Endgames-v0") is not None
