@@ -135,8 +135,9 @@ ATARI = ReferenceSet(
 
 
 def _lmrl_key(task: str) -> list[str]:
-    """``rlbench/MazeFO-v0``, ``MazeFO-v0`` and ``MazeFO-v0-mixed`` -> ``mazefo``."""
-    t = task.strip()
+    """``rlbench/MazeFO-v0``, ``MazeFO-v0`` and ``MazeFO-v0-mixed`` -> ``mazefo``; an env label's kwargs and
+    wrappers (``rlbench/Endgames-v0[max_moves=50]+Wrapper``) do not change the task's row."""
+    t = re.split(r"[\[+]", task.strip(), maxsplit=1)[0]
     t = t.split("/", 1)[1] if t.startswith("rlbench/") else t
     t = re.sub(r"-(optimal|noisy|mixed|random)$", "", t)
     return [_VERSION.sub("", t).lower()]

@@ -37,6 +37,7 @@ __all__ = [
     "ActionBatch",
     "action_batch",
     "action_logprobs",
+    "score_actions",
     "check_pretrained",
     "decode_tokens",
 ]
@@ -118,6 +119,7 @@ def build_model(settings: dict[str, Any], tok: Any, values: bool = False) -> Tex
             bos_token_id=tok.bos_id,
             eos_token_id=tok.eoa_id,
             pad_token_id=tok.pad_id,
+            activation_function="gelu_pytorch_tanh",  # GPT-2's tanh GELU as one native kernel (same values)
         )
         lm = GPT2LMHeadModel(config)
     return TextModel(lm, values)
@@ -186,6 +188,50 @@ def action_logprobs(model: TextModel, b: ActionBatch, beta: float = 0.0) -> torc
     """log pi(action | context) for each row (B,): the sum over its tokens."""
     logp = F.log_softmax(action_logits(model, b, beta).float(), dim=-1)
     return (logp.gather(-1, b.tok[..., None])[..., 0] * b.valid).sum(dim=1)
+
+
+@torch.no_grad()
+def score_actions(model: TextModel, tok: Any, contexts: list[list[int]], cands: list[list[list[int]]],
+                  device: str, beta: float = 0.0) -> list[np.ndarray]:  # fmt: skip
+    """log pi(action | context) of every candidate action (token ids; ``<eoa>`` is added) of every context:
+    one forward pass over the contexts, whose key/value cache every candidate of that context then reuses, so
+    a context is read once however many candidates it has (as ``action_logprobs`` of each pair, up to float
+    rounding)."""
+    n = len(contexts)
+    lens = torch.as_tensor([len(c) for c in contexts], device=device)
+    width = int(lens.max())
+    ids = torch.full((n, width), tok.pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for r, c in enumerate(contexts):
+        ids[r, : len(c)] = torch.as_tensor(c)
+        mask[r, : len(c)] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    out = model.lm(input_ids=ids, attention_mask=mask, use_cache=True, output_hidden_states=True)
+    rows = torch.arange(n, device=device)
+    first_logits, first_hidden = out.logits[rows, lens - 1], out.hidden_states[-1][rows, lens - 1]
+    owner = torch.as_tensor([i for i, c in enumerate(cands) for _ in c], dtype=torch.long, device=device)
+    seqs = [a + [tok.eoa_id] for c in cands for a in c]
+    k = max(len(q) for q in seqs)
+    new = torch.full((len(seqs), k), tok.pad_id, dtype=torch.long)
+    new_mask = torch.zeros((len(seqs), k), dtype=torch.long)
+    for r, q in enumerate(seqs):
+        new[r, : len(q)] = torch.as_tensor(q)
+        new_mask[r, : len(q)] = 1
+    new, new_mask = new.to(device), new_mask.to(device)
+    cache = out.past_key_values
+    cache.batch_select_indices(owner)
+    out2 = model.lm(input_ids=new, attention_mask=torch.cat([mask[owner], new_mask], dim=1),
+                    position_ids=lens[owner, None] + torch.arange(k, device=device)[None],
+                    past_key_values=cache, use_cache=True, output_hidden_states=True)  # fmt: skip
+    # the output that predicts candidate token j: the context's last for j = 0, else the candidate's token j-1
+    logits = torch.cat([first_logits[owner, None], out2.logits[:, : k - 1]], dim=1)
+    if beta and model.values:
+        hidden = torch.cat([first_hidden[owner, None], out2.hidden_states[-1][:, : k - 1]], dim=1)
+        logits = logits + beta * model.target_q(hidden)
+    logp = F.log_softmax(logits.float(), dim=-1).gather(-1, new[..., None])[..., 0]
+    total = (logp * new_mask).sum(dim=1).cpu().numpy()
+    sizes = np.cumsum([len(c) for c in cands])[:-1]
+    return list(np.split(total, sizes))
 
 
 class TextPolicy:
@@ -259,13 +305,9 @@ class TextPolicy:
             out: list[tuple[str, float] | None] = [None] * len(contexts)
             scored = [i for i, c in enumerate(cands) if c]
             if scored:
-                pairs = [(i, a) for i in scored for a in cands[i]]  # type: ignore[union-attr]
-                lp = self._score([contexts[i] for i, _ in pairs], [a for _, a in pairs])
-                start = 0
-                for i in scored:
-                    n = len(cands[i])  # type: ignore[arg-type]
-                    scores = lp[start : start + n]
-                    start += n
+                lps = self._score([contexts[i] for i in scored], [cands[i] for i in scored])  # type: ignore[misc]
+                for i, scores in zip(scored, lps):
+                    n = len(scores)
                     if self.sample:
                         probs = np.exp(scores - scores.max())
                         j = int(self.rng.choice(n, p=probs / probs.sum()))
@@ -280,13 +322,13 @@ class TextPolicy:
         finally:
             self.model.train(was)
 
-    def _score(self, contexts: list[list[int]], actions: list[str], chunk: int = 256) -> np.ndarray:
-        res = []
+    def _score(self, contexts: list[list[int]], cands: list[list[str]], chunk: int = 64) -> list[np.ndarray]:
+        """log pi of each candidate action of each context, ``chunk`` contexts per forward pass."""
+        res: list[np.ndarray] = []
         for s in range(0, len(contexts), chunk):
-            acts = [self.tok.encode(a) for a in actions[s : s + chunk]]
-            b = action_batch(self.tok, contexts[s : s + chunk], acts, self.device)
-            res.append(action_logprobs(self.model, b, self.beta).cpu().numpy())
-        return np.concatenate(res)
+            acts = [[self.tok.encode(a) for a in c] for c in cands[s : s + chunk]]
+            res += score_actions(self.model, self.tok, contexts[s : s + chunk], acts, self.device, self.beta)
+        return res
 
     def _decode(self, contexts: list[list[int]]) -> list[tuple[str, float]]:
         """Greedy (or sampled) decoding until ``<eoa>`` or ``max_action_tokens``: (text, log-probability)."""

@@ -41,6 +41,7 @@ class TextTokenizer:
     def __init__(self, tokens: list[str]):
         self.tokens = list(tokens)
         self.index = {t: i for i, t in enumerate(self.tokens)}
+        self._cache: dict[str, tuple[int, ...]] = {}  # text -> ids: turns and candidates repeat
         for s in SPECIALS:
             setattr(self, s.strip("<>") + "_id", self.index[s])
 
@@ -61,6 +62,9 @@ class TextTokenizer:
         return len(self.tokens)
 
     def encode(self, text: str) -> list[int]:
+        hit = self._cache.get(text)
+        if hit is not None:
+            return list(hit)
         ids: list[int] = []
         for p in split_pieces(text):
             i = self.index.get(p)
@@ -68,6 +72,8 @@ class TextTokenizer:
                 ids.append(i)
             else:
                 ids.extend(self.index.get(c, self.unk_id) for c in p)  # type: ignore[attr-defined]
+        if len(self._cache) < 100_000:
+            self._cache[text] = tuple(ids)
         return ids
 
     def decode(self, ids: Iterable[int]) -> str:
