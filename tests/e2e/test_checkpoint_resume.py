@@ -106,7 +106,9 @@ def test_sigterm_checkpoints_where_it_stops_and_the_next_run_goes_on_from_there(
     )
     runs = db.parent / "runs" / "ckpt"
     deadline = time.monotonic() + 180
-    while not list(runs.glob("*/attempt-1/spec.json")) and time.monotonic() < deadline:
+    # training has started once the run's first metric shard (its step-0 evaluation) is flushed; a stop before
+    # that (the worker still importing torch) has nothing to checkpoint, and the next run starts over
+    while not list(runs.glob("*/attempt-1/metrics/*")) and time.monotonic() < deadline:
         assert proc.poll() is None
         time.sleep(0.02)
     proc.send_signal(signal.SIGTERM)  # as training starts: the run must not reach its end before the stop
