@@ -3,6 +3,11 @@ import os
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Ray reads these when it is imported: set before any test imports it, so every Ray node a test starts in this
+# process (ray.cluster_utils.Cluster) advertises loopback and the driver never waits on usage stats or auth
+for _key, _value in {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+                     "RAY_AUTH_MODE": "disabled"}.items():  # fmt: skip
+    os.environ.setdefault(_key, _value)
 
 
 @pytest.fixture
