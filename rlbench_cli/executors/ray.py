@@ -242,11 +242,27 @@ def _actor_root() -> Path:
     return root
 
 
+def _settled(log: Path, quiet_s: float = 0.3, limit_s: float = 3.0) -> None:
+    """Wait until ``log`` has stopped growing for ``quiet_s`` (at most ``limit_s``): a process that dies of a
+    fatal signal is still writing its report (a symbolised stack) when Ray says it is gone."""
+    import time
+
+    deadline, last, since = time.monotonic() + limit_s, -1, time.monotonic()
+    while time.monotonic() < deadline:
+        size = log.stat().st_size if log.is_file() else 0
+        if size != last:
+            last, since = size, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.05)
+
+
 def _leftovers(folder: str, have: list[str]) -> list[tuple[str, bytes]]:
     """Run as a task on the node of an actor that died under a job: the files the job wrote there that the
     coordinator does not have yet (shards flushed since the last poll, spec.json, output.log). Removes the
     folder."""
     path, out = Path(folder), []
+    _settled(path / "output.log")
     ckpt = _latest_checkpoint(path.parent, set(have))
     metrics = path / "metrics"
     for f in sorted(metrics.glob("*.parquet")) if metrics.is_dir() else []:
