@@ -93,6 +93,20 @@ def test_kill_9_mid_training_resumes_and_ends_with_the_uninterrupted_curve(tmp_p
     assert evals == list(range(0, STEPS + 1, 4096))
 
 
+def _trained(runs: Path) -> bool:
+    """Whether a flushed metric shard of the run's first attempt holds a training loss (an update is done)."""
+    import pyarrow.parquet as pq
+
+    for shard in runs.glob("*/attempt-1/metrics/*.parquet"):
+        try:
+            names = pq.read_table(shard, columns=["name"]).column("name").to_pylist()
+        except Exception:  # noqa: BLE001 - a shard being written right now: look again
+            continue
+        if any(str(n).startswith("train/loss") for n in names):
+            return True
+    return False
+
+
 def test_sigterm_checkpoints_where_it_stops_and_the_next_run_goes_on_from_there(tmp_path, straight):
     """SIGTERM (a scheduler cancelling or pre-empting `rlbench run`, or Ctrl-C) stops the run cleanly: it
     saves a checkpoint at the step it stopped and the next `rlbench run` goes on from that step."""
@@ -106,11 +120,11 @@ def test_sigterm_checkpoints_where_it_stops_and_the_next_run_goes_on_from_there(
     )
     runs = db.parent / "runs" / "ckpt"
     deadline = time.monotonic() + 180
-    # training has started once the run's first metric shard (its step-0 evaluation) is flushed; a stop before
-    # that (the worker still importing torch) has nothing to checkpoint, and the next run starts over
-    while not list(runs.glob("*/attempt-1/metrics/*")) and time.monotonic() < deadline:
+    # training has started once a shard holds its first update's losses; a stop before that (the worker still
+    # importing torch or building envs) has nothing to checkpoint, and the next run starts over
+    while not _trained(runs) and time.monotonic() < deadline:
         assert proc.poll() is None
-        time.sleep(0.02)
+        time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)  # as training starts: the run must not reach its end before the stop
     proc.wait(timeout=60)
     (ck,) = runs.glob("*/checkpoint/step-*.pt")
