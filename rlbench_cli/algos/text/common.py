@@ -24,6 +24,15 @@ TRAIN_PARAMS: dict[str, Any] = {
 }
 
 
+def adamw(params: Any, settings: dict[str, Any]) -> Any:
+    """The AdamW every text trainer uses, at the run's ``learning_rate`` and ``weight_decay``."""
+    import torch
+
+    return torch.optim.AdamW(
+        params, lr=float(settings["learning_rate"]), weight_decay=float(settings["weight_decay"])
+    )
+
+
 def settings_of(algo: str, params: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
     """Every setting of a text algorithm: the model's, the shared training ones and ``own``, defaults filled
     in. Unknown keys or a pretrained folder that does not exist raise ValueError naming them."""

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from ..base import RunContext
-from .common import Turns, load_episodes, normalizer, settings_of, texts_of, turn_samples
+from .common import Turns, adamw, load_episodes, normalizer, settings_of, texts_of, turn_samples
 from .losses import expectile_loss, ilql_q_targets, masked_mean
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer
 
@@ -56,8 +56,7 @@ class _OfflineText:
         model = build_model(settings, tok, values=self.values).to(device)
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
-        optim = torch.optim.AdamW(params, lr=float(settings["learning_rate"]),
-                                  weight_decay=float(settings["weight_decay"]))  # fmt: skip
+        optim = adamw(params, settings)
         rows = self.rows(turns, settings)
         rng = np.random.default_rng(ctx.seed)
         beta = float(settings.get("beta", 0.0)) if self.values else 0.0

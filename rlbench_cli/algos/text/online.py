@@ -146,14 +146,13 @@ class OnlineFilteredBC:
     def train(self, ctx: RunContext) -> None:
         import torch.nn.functional as F
 
-        from .common import settings_of
+        from .common import adamw, settings_of
         from .losses import masked_mean
 
         settings = settings_of(self.name, ctx.params, self.own)
         tok, model, pool = online_setup(ctx, settings, values=False)
         device = ctx.device
-        optim = torch.optim.AdamW(model.parameters(), lr=float(settings["learning_rate"]),
-                                  weight_decay=float(settings["weight_decay"]))  # fmt: skip
+        optim = adamw(model.parameters(), settings)
         rng = np.random.default_rng(ctx.seed)
         greedy = TextPolicy(model, tok, settings, device)
         sampler = TextPolicy(model, tok, settings, device, sample=True, rng=rng)

@@ -45,13 +45,12 @@ class TextPPO:
                                      "reward_scale": 0.1}  # fmt: skip
 
     def train(self, ctx: RunContext) -> None:
-        from .common import settings_of
+        from .common import adamw, settings_of
 
         settings = settings_of(self.name, ctx.params, self.own)
         tok, model, pool = online_setup(ctx, settings, values=True)
         device = ctx.device
-        optim = torch.optim.AdamW(model.parameters(), lr=float(settings["learning_rate"]),
-                                  weight_decay=float(settings["weight_decay"]))  # fmt: skip
+        optim = adamw(model.parameters(), settings)
         rng = np.random.default_rng(ctx.seed)
         greedy = TextPolicy(model, tok, settings, device)
         sampler = TextPolicy(model, tok, settings, device, sample=True, rng=rng)

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from ..base import RunContext, eval_seeds
-from .common import load_episodes, normalizer, settings_of, texts_of
+from .common import adamw, load_episodes, normalizer, settings_of, texts_of
 from .offline import _token_ce
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer, decode_tokens
 
@@ -104,8 +104,7 @@ class TextWorldModel:
         device = ctx.device
         model = build_model(settings, tok).to(device)
         model.train()
-        optim = torch.optim.AdamW(model.parameters(), lr=float(settings["learning_rate"]),
-                                  weight_decay=float(settings["weight_decay"]))  # fmt: skip
+        optim = adamw(model.parameters(), settings)
         rng = np.random.default_rng(ctx.seed)
         agent = TextPolicy(model, tok, settings, device)
         first = step = 0
