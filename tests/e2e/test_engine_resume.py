@@ -21,17 +21,20 @@ from slurm_engine import slurm  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.slow
 
-STEPS, EVAL_EVERY, CKPT_EVERY = 8192, 2048, 512
-# 8 epochs an update: several seconds of training on a quiet CPU, so a stop always lands mid-training
+STEPS, EVAL_EVERY, CKPT_EVERY = 24576, 6144, 512
+# 8 epochs an update, 24k steps: about 8 s of training on a quiet CPU (8k steps took 2.4 s on CI, where a Ray
+# run ended between its first checkpoint reaching the coordinator and the Ctrl-C), so a stop lands mid-training
 PPO = "{name: ppo, params: {num_envs: 2, num_steps: 64, update_epochs: 8, num_minibatches: 2}}"
 
 
 def _suite(folder: Path, name: str = "ck", every: int = CKPT_EVERY) -> Path:
+    """One torch thread wherever it runs: a local worker on two cores would use two, and a float reduction
+    split over two threads differs in its last bits, which over 24k steps changes an action and the curve."""
     p = folder / f"{name}.yaml"
     p.write_text(
         f"name: {name}\nseeds: [3]\n"
         f"budget: {{steps: {STEPS}, eval_every: {EVAL_EVERY}, eval_episodes: 1, checkpoint_every: {every}}}\n"
-        f"envs: [CartPole-v1]\nalgorithms: [{PPO}]\n"
+        f"envs: [CartPole-v1]\nalgorithms: [{PPO}]\nresources: {{threads_per_job: 1}}\n"
     )
     return p
 
