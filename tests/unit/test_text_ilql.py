@@ -31,13 +31,13 @@ def _episodes() -> list[list[dict]]:
     )
 
 
-def _train(algo, steps: int):
+def _train(algo, steps: int, value_model: str = "separate"):
     torch.manual_seed(0)
     torch.set_num_threads(1)
     params = {"n_embd": 32, "n_layer": 1, "n_head": 2, "batch_size": 32, "learning_rate": 3e-3,
               "max_context": 32, "history": 0}  # fmt: skip
     if algo.values:
-        params |= {"polyak": 0.1, "tau": 0.9, "beta": 4.0, "gamma": 0.99}
+        params |= {"polyak": 0.1, "tau": 0.9, "beta": 4.0, "gamma": 0.99, "value_model": value_model}
     settings = settings_of(algo.name, params, algo.own)
     episodes = _episodes()
     tok = build_tokenizer(settings, [t[k] for e in episodes for t in e for k in ("observation", "action")])
@@ -70,19 +70,51 @@ def test_bc_copies_the_frequent_actions(bc_actions):
     assert bc_actions == ["go left", "wait"]
 
 
-def test_ilql_takes_the_rewarded_path_bc_misses():
-    assert _train(ILQL(), 300) == ["go right", "open"]
+@pytest.mark.parametrize("value_model", ["separate", "shared"])
+def test_ilql_takes_the_rewarded_path_bc_misses(value_model):
+    assert _train(ILQL(), 300, value_model) == ["go right", "open"]
 
 
-def test_candidates_scored_with_a_shared_context_match_scoring_each_pair():
-    from rlbench_cli.algos.text.policy import action_batch, action_logprobs, score_actions
-
-    settings = settings_of("ilql", {"n_embd": 32, "n_layer": 2, "n_head": 2}, ILQL.own)
+def _tiny(value_model: str):
+    settings = settings_of("ilql", {"n_embd": 32, "n_layer": 2, "n_head": 2, "value_model": value_model},
+                           ILQL.own)  # fmt: skip
     tok = build_tokenizer(settings, ["The goal is at position 8, 6.", "move up", "move down", "go"])
     torch.manual_seed(0)
-    model = build_model(settings, tok, values=True).eval()
+    return settings, tok, build_model(settings, tok, values=True)
+
+
+def test_a_separate_value_model_shares_no_weights_or_gradients_with_the_lm():
+    """LMRL-Gym keeps ILQL's value model apart from the behaviour policy: the LM's loss moves only the LM,
+    the value losses only the value transformer and its heads."""
+    from rlbench_cli.algos.text.policy import action_batch
+
+    settings, tok, model = _tiny("separate")
+    assert model.vlm is not None and _tiny("shared")[2].vlm is None
+    lm_params = {id(p) for p in model.lm.parameters()}
+    assert lm_params.isdisjoint(id(p) for p in model.vlm.parameters())
+    b = action_batch(tok, [context_ids(tok, [], "a door", 32, 0)], [tok.encode("move up")], "cpu")
+    logits, hidden = model(b.ids, b.mask)
+    (logits.sum() + model.v_head(hidden).sum()).backward()
+    lm_moved = {name for name, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert any(n.startswith("lm.") for n in lm_moved) and any(n.startswith("vlm.") for n in lm_moved)
+    model.zero_grad()
+    model(b.ids, b.mask)[0].sum().backward()  # the LM's output alone
+    assert all(p.grad is None or not p.grad.abs().sum() for p in model.vlm.parameters())
+    with pytest.raises(ValueError, match="value_model"):
+        build_model({**settings, "value_model": "both"}, tok, values=True)
+
+
+@pytest.mark.parametrize("value_model", ["separate", "shared"])
+def test_candidates_scored_with_a_shared_context_match_scoring_each_pair(value_model):
+    from rlbench_cli.algos.text.policy import action_batch, action_logprobs, score_actions
+
+    settings, tok, model = _tiny(value_model)
+    model.eval()
     for p in model.target_q.parameters():  # Q values that matter next to the logits
         p.data.normal_()
+    if model.vlm is not None:  # the value transformer starts as a copy of the LM's: make it differ
+        for p in model.vlm.parameters():
+            p.data.add_(torch.randn_like(p) * 0.5)
     contexts = [context_ids(tok, [], obs, 64, 0) for obs in ("The goal is at position 8, 6.", "a door", "")]
     cands = [["move up", "move down"], ["go", "move up zz", "wait"], ["go"]]  # unequal lengths, unknown words
     got = score_actions(model, tok, contexts, [[tok.encode(a) for a in c] for c in cands], "cpu", beta=2.0)

@@ -8,6 +8,11 @@
   trained by TD on V, V by expectile regression on a Polyak-averaged target Q, a CQL-style cross-entropy on
   Q, and the language model's cross-entropy (the behaviour policy); acting adds ``beta`` times the target Q.
 
+The value heads read the language model's hidden states (``value_model: shared``) or those of a transformer of
+their own, a copy of the LM's body trained only by the value losses (``value_model: separate``, LMRL-Gym's
+layout). On Maze FO's mixed data at lmrl-small's settings (500 steps) the shared heads give every cell the
+same V; ``benchmarks/ilql_maze_values.py`` measures both against the maze's exact values.
+
 Each step is one gradient step on ``batch_size`` turns drawn uniformly from the (filtered) dataset. Losses
 go to ``train/loss/<name>`` every ``logging_steps``. Checkpoints (``budget.checkpoint_every``): model,
 optimiser, sampler and step; a resumed run goes on from there.
@@ -143,6 +148,9 @@ class ILQL(_OfflineText):
         "bc_weight": 1.0,  # the language model's cross-entropy (the behaviour policy acting adds Q to)
         "polyak": 0.005,  # target Q update rate
         "reward_scale": 1.0,  # rewards are multiplied by this for the value heads
+        # "separate": Q and V on a transformer of their own, as LMRL-Gym's ILQL (they learn what the LM's
+        # hidden states do not carry, e.g. the maze position; twice the compute); "shared": on the LM's
+        "value_model": "shared",
     }
 
     def losses(self, model: Any, tok: Any, turns: Turns, batch: np.ndarray, settings: dict[str, Any],
@@ -172,7 +180,7 @@ class ILQL(_OfflineText):
                 nb = action_batch(
                     tok, [turns.contexts[i] for i in rows], [turns.actions[i] for i in rows], device
                 )
-                _, nh = model(nb.ids, nb.mask)
+                nh = model.value_hidden(nb.ids, nb.mask)
                 v_next[torch.as_tensor(has, device=device)] = model.v_head(
                     nh[torch.arange(len(rows)), nb.first]
                 )[:, 0]
@@ -187,7 +195,7 @@ class ILQL(_OfflineText):
 class MCReturns(ILQL):
     name: ClassVar[str] = "mc_returns"
     own: ClassVar[dict[str, Any]] = {"beta": 1.0, "bc_weight": 1.0, "polyak": 1.0, "reward_scale": 1.0,
-                                     "tau": 0.5, "cql_weight": 0.0}  # fmt: skip
+                                     "tau": 0.5, "cql_weight": 0.0, "value_model": "shared"}  # fmt: skip
 
     def value_losses(self, model, tok, turns, batch, settings, device, b, q, v, q_target, q_all):  # noqa: ANN001
         g = torch.as_tensor(turns.returns_to_go[batch] * float(settings["reward_scale"]), device=device)

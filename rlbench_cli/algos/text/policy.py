@@ -69,14 +69,17 @@ def build_tokenizer(settings: dict[str, Any], texts: list[str]) -> Any:
 
 class TextModel(torch.nn.Module):
     """A causal LM and, for value-based algorithms, token Q and V heads on its last hidden states (with a
-    target copy of the Q head, updated by Polyak averaging)."""
+    target copy of the Q head, updated by Polyak averaging). With ``separate_values`` the heads read the hidden
+    states of a transformer of their own (a copy of the LM's body, as LMRL-Gym's ILQL keeps its value model
+    apart from the behaviour policy): the LM's loss and the value losses then do not share a representation."""
 
-    def __init__(self, lm: Any, values: bool):
+    def __init__(self, lm: Any, values: bool, separate_values: bool = False):
         super().__init__()
         self.lm = lm
         width = lm.config.hidden_size if hasattr(lm.config, "hidden_size") else lm.config.n_embd
         vocab = lm.get_output_embeddings().weight.shape[0]
         self.values = values
+        self.vlm = copy.deepcopy(lm.base_model) if values and separate_values else None
         if values:
             self.q_head = torch.nn.Sequential(
                 torch.nn.Linear(width, 2 * width), torch.nn.ReLU(), torch.nn.Linear(2 * width, vocab)
@@ -87,8 +90,15 @@ class TextModel(torch.nn.Module):
             self.target_q = copy.deepcopy(self.q_head).requires_grad_(False)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = self.lm(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-        return out.logits, out.hidden_states[-1]
+        """The LM's logits and the hidden states the value heads read (B, L, width)."""
+        out = self.lm(input_ids=ids, attention_mask=mask, output_hidden_states=self.vlm is None)
+        return out.logits, out.hidden_states[-1] if self.vlm is None else self.value_hidden(ids, mask)
+
+    def value_hidden(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The hidden states the value heads read, without the LM's logits where they are not needed."""
+        if self.vlm is None:
+            return self.lm(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1]
+        return self.vlm(input_ids=ids, attention_mask=mask).last_hidden_state
 
     @torch.no_grad()
     def update_target(self, tau: float) -> None:
@@ -97,7 +107,8 @@ class TextModel(torch.nn.Module):
 
 
 def build_model(settings: dict[str, Any], tok: Any, values: bool = False) -> TextModel:
-    """A GPT-2 from its config sized by ``settings`` (or the pretrained checkpoint), with value heads."""
+    """A GPT-2 from its config sized by ``settings`` (or the pretrained checkpoint), with value heads (on a
+    transformer of their own where ``settings["value_model"]`` is "separate")."""
     if settings.get("pretrained"):
         from transformers import AutoModelForCausalLM
 
@@ -122,7 +133,10 @@ def build_model(settings: dict[str, Any], tok: Any, values: bool = False) -> Tex
             activation_function="gelu_pytorch_tanh",  # GPT-2's tanh GELU as one native kernel (same values)
         )
         lm = GPT2LMHeadModel(config)
-    return TextModel(lm, values)
+    kind = settings.get("value_model", "shared")
+    if kind not in ("shared", "separate"):
+        raise ValueError(f"value_model must be 'shared' or 'separate', got {kind!r}")
+    return TextModel(lm, values, separate_values=kind == "separate")
 
 
 def context_ids(
@@ -206,9 +220,10 @@ def score_actions(model: TextModel, tok: Any, contexts: list[list[int]], cands: 
         ids[r, : len(c)] = torch.as_tensor(c)
         mask[r, : len(c)] = 1
     ids, mask = ids.to(device), mask.to(device)
-    out = model.lm(input_ids=ids, attention_mask=mask, use_cache=True, output_hidden_states=True)
+    q_values = bool(beta and model.values)
+    shared = q_values and model.vlm is None  # the Q head reads the LM's own hidden states
+    out = model.lm(input_ids=ids, attention_mask=mask, use_cache=True, output_hidden_states=shared)
     rows = torch.arange(n, device=device)
-    first_logits, first_hidden = out.logits[rows, lens - 1], out.hidden_states[-1][rows, lens - 1]
     owner = torch.as_tensor([i for i, c in enumerate(cands) for _ in c], dtype=torch.long, device=device)
     seqs = [a + [tok.eoa_id] for c in cands for a in c]
     k = max(len(q) for q in seqs)
@@ -218,15 +233,26 @@ def score_actions(model: TextModel, tok: Any, contexts: list[list[int]], cands: 
         new[r, : len(q)] = torch.as_tensor(q)
         new_mask[r, : len(q)] = 1
     new, new_mask = new.to(device), new_mask.to(device)
-    cache = out.past_key_values
-    cache.batch_select_indices(owner)
-    out2 = model.lm(input_ids=new, attention_mask=torch.cat([mask[owner], new_mask], dim=1),
-                    position_ids=lens[owner, None] + torch.arange(k, device=device)[None],
-                    past_key_values=cache, use_cache=True, output_hidden_states=True)  # fmt: skip
+    both_mask = torch.cat([mask[owner], new_mask], dim=1)
+    positions = lens[owner, None] + torch.arange(k, device=device)[None]
+
+    def candidates(body: Any, first: Any) -> Any:
+        """``body`` run on the candidates after the contexts' key/value cache (from its output ``first``)."""
+        cache = first.past_key_values
+        cache.batch_select_indices(owner)
+        return body(input_ids=new, attention_mask=both_mask, position_ids=positions, past_key_values=cache,
+                    use_cache=True, output_hidden_states=shared)  # fmt: skip
+
+    out2 = candidates(model.lm, out)
     # the output that predicts candidate token j: the context's last for j = 0, else the candidate's token j-1
-    logits = torch.cat([first_logits[owner, None], out2.logits[:, : k - 1]], dim=1)
-    if beta and model.values:
-        hidden = torch.cat([first_hidden[owner, None], out2.hidden_states[-1][:, : k - 1]], dim=1)
+    logits = torch.cat([out.logits[rows, lens - 1][owner, None], out2.logits[:, : k - 1]], dim=1)
+    if q_values:
+        if shared:
+            h1, h2 = out.hidden_states[-1], out2.hidden_states[-1]
+        else:
+            v1 = model.vlm(input_ids=ids, attention_mask=mask, use_cache=True)
+            h1, h2 = v1.last_hidden_state, candidates(model.vlm, v1).last_hidden_state
+        hidden = torch.cat([h1[rows, lens - 1][owner, None], h2[:, : k - 1]], dim=1)
         logits = logits + beta * model.target_q(hidden)
     logp = F.log_softmax(logits.float(), dim=-1).gather(-1, new[..., None])[..., 0]
     total = (logp * new_mask).sum(dim=1).cpu().numpy()
