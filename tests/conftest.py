@@ -58,4 +58,3 @@ def _make_results_db(db, runs, suite="s", status="finished", config=None, metric
 def make_results_db():
     """``make_results_db(db, runs, suite=..., status=..., config=...)``: see ``_make_results_db``."""
     return _make_results_db
-

@@ -7,10 +7,11 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import duckdb
 import pytest
-from e2e_cli import rl
+from e2e_cli import RLBENCH, rl
 from ray_engine import ray_head  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.slow
@@ -164,6 +165,56 @@ def test_ray_not_installed_is_one_line_with_the_install_command(tmp_path):
         'pip install "rlbench-cli[ray]"'
     )
     assert not db.exists()
+
+
+def test_a_local_ray_instance_started_by_run_stops_with_it_leaving_no_process(tmp_path):
+    """No --address: `rlbench run` starts Ray on this machine and stops it at the end (its autoscaler monitor
+    killed outright, the rest through ray.shutdown): none of that instance's processes outlives the command.
+    Its processes are told apart from any other Ray on the machine by the RAY_TMPDIR they inherit (a short one:
+    Ray's socket paths must fit in 107 characters)."""
+    import shutil
+    import tempfile
+    import time
+
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY)
+    ray_tmp = tempfile.mkdtemp(prefix="rlr", dir="/tmp")
+    try:
+        cmd = [
+            RLBENCH,
+            "run",
+            str(suite),
+            "--db",
+            str(tmp_path / "db.duckdb"),
+            "--executor",
+            "ray",
+            "--workers",
+            "1",
+        ]
+        r = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=180, env={**os.environ, "RAY_TMPDIR": ray_tmp}
+        )
+        assert r.returncode == 0 and "2 finished, 0 failed" in r.stdout, r.stdout + r.stderr
+        assert list(Path(ray_tmp).glob("ray/session_*")), "the local instance did not use RAY_TMPDIR"
+
+        def ours() -> list[str]:
+            """Processes whose environment has this RAY_TMPDIR: every one the command started, also those
+            that renamed themselves (ray::IDLE, ray::DashboardAgent, ...)."""
+            found = []
+            for proc in Path("/proc").glob("[0-9]*"):
+                try:
+                    if f"RAY_TMPDIR={ray_tmp}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                        found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:120])
+                except OSError:  # gone meanwhile, or not ours to read
+                    pass
+            return found
+
+        deadline = time.monotonic() + 10  # a process SIGKILLed a moment ago may still be reaped
+        while ours() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not ours(), ours()
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def test_rlbench_does_not_import_ray_until_asked():
