@@ -190,9 +190,10 @@ class RunContext:
         """True when a checkpoint should be saved at ``step``: a multiple of ``checkpoint_every`` steps was
         reached since the last one, or its minutes have passed, or the run is being stopped (Ctrl-C, SIGTERM
         from a scheduler pre-empting or cancelling the job: the next attempt then loses nothing). Never at
-        step 0 or at the end of the budget, never when ``checkpoint_every`` is unset. Cheap enough to call
-        every step; call it just before checking ``should_stop()``."""
-        if step <= 0 or step >= self.steps:
+        step 0 or at the run's last step (``total_steps``: an offline-to-online run checkpoints while it
+        fine-tunes too), never when ``checkpoint_every`` is unset. Cheap enough to call every step; call it
+        just before checking ``should_stop()``."""
+        if step <= 0 or step >= self.total_steps:
             return False
         every_steps, every_s = self._checkpoint_every()
         if every_steps is None and every_s is None:

@@ -411,13 +411,17 @@ class D3rlpyOffline:
         sums: dict[str, float] = {}
         count = step = first = 0
         state = ctx.resume()
+        online = None  # an online-phase checkpoint (offline-to-online runs): fine-tuning goes on from it
         if state is None:
             if ctx.finetune_steps:  # offline-to-online: the phase turns 1 at the last offline step
                 ctx.sink.log(0, **{"train/phase": 0.0})
             ctx.maybe_evaluate(0, policy)
         else:
             restore_impl(algo, state)
-            sums, count, first = state["sums"], int(state["count"]), int(state["step"])
+            if state.get("phase") == "online":
+                online, first = state, ctx.steps
+            else:
+                sums, count, first = state["sums"], int(state["count"]), int(state["step"])
             step = first
         for step in range(first + 1, ctx.steps + 1):
             for k, v in algo.update(sample()).items():
@@ -437,8 +441,9 @@ class D3rlpyOffline:
         if ctx.finetune_steps and step >= ctx.steps and not ctx.should_stop():
             from .finetune import finetune_online
 
-            step = finetune_online(ctx, algo, _TransitionArrays(data, _actions(data)), discrete, policy,
-                                   explore_noise=self.name == "td3_plus_bc")  # fmt: skip
+            transitions = None if online else _TransitionArrays(data, _actions(data))
+            step = finetune_online(ctx, algo, transitions, discrete, policy,
+                                   explore_noise=self.name == "td3_plus_bc", resume=online)  # fmt: skip
         ctx.finish(step, policy)
 
 

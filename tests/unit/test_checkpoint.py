@@ -334,6 +334,26 @@ def test_d3rlpy_offline_resumes_bitwise(tmp_path: Path, cartpole_file: str, algo
     pd.testing.assert_frame_equal(resumed, straight)
 
 
+def test_offline_to_online_resumes_bitwise_in_the_online_phase(tmp_path: Path, cartpole_file: str) -> None:
+    """cql fine-tuned online after 60 offline steps: checkpoints at steps 100 and 200 fall in the online phase
+    (replay buffer with the dataset and the online transitions, the env mid-episode, the losses not yet
+    logged); stopped past the first, the resumed run ends with the uninterrupted run's every row."""
+    import dataclasses
+
+    params = {"hidden_units": [16], "batch_size": 16, "logging_steps": 7}
+    spec = _spec("cql", "CartPole-v1", steps=60, eval_every=20, every=100, params=params,
+                 dataset="cartpole-ckpt", dataset_path=cartpole_file, eval_episodes=1)  # fmt: skip
+    spec = dataclasses.replace(spec, finetune={"steps": 240, "eval_every": 80})
+    r1, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=30)
+    assert r2["resumed_from_step"] == 100  # online step 40
+    resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
+    assert (resumed["name"] == "train/phase").sum() == 2  # 0 at step 0, 1 at step 60: logged once each
+    per_step = resumed[~resumed["name"].str.startswith("train/episode_")]
+    assert not per_step.duplicated(["step", "name"]).any()
+    assert sorted(resumed[resumed["name"] == "eval/return"]["step"]) == [0, 20, 40, 60, 140, 220, 300]
+    pd.testing.assert_frame_equal(resumed, straight)
+
+
 def test_hf_decision_transformer_resumes_bitwise(tmp_path: Path, cartpole_file: str) -> None:
     pytest.importorskip("transformers")
     params = {"hidden_size": 16, "n_layer": 1, "context_length": 4, "batch_size": 8, "logging_steps": 7}
