@@ -405,24 +405,25 @@ def prepare_datasets(
     from .datasets.catalog import provenance, summarize
 
     os.environ["RLBENCH_DATASETS"] = str(datasets_root().resolve())
-    paths = {ds.name: dataset_path(ds.name, ds.path) for ds in suite.datasets}
+    paths = {ds.label: dataset_path(ds.name, ds.path, ds.wrapper_dicts) for ds in suite.datasets}
     for i, ds in enumerate(suite.datasets):
-        if ds.path and not paths[ds.name].exists():
+        if ds.path and not paths[ds.label].exists():
             raise SuiteInvalid(f"{source}: field 'datasets[{i}].path': dataset {ds.name!r} has no file at "
-                               f"{paths[ds.name]}; check the path (relative paths start at the current folder)")  # fmt: skip
-    missing = [ds for ds in suite.datasets if ds.generated and not paths[ds.name].exists()]
+                               f"{paths[ds.label]}; check the path (relative paths start at the current folder)")  # fmt: skip
+    missing = [ds for ds in suite.datasets if ds.generated and not paths[ds.label].exists()]
     for ds in missing:
-        report("dataset", {"name": ds.name, "path": paths[ds.name]})
+        report("dataset", {"name": ds.label, "path": paths[ds.label]})
     ensure_datasets(missing, lambda msg: report("dataset_progress", {"msg": msg}))
     refs: dict[str, list[float]] = {}
     for ds in suite.datasets:
-        if paths[ds.name].suffix == ".jsonl":  # a text dataset: normalised by the lmrl table, not by its file
+        path = paths[ds.label]
+        if path.suffix == ".jsonl":  # a text dataset: normalised by the lmrl table, not by its file
             continue
         if ds.data_mix or ds.imagined:  # which encoder embedded its instructions, which generator imagined
-            report("dataset_provenance", {"name": ds.name, **provenance(paths[ds.name])})
-        lo, hi = (summarize(paths[ds.name])[k] for k in ("ref_random", "ref_expert"))
+            report("dataset_provenance", {"name": ds.name, **provenance(path)})
+        lo, hi = (summarize(path)[k] for k in ("ref_random", "ref_expert"))
         if lo is not None and hi is not None and lo != hi:
-            for task in [f"{ds.name}[mix={m}]" for m in ds.mixes] or [ds.name]:  # tasks as grid labels them
+            for task in [f"{ds.label}[mix={m}]" for m in ds.mixes] or [ds.label]:  # tasks as grid labels them
                 refs[task] = [float(lo), float(hi)]
     return refs
 

@@ -66,7 +66,14 @@ from typing import Any
 import numpy as np
 
 from . import __version__
-from .datasets.data import LEVELS, OfflineData, datasets_root, generated_name, parse_generated_name
+from .datasets.data import (
+    LEVELS,
+    OfflineData,
+    datasets_root,
+    generated_file_stem,
+    generated_name,
+    parse_generated_name,
+)
 from .datasets.hdf5 import read_meta, write_hdf5
 from .envs import known_env, make_env
 from .envs.text import is_text_env
@@ -283,16 +290,18 @@ def collect(
     n: int,
     seed: int,
     n_envs: int | None = None,
+    wrappers: list[dict[str, Any]] | None = None,
 ) -> Collected:
     """``n`` transitions of ``act`` in ``env_id``, whole episodes one after another (D4RL's layout).
 
     ``n_envs`` environments (default ``collect_envs(n)``; reset with seeds ``seed + i``, later episodes
     continuing each env's RNG) are stepped in lock-step, one batched ``act`` call a step. An episode is
     kept when it ends, in the order episodes end; an env starts another only while the episodes kept and
-    running fall short of ``n``; the last episode kept is cut at ``n`` (a timeout marks the cut).
+    running fall short of ``n``; the last episode kept is cut at ``n`` (a timeout marks the cut). ``wrappers``
+    (``[{name, kwargs}]``) wrap each env, as a suite's ``wrappers:`` do.
     """
     n_envs = n_envs or collect_envs(n)
-    envs = [make_env(env_id, env_kwargs) for _ in range(n_envs)]
+    envs = [make_env(env_id, env_kwargs, wrappers=wrappers) for _ in range(n_envs)]
     obs = [np.asarray(env.reset(seed=seed + i)[0], np.float32) for i, env in enumerate(envs)]
     Step = tuple[np.ndarray, Any, float, np.ndarray]  # obs, action, reward, next obs
     current: list[list[Step]] = [[] for _ in envs]
@@ -586,12 +595,18 @@ def build_dataset(
     behaviour_steps: int | None = None,
     device: str = "cpu",
     progress: Progress = _silent,
+    wrappers: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Build ``<root>/<env_id>-<level>.hdf5`` (see the module docstring) and return its path.
 
     An existing file is kept unless ``force``; ``size`` defaults to the environment's (``ENV_DEFAULTS``;
     medium-replay: the training steps up to the medium checkpoint); ``behaviour_steps`` overrides the
     behaviour training budget (a cached policy trained for another budget needs ``force``).
+
+    ``wrappers`` (``[{name, kwargs}]``, a suite's ``datasets[].wrappers``): the data is collected in the
+    wrapped env (a delayed or disturbed system, NeoRL-2's framing) into ``<env_id>-<level>+<Wrapper>.hdf5``,
+    by the behaviour policy trained in the plain env; the reference returns (random, expert) stay the plain
+    env's, so a normalised score also shows what the wrappers cost.
     """
     if level not in LEVELS:
         raise UsageError(f"--level {level!r}: choose one of {', '.join(LEVELS)}")
@@ -604,14 +619,20 @@ def build_dataset(
         raise UsageError(f"--behaviour-steps must be at least 1 (got {behaviour_steps})")
     env_kwargs = dict(env_kwargs or {})
     root = Path(root) if root is not None else datasets_root()
+    wrappers = [dict(w) for w in wrappers or []]
     name = generated_name(env_id, level)
-    out = root / f"{name}.hdf5"
+    out = root / f"{generated_file_stem(name, wrappers)}.hdf5"
     if out.exists() and not force:
         meta = read_meta(out)[0]
         if meta.get("env_kwargs", {}) != env_kwargs:
             raise UsageError(
                 f"{out} was built with env kwargs {meta.get('env_kwargs')}, not {env_kwargs}: add "
                 "--force to rebuild it, or give it another --datasets folder"
+            )
+        if meta.get("env_wrappers", []) != wrappers:
+            raise UsageError(
+                f"{out} was collected with env wrappers {meta.get('env_wrappers', [])}, not {wrappers}: delete "
+                "it to rebuild it, or give the suite another --datasets folder"
             )
         progress(f"{name}: {out} exists (add --force to rebuild it)")
         return out
@@ -627,6 +648,7 @@ def build_dataset(
         "name": name,
         "env_id": env_id,
         "env_kwargs": env_kwargs,
+        **({"env_wrappers": wrappers} if wrappers else {}),
         "level": level,
         "discrete": discrete,
         "observation_shape": list(obs_space.shape),
@@ -668,7 +690,14 @@ def build_dataset(
         cseed = _collect_seed(seed, level, k)
         if ckpt is None:
             chunks.append(
-                collect(env_id, env_kwargs, _uniform(act_space, np.random.default_rng(cseed)), count, cseed)
+                collect(
+                    env_id,
+                    env_kwargs,
+                    _uniform(act_space, np.random.default_rng(cseed)),
+                    count,
+                    cseed,
+                    wrappers=wrappers,
+                )  # fmt: skip
             )
             continue
         assert folder is not None and index is not None  # a checkpoint comes from a behaviour run
@@ -679,7 +708,7 @@ def build_dataset(
                 if level == "conservative"
                 else _sampler(policy, cseed)
             )
-            chunks.append(collect(env_id, env_kwargs, act, count, cseed))
+            chunks.append(collect(env_id, env_kwargs, act, count, cseed, wrappers=wrappers))
         ckpt["data_mean_return"] = _mean(chunks[-1].returns)
     data = _assemble(chunks, meta)
     returns = [r for c in chunks for r in c.returns]
@@ -827,6 +856,7 @@ def ensure_datasets(
                 root=root,
                 device=device,
                 progress=progress,
+                wrappers=spec.wrapper_dicts,
             )
         )
     return paths

@@ -59,7 +59,8 @@ class RunSpec:
     def env(self) -> str:
         """The task label: the dataset's name for offline runs, else the env id plus kwargs, if any."""
         if self.dataset is not None:
-            return self.dataset if self.data_mix is None else f"{self.dataset}[mix={self.data_mix}]"
+            label = env_label(self.dataset, {}, [w["name"] for w in self.env_wrappers])
+            return label if self.data_mix is None else f"{label}[mix={self.data_mix}]"
         return env_label(self.env_id, self.env_kwargs, [w["name"] for w in self.env_wrappers])
 
     @property
@@ -156,7 +157,7 @@ def expand(suite: Suite) -> list[RunSpec]:
             params=params,
             env_id=task.id if isinstance(task, EnvSpec) else str(task.env),
             env_kwargs=dict(task.kwargs),
-            env_wrappers=[w.model_dump() for w in task.wrappers] if isinstance(task, EnvSpec) else [],
+            env_wrappers=[w.model_dump() for w in task.wrappers],
             seed=seed,
             budget=budget,
             score=score,

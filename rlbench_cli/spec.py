@@ -105,6 +105,13 @@ class WrapperSpec(_Model):
     kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
+def _wrapper_list(v: Any) -> Any:
+    """``wrappers:`` entries: a name alone is a wrapper without kwargs."""
+    if isinstance(v, list):
+        return [{"name": w} if isinstance(w, str) else w for w in v]
+    return v
+
+
 class EnvSpec(_Model):
     """A gymnasium environment id with optional constructor kwargs and wrappers (applied in order)."""
 
@@ -112,12 +119,7 @@ class EnvSpec(_Model):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     wrappers: list[WrapperSpec] = Field(default_factory=list)
 
-    @field_validator("wrappers", mode="before")
-    @classmethod
-    def _wrappers(cls, v: Any) -> Any:
-        if isinstance(v, list):
-            return [{"name": w} if isinstance(w, str) else w for w in v]
-        return v
+    _wrappers = field_validator("wrappers", mode="before")(_wrapper_list)
 
     @property
     def label(self) -> str:
@@ -140,6 +142,22 @@ class DatasetSpec(_Model):
     imagine: dict[str, Any] | None = Field(
         None, description="how an <EnvId>-imagine dataset is built (imagine.build.BUILD_DEFAULTS keys)"
     )
+    wrappers: list[WrapperSpec] = Field(
+        default_factory=list,
+        description="gymnasium wrappers (applied in order) of the env runs are evaluated and fine-tuned in; a "
+        "dataset rlbench generates is also collected in the wrapped env",
+    )
+
+    _wrappers = field_validator("wrappers", mode="before")(_wrapper_list)
+
+    @property
+    def label(self) -> str:
+        """The task's name in results: the dataset's name, plus ``+Wrapper`` per wrapper."""
+        return env_label(self.name, {}, [w.name for w in self.wrappers])
+
+    @property
+    def wrapper_dicts(self) -> list[dict[str, Any]]:
+        return [w.model_dump() for w in self.wrappers]
 
     @field_validator("data_mix")
     @classmethod
@@ -535,7 +553,7 @@ class Suite(_Model):
         dup = sorted({x for x in env_labels if env_labels.count(x) > 1})
         if dup:
             raise ValueError(f"environment {dup[0]!r} is listed twice; list it once")
-        ds_names = [d.name for d in self.datasets]
+        ds_names = [d.label for d in self.datasets]
         dup = sorted({x for x in [*ds_names, *env_labels] if [*ds_names, *env_labels].count(x) > 1})
         if dup:
             raise ValueError(f"dataset {dup[0]!r} is listed twice (or shares an env's name); list it once")
@@ -742,8 +760,22 @@ def _check_lang_kwargs(env_id: str, kwargs: dict[str, Any]) -> str | None:
     return check_encoder(kwargs.get("encoder"))
 
 
+def _check_wrappers(wrappers: list[WrapperSpec], where: str) -> None:
+    """Each wrapper exists and takes its kwargs; ``where`` is "<file>: field 'envs[0].wrappers"."""
+    from .envs import known_wrapper, wrapper_kwargs_problem
+
+    for j, w in enumerate(wrappers):
+        problem = known_wrapper(w.name)
+        if problem:
+            raise SuiteInvalid(f"{where}[{j}]': {problem}")
+        problem = wrapper_kwargs_problem(w.name, w.kwargs)
+        if problem:
+            raise SuiteInvalid(f"{where}[{j}].kwargs': {_printable(problem)}")
+
+
 def _check_envs(suite: Suite, path: str) -> None:
-    from .envs import known_env, known_wrapper, wrapper_kwargs_problem
+    from .envs import known_env
+    from .envs.text import is_text_env
 
     for i, env in enumerate(suite.envs):
         problem = known_env(env.id)
@@ -752,13 +784,7 @@ def _check_envs(suite: Suite, path: str) -> None:
         problem = _check_lang_kwargs(env.id, env.kwargs)
         if problem:
             raise SuiteInvalid(f"{path}: field 'envs[{i}].kwargs': {problem}")
-        for j, w in enumerate(env.wrappers):
-            problem = known_wrapper(w.name)
-            if problem:
-                raise SuiteInvalid(f"{path}: field 'envs[{i}].wrappers[{j}]': {problem}")
-            problem = wrapper_kwargs_problem(w.name, w.kwargs)
-            if problem:
-                raise SuiteInvalid(f"{path}: field 'envs[{i}].wrappers[{j}].kwargs': {_printable(problem)}")
+        _check_wrappers(env.wrappers, f"{path}: field 'envs[{i}].wrappers")
     for i, ds in enumerate(suite.datasets):
         problem = known_env(ds.env or "")
         if problem:
@@ -766,6 +792,11 @@ def _check_envs(suite: Suite, path: str) -> None:
         problem = _check_lang_kwargs(ds.env or "", ds.kwargs)
         if problem:
             raise SuiteInvalid(f"{path}: field 'datasets[{i}].kwargs': {problem}")
+        if ds.wrappers and (ds.imagined or is_text_env(ds.env or "")):
+            kind = "an <EnvId>-imagine dataset" if ds.imagined else "a text env's dataset"
+            raise SuiteInvalid(f"{path}: field 'datasets[{i}].wrappers': {kind} takes no wrappers; wrap a "
+                               "gymnasium env's dataset, or remove wrappers:")  # fmt: skip
+        _check_wrappers(ds.wrappers, f"{path}: field 'datasets[{i}].wrappers")
     from .algos.text import check_pretrained
 
     for i, a in enumerate(suite.algorithms):  # a local pretrained checkpoint (text policies) must exist

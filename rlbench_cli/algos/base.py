@@ -335,7 +335,8 @@ class RunContext:
                 )
             from ..datasets import load_dataset
 
-            self._dataset = load_dataset(self.spec.dataset, self.spec.dataset_path, mix=self.spec.data_mix)
+            self._dataset = load_dataset(self.spec.dataset, self.spec.dataset_path, mix=self.spec.data_mix,
+                                         wrappers=self.spec.env_wrappers)  # fmt: skip
         return self._dataset
 
     def references(self) -> tuple[float, float] | None:
@@ -431,9 +432,14 @@ class RunContext:
         return mean
 
     # -- training-side helpers ------------------------------------------------------------------------
-    def log_episode(self, step: int, episode_return: float, episode_length: int) -> None:
+    def log_episode(
+        self, step: int, episode_return: float, episode_length: int, episode_cost: float | None = None
+    ) -> None:
+        """A finished training episode: ``train/episode_return``, ``train/episode_length`` and, where the env
+        reports a safety cost, ``train/episode_cost`` (what exploring costs while learning online)."""
+        extra = {} if episode_cost is None else {"train/episode_cost": episode_cost}
         self.sink.log(
-            step, **{"train/episode_return": episode_return, "train/episode_length": episode_length}
+            step, **{"train/episode_return": episode_return, "train/episode_length": episode_length, **extra}
         )
 
     def log_system(self, step: int) -> None:

@@ -169,7 +169,8 @@ class _SinkAdapter:
 
 
 class _EpisodeStats(gymnasium.Wrapper):
-    """Counts env steps and logs each finished training episode (the loop steps the env once a step)."""
+    """Counts env steps and logs each finished training episode (the loop steps the env once a step): its
+    return and length, and its safety cost where the env reports one (``info["cost"]``, e.g. SafetyCost)."""
 
     def __init__(self, env: gymnasium.Env, ctx: RunContext):
         super().__init__(env)
@@ -177,9 +178,10 @@ class _EpisodeStats(gymnasium.Wrapper):
         self.total_steps = 0
         self._ret = 0.0
         self._len = 0
+        self._cost: float | None = None
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        self._ret, self._len = 0.0, 0
+        self._ret, self._len, self._cost = 0.0, 0, None
         return self.env.reset(**kwargs)
 
     def __getstate__(self) -> dict[str, Any]:  # a checkpoint pickles the env, not the run's context
@@ -194,8 +196,12 @@ class _EpisodeStats(gymnasium.Wrapper):
         self.total_steps += 1
         self._ret += float(reward)
         self._len += 1
+        if "cost" in info:
+            self._cost = (getattr(self, "_cost", None) or 0.0) + float(
+                info["cost"]
+            )  # older checkpoints lack it
         if term or trunc:
-            self._ctx.log_episode(self.total_steps, self._ret, self._len)
+            self._ctx.log_episode(self.total_steps, self._ret, self._len, getattr(self, "_cost", None))
         return obs, reward, term, trunc, info
 
 

@@ -511,6 +511,9 @@ class PPO:
         next_obs = norm_obs(raw_obs)
         ep_ret = np.zeros(n_envs, np.float64)
         ep_len = np.zeros(n_envs, np.int64)
+        ep_cost = np.full(
+            n_envs, np.nan
+        )  # an episode's safety cost (info["cost"]); NaN: the env reports none
 
         global_step = 0
         state = ctx.resume()
@@ -525,6 +528,8 @@ class PPO:
             raw_obs[:], ep_ret[:], ep_len[:], disc_ret[:] = (
                 state[k] for k in ("raw_obs", "ep_ret", "ep_len", "disc_ret")
             )
+            if "ep_cost" in state:  # checkpoints from before costs were logged lack it
+                ep_cost[:] = state["ep_cost"]
             for rms, saved in ((obs_rms, state["obs_rms"]), (ret_rms, state["ret_rms"])):
                 if rms is not None:
                     rms.mean, rms.var, rms.count = saved
@@ -559,14 +564,17 @@ class PPO:
                 rew = rew_buf[t]
                 done = done_buf[t]
                 for i in range(n_envs):
-                    o, r, term, trunc, _ = envs[i].step(env_actions[i])
+                    o, r, term, trunc, info = envs[i].step(env_actions[i])
                     rew[i] = r
                     ep_ret[i] += r
                     ep_len[i] += 1
+                    if "cost" in info:
+                        ep_cost[i] = np.nan_to_num(ep_cost[i]) + float(info["cost"])
                     if term or trunc:
                         done[i] = 1.0
-                        ctx.log_episode(global_step, float(ep_ret[i]), int(ep_len[i]))
-                        ep_ret[i], ep_len[i] = 0.0, 0
+                        cost = None if np.isnan(ep_cost[i]) else float(ep_cost[i])
+                        ctx.log_episode(global_step, float(ep_ret[i]), int(ep_len[i]), cost)
+                        ep_ret[i], ep_len[i], ep_cost[i] = 0.0, 0, np.nan
                         if trunc and not term and cfg.bootstrap_truncated:
                             trunc_at.append((t, i))
                             trunc_obs.append(np.asarray(o, np.float32).reshape(-1))
@@ -675,6 +683,7 @@ class PPO:
                     "global_step": global_step, "agent": agent.state_dict(),
                     "optimizer": optimizer.state_dict(), "rng": rng, "perm_gen": perm_gen.get_state(),
                     "envs": dumps_envs(envs), "raw_obs": raw_obs, "ep_ret": ep_ret, "ep_len": ep_len, "disc_ret": disc_ret,
+                    "ep_cost": ep_cost,
                     "obs_rms": None if obs_rms is None else (obs_rms.mean, obs_rms.var, obs_rms.count),
                     "ret_rms": None if ret_rms is None else (ret_rms.mean, ret_rms.var, ret_rms.count),
                 })  # fmt: skip

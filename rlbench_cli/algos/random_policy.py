@@ -62,15 +62,17 @@ class RandomPolicy:
                 return acts[int(rng.integers(len(acts)))]
 
         env.reset(seed=ctx.seed)
-        ep_ret, ep_len = 0.0, 0
+        ep_ret, ep_len, ep_cost = 0.0, 0, None
         ctx.maybe_evaluate(0, policy)
         for step in range(1, ctx.steps + 1):
-            _, r, term, trunc, _ = env.step(sample())
+            _, r, term, trunc, info = env.step(sample())
             ep_ret += float(r)
             ep_len += 1
+            if "cost" in info:  # a safety cost (SafetyCost): train/episode_cost
+                ep_cost = (ep_cost or 0.0) + float(info["cost"])
             if term or trunc:
-                ctx.log_episode(step, ep_ret, ep_len)
-                ep_ret, ep_len = 0.0, 0
+                ctx.log_episode(step, ep_ret, ep_len, ep_cost)
+                ep_ret, ep_len, ep_cost = 0.0, 0, None
                 env.reset()
             ctx.maybe_evaluate(step, policy)
             if step % 1000 == 0:

@@ -12,13 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from ..envs.text import is_text_env
-from .data import LEVELS, OfflineData, datasets_root, generated_name, parse_generated_name
+from .data import (
+    LEVELS,
+    OfflineData,
+    datasets_root,
+    generated_file_stem,
+    generated_name,
+    parse_generated_name,
+)
 from .minari_io import MINARI_PREFIX, minari_path
 
 __all__ = [
     "LEVELS",
     "OfflineData",
     "datasets_root",
+    "generated_file_stem",
     "generated_name",
     "parse_generated_name",
     "dataset_path",
@@ -27,26 +35,35 @@ __all__ = [
 ]
 
 
-def dataset_path(name: str, path: str | None = None) -> Path:
+def dataset_path(name: str, path: str | None = None, wrappers: list[dict[str, Any]] | None = None) -> Path:
     """Where a dataset is: the user's ``path`` (``minari:<id>``: that local Minari dataset's folder), or
-    ``<datasets root>/<name>.hdf5`` (a text env's generated dataset: ``<name>.jsonl``)."""
+    ``<datasets root>/<name>.hdf5`` (a text env's generated dataset: ``<name>.jsonl``; one collected in a
+    wrapped env: ``<name>+<Wrapper>.hdf5``, ``generated_file_stem``)."""
     if path and path.startswith(MINARI_PREFIX):
         return minari_path(path[len(MINARI_PREFIX) :])
     if not path and parse_generated_name(name) and is_text_env(parse_generated_name(name)[0]):
         return datasets_root() / f"{name}.jsonl"
-    return Path(path) if path else datasets_root() / f"{name}.hdf5"
+    return Path(path) if path else datasets_root() / f"{generated_file_stem(name, wrappers)}.hdf5"
 
 
-def load_dataset(name: str, path: str | None = None, env: str | None = None, mix: str | None = None) -> Any:
-    """Load a dataset by its name (generated) or path (a user's file or Minari folder, or ``minari:<id>``):
-    an ``OfflineData``, or for a text dataset (``.jsonl``) a ``datasets.text.TextEpisodes`` (``env``: the text
-    env a user's LMRL-Gym file is read for); with ``mix`` (``datasets.mix``), its real and imagined rollouts in
-    that mix."""
-    p = dataset_path(name, path)
+def load_dataset(
+    name: str,
+    path: str | None = None,
+    env: str | None = None,
+    mix: str | None = None,
+    wrappers: list[dict[str, Any]] | None = None,
+) -> Any:
+    """Load a dataset by its name (generated; ``wrappers``: collected in the env with those wrappers) or path
+    (a user's file or Minari folder, or ``minari:<id>``): an ``OfflineData``, or for a text dataset
+    (``.jsonl``) a ``datasets.text.TextEpisodes`` (``env``: the text env a user's LMRL-Gym file is read for);
+    with ``mix`` (``datasets.mix``), its real and imagined rollouts in that mix."""
+    p = dataset_path(name, path, wrappers)
     if not p.exists():
         parsed = None if path else parse_generated_name(name)
         hint = (
-            f"build it with: rlbench datasets build {parsed[0]} --level {parsed[1]}"
+            "rlbench run builds it (it is collected in the suite's wrapped env)"
+            if parsed and wrappers
+            else f"build it with: rlbench datasets build {parsed[0]} --level {parsed[1]}"
             if parsed
             else "check the path"
         )

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnknownName, UsageError
-from .data import OfflineData, datasets_root
+from .data import OfflineData, datasets_root, generated_file_stem
 from .minari_io import MINARI_PREFIX, is_minari_folder, minari_path
 
 __all__ = ["resolve", "open_dataset", "summarize", "list_datasets", "describe", "provenance", "PROVENANCE"]
@@ -119,7 +119,10 @@ def summarize(path: Path, data: OfflineData | None = None) -> dict[str, Any]:
     if meta.get("mean_return") is not None:
         mean = float(meta["mean_return"])
     row: dict[str, Any] = {
-        "name": meta.get("name") or (path.stem if path.suffix == ".hdf5" else path.name),
+        # a generated dataset collected in a wrapped env: its name plus +Wrapper, as suites name the task
+        "name": generated_file_stem(meta["name"], meta.get("env_wrappers"))
+        if meta.get("name")
+        else (path.stem if path.suffix == ".hdf5" else path.name),
         "env": meta.get("env_id"),
         "level": meta.get("level"),
         "transitions": len(small["rewards"]),

@@ -40,6 +40,12 @@ def generated_name(env_id: str, level: str) -> str:
     return f"{env_id}-{level}"
 
 
+def generated_file_stem(name: str, wrappers: list[dict[str, Any]] | None = None) -> str:
+    """A generated dataset's file name without suffix: its name, plus ``+Wrapper`` per wrapper of the env it
+    was collected in (``Pendulum-v1-conservative+Delay``)."""
+    return name + "".join(f"+{w['name'].rpartition(':')[2]}" for w in wrappers or [])
+
+
 def parse_generated_name(name: str) -> tuple[str, str] | None:
     """``CartPole-v1-medium-replay`` -> (``CartPole-v1``, ``medium-replay``); a text env's dataset
     ``MazeFO-v0-mixed`` -> (``rlbench/MazeFO-v0``, ``mixed``) (``datasets.text``); None if not such a name."""

@@ -17,6 +17,7 @@ from offline_helpers import pendulum_controller, rollouts  # noqa: E402
 pytestmark = pytest.mark.slow
 
 OFFLINE, ONLINE = 40, 60
+TASK = "pend+SafetyCost"  # the dataset's task: evaluated and fine-tuned in Pendulum-v1 with a safety cost
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,8 @@ def o2o(tmp_path_factory):
     suite.write_text(
         "name: o2o-tiny\nseeds: 1\n"
         f"budget: {{steps: {OFFLINE}, eval_every: 20, eval_episodes: 2}}\n"
-        f"datasets: [{{name: pend, path: {tmp / 'pend.hdf5'}, env: Pendulum-v1}}]\n"
+        f"datasets: [{{name: pend, path: {tmp / 'pend.hdf5'}, env: Pendulum-v1, kwargs: {{max_episode_steps: 50}},\n"
+        "             wrappers: [{name: SafetyCost, kwargs: {index: 2, low: -1.0, high: 1.0, limit: 10}}]}]\n"
         "envs: [{id: Pendulum-v1, wrappers: [{name: Delay, kwargs: {obs_steps: 1}},\n"
         "        {name: SafetyCost, kwargs: {index: 2, low: -1.0, high: 1.0, limit: 10}}]}]\n"
         "algorithms:\n"
@@ -68,7 +70,7 @@ def test_scores_by_phase_in_leaderboard_and_fetch(o2o):
 
     online_meta, online = board(None)  # the suite's phase: online
     assert online_meta["meta"]["score_rule"] == "final@online"
-    assert set(online) == {("iql", "pend"), ("td3_plus_bc", "pend")}  # no online phase: not in it
+    assert set(online) == {("iql", TASK), ("td3_plus_bc", TASK)}  # no online phase: not in it
     _, offline = board("final@offline")
     assert ("random", "Pendulum-v1+Delay+SafetyCost") in offline
     scores = json.loads(rl("fetch", "--suite", "o2o-tiny", "--scores", "--score", "final@offline", "--format", "json",
@@ -79,7 +81,7 @@ def test_scores_by_phase_in_leaderboard_and_fetch(o2o):
     for s in scores:
         if s["algo"] != "random":
             assert s["rule"] == "final@offline" and s["score"] == at[(s["run_id"], OFFLINE)]
-    assert offline[("iql", "pend")] != online[("iql", "pend")]
+    assert offline[("iql", TASK)] != online[("iql", TASK)]
     rl("plot", "o2o-tiny", "--db", db, "--out", tmp / "fig", "--reps", "100")
     assert (tmp / "fig" / "learning_curves.png").stat().st_size > 0
 
@@ -93,6 +95,20 @@ def test_safety_cost_is_reported_beside_the_return(o2o):
     assert {"eval/return", "eval/cost", "eval/violations"} <= names
     violations = [r["value"] for r in rows if (r.get("metric") or r.get("name")) == "eval/violations"]
     assert all(0.0 <= v <= 1.0 for v in violations)
+
+
+def test_a_wrapped_dataset_task_reports_costs_offline_and_while_fine_tuning(o2o):
+    _, db = o2o
+    rows = json.loads(
+        rl("fetch", "--suite", "o2o-tiny", "--algo", "iql", "--format", "json", "--db", db).stdout
+    )
+    assert {r["env"] for r in rows} == {TASK}
+    at = {}
+    for r in rows:
+        at.setdefault(r.get("metric") or r.get("name"), []).append(r["step"])
+    assert sorted(at["eval/cost"]) == [0, 20, 40, 70, 100]  # the eval env is wrapped, in both phases
+    # the online training env is wrapped too: its 50-step episode (kwargs) ends at step 40 + 50 with a cost
+    assert at["train/episode_cost"] == [OFFLINE + 50] == at["train/episode_return"]
 
 
 @pytest.mark.parametrize(
