@@ -639,8 +639,16 @@ def _fraction_above(values: np.ndarray, taus_sorted: np.ndarray) -> np.ndarray:
     it; a per-row histogram of those counts, summed from the top, gives #(v > tau_t) for every t at once.
     """
     reps, k = values.shape
-    num_taus = taus_sorted.shape[0]
     below = np.searchsorted(taus_sorted, values.ravel(), side="left").reshape(reps, k)
+    return _fraction_above_bins(below, taus_sorted.shape[0])
+
+
+def _fraction_above_bins(below: np.ndarray, num_taus: int) -> np.ndarray:
+    """``_fraction_above`` from each value's bin, ``searchsorted(taus_sorted, v, 'left')``: (reps, k) ->
+    (reps, num_taus). A resampled run's bin is the bin of the run it copies, so the bins of a score matrix
+    are computed once and resampled like its scores (a searchsorted of every resampled value is most of the
+    cost otherwise). ``below`` is modified."""
+    reps, k = below.shape
     below += (np.arange(reps, dtype=np.intp) * (num_taus + 1))[:, None]
     hist = np.bincount(below.ravel(), minlength=reps * (num_taus + 1)).reshape(reps, num_taus + 1)
     above = np.cumsum(hist[:, ::-1], axis=1)[:, ::-1]  # above[:, t] = #(count > t) = #(v > tau_t)
@@ -699,9 +707,16 @@ def performance_profile(
         point = profile(arr[None])[0]
         step = _chunk_reps(n * m, chunk_reps)
         dist = np.empty((reps, tau_arr.size), dtype=np.float64)
+        bins = np.searchsorted(taus_sorted, arr, side="left") if variant == "run" else None
         for start in range(0, reps, step):
             stop = min(reps, start + step)
-            dist[start:stop] = profile(resample(arr, _draw(gen, n, (stop - start, n, m))))
+            idx = _draw(gen, n, (stop - start, n, m))
+            if bins is not None:  # the same numbers as profile(resample(arr, idx)), without a searchsorted
+                dist[start:stop] = _fraction_above_bins(
+                    resample(bins, idx).reshape(stop - start, -1), taus_sorted.size
+                )
+            else:
+                dist[start:stop] = profile(resample(arr, idx))
         lower, upper = percentile_interval(dist, point, confidence, method)
         return Interval(point[unsort], lower[unsort], upper[unsort])
 
