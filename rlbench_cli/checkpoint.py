@@ -8,7 +8,8 @@ A run's checkpoints live in its run folder, shared by its attempts: ``<runs_root
 ``state`` is the algorithm's (tensors, numpy arrays, Python objects, pickled environments), ``meta`` the
 runner's (evaluation bookkeeping, which metric shards hold the rows logged before the checkpoint). A file is
 written to a temporary name in the same folder, fsynced, renamed into place, and the folder fsynced; then
-the older checkpoints are removed. A reader takes the highest step that loads; a temporary file is never
+the older checkpoints are removed (or later, by ``prune``: a packed job removes its seeds' older checkpoints
+once every seed has its new one). A reader takes the highest step that loads; a temporary file is never
 read. Nothing here knows about runs or algorithms: ``RunContext`` uses it.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 __all__ = [
     "FORMAT",
     "save",
+    "prune",
     "load",
     "load_latest",
     "latest_step",
@@ -83,9 +85,16 @@ def latest_step(folder: str | Path) -> int | None:
     return found[0][0] if found else None
 
 
-def save(folder: str | Path, step: int, state: dict[str, Any], meta: dict[str, Any] | None = None) -> Path:
+def save(
+    folder: str | Path,
+    step: int,
+    state: dict[str, Any],
+    meta: dict[str, Any] | None = None,
+    *,
+    prune: bool = True,
+) -> Path:
     """Write a checkpoint of ``state`` taken at ``step`` (with the current global RNG states) atomically,
-    then remove every other checkpoint in ``folder``. Returns the file written."""
+    then (unless not ``prune``) remove every other checkpoint in ``folder``. Returns the file written."""
     import torch
 
     d = Path(folder)
@@ -110,13 +119,23 @@ def save(folder: str | Path, step: int, state: dict[str, Any], meta: dict[str, A
         tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(d)
-    for _, old in list_checkpoints(d):
-        if old != final:
-            old.unlink(missing_ok=True)
-    for stale in d.glob(".step-*.tmp"):  # left by a process killed while writing
-        if stale != tmp:
-            stale.unlink(missing_ok=True)
+    if prune:
+        _keep_only(d, int(step))
     return final
+
+
+def prune(folder: str | Path, keep: int) -> None:
+    """Remove every checkpoint in ``folder`` but the one at step ``keep``, and temporary files left by a
+    process killed while writing one."""
+    _keep_only(Path(folder), int(keep))
+
+
+def _keep_only(d: Path, keep: int) -> None:
+    for step, old in list_checkpoints(d):
+        if step != keep:
+            old.unlink(missing_ok=True)
+    for stale in d.glob(".step-*.tmp") if d.is_dir() else []:  # left by a process killed while writing
+        stale.unlink(missing_ok=True)
 
 
 def load(path: str | Path) -> dict[str, Any]:

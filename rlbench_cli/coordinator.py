@@ -383,12 +383,17 @@ def recover_slurm(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]
 
 
 def _resume_step(job: Job) -> int | None:
-    """The step an attempt will resume from: its run's latest checkpoint, when the run takes them."""
+    """The step an attempt will resume from: its run's latest checkpoint, when the run takes them; for the
+    seeds of a packed job the latest step all of them have (``algos.base.resume_together``)."""
     if job.attempt < 2 or job.spec.budget.get("checkpoint_every") is None:
         return None
-    from .checkpoint import latest_step
+    from .checkpoint import list_checkpoints
 
-    return latest_step(job.folder.parent / "checkpoint")
+    common: set[int] | None = None
+    for m in job.members:
+        steps = {step for step, _ in list_checkpoints(m.folder.parent / "checkpoint")}
+        common = steps if common is None else common & steps
+    return max(common) if common else None
 
 
 def prepare_datasets(
@@ -565,7 +570,7 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
                         "executor": where.executor, "job_id": where.job_id}  # fmt: skip
             rec.add(lambda con, m=m, manifest=manifest: store.start_attempt(con, m.spec.run_id, m.attempt, manifest),
                     lambda m=m: report("started", {"spec": m.spec, "attempt": m.attempt, "device": where.device,
-                                                   "placement": where, "resume_step": _resume_step(m)}),
+                                                   "placement": where, "resume_step": _resume_step(job)}),
                     run_id=m.spec.run_id)  # fmt: skip
 
     last_ingest = [time.monotonic()]

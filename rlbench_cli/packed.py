@@ -7,7 +7,9 @@ batched across seeds (``algos.ppo_packed``; or a user's ``entrypoint:`` function
 stays its own run everywhere else: its own
 attempt folder (``runner.attempt_dir``), ``spec.json``, metric shards (one ``ShardSink`` per seed),
 system monitor, evaluation and ``result.json`` (written atomically, status ``finished`` / ``failed`` /
-``interrupted``, the same record ``run_one`` writes plus ``pack``: the run ids that shared the job). A
+``interrupted``, the same record ``run_one`` writes plus ``pack``: the run ids that shared the job).
+With ``budget.checkpoint_every`` packed PPO checkpoints every seed at the same step and an interrupted pack
+resumes all its seeds there (``algos.base.resume_together``), bitwise on CPU. A
 seed that diverges (or whose context was marked with ``ctx.fail(reason)``) is ``failed`` with the reason (``diverged: NaN in policy loss at step S``) while the
 others finish; an exception in the job fails every seed that had not failed already, each with the
 traceback's tail.
@@ -23,6 +25,7 @@ such code is reproducible for the same pack but not independent of it.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 import traceback
@@ -175,6 +178,7 @@ def run_packed(
                 )
             else:
                 result.update(status="finished", exit_code=0, error=None, final_eval=ctx.last_eval)
+            result["resumed_from_step"] = ctx.resumed_from_step
     except BaseException as e:  # noqa: BLE001 - a pack's failure is data, not a crash of the worker
         tb = traceback.format_exc().rstrip().splitlines()
         tail = "\n".join(tb[-ERROR_TAIL_LINES:])
@@ -191,4 +195,6 @@ def run_packed(
         result["duration_s"] = result["ended_at"] - t0
         result["rows"] = sink.rows_written
         write_json_atomic(folder / "result.json", result)
+        if result["status"] == "finished":  # its checkpoint has served (run_one's rule)
+            shutil.rmtree(folder.parent / "checkpoint", ignore_errors=True)
     return results

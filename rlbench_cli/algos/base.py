@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -50,7 +50,15 @@ from ..grid import RunSpec
 from ..sink import MetricSink
 from ..sysmon import peak_rss_mb
 
-__all__ = ["Algorithm", "RunContext", "Policy", "EpisodePolicy", "eval_seeds", "eval_points"]
+__all__ = [
+    "Algorithm",
+    "RunContext",
+    "Policy",
+    "EpisodePolicy",
+    "eval_seeds",
+    "eval_points",
+    "resume_together",
+]
 
 # obs batch (n, *obs_shape) -> actions (n,) or (n, act_dim); deterministic unless the algorithm says so.
 Policy = Callable[[np.ndarray], np.ndarray]
@@ -212,12 +220,19 @@ class RunContext:
             return time.monotonic() - self._last_ckpt_time >= every_s
         return False
 
-    def save_checkpoint(self, step: int, state: dict[str, Any]) -> bool:
+    def save_checkpoint(
+        self, step: int, state: dict[str, Any], *, layout: str | None = None, prune: bool = True
+    ) -> bool:
         """Save ``state`` (anything ``torch.save`` pickles) as the run's checkpoint at ``step``, with the
         global RNG states, the evaluation bookkeeping and the metric shards written so far. Call it at a
         point where training can continue from ``state`` alone, after everything logged for the steps up
         to then. A failure (an environment that does not pickle, a full disk) is printed and switches
-        checkpoints off for the rest of the run; training goes on. Returns whether it was saved."""
+        checkpoints off for the rest of the run; training goes on. Returns whether it was saved.
+
+        ``layout`` names a state layout other than the algorithm's usual one (``packed``: a seed of a
+        packed job); ``resume`` only hands a state back to a caller asking for the same layout. With
+        ``prune=False`` the older checkpoints stay (``prune_checkpoints`` removes them later: a packed job
+        keeps its seeds' previous checkpoint until all of them have saved the new one)."""
         from .. import checkpoint
         from ..sink import list_shards
 
@@ -228,6 +243,7 @@ class RunContext:
             meta = {
                 "run_id": self.spec.run_id,
                 "algo": self.spec.algo_name,
+                **({"layout": layout} if layout else {}),
                 "attempt_dir": self.run_dir.name,
                 "shards": shards,
                 "eval": {
@@ -237,7 +253,7 @@ class RunContext:
                     "evaluations": self.evaluations,
                 },
             }
-            checkpoint.save(self.checkpoint_dir, step, state, meta)
+            checkpoint.save(self.checkpoint_dir, step, state, meta, prune=prune)
         except Exception as e:  # noqa: BLE001 - a checkpoint that cannot be written must not end the run
             print(f"rlbench: checkpoints switched off for this run: could not save one at step {step}: "
                   f"{type(e).__name__}: {e}", flush=True)  # fmt: skip
@@ -248,26 +264,60 @@ class RunContext:
         self._last_ckpt_time = time.monotonic()
         return True
 
-    def resume(self) -> dict[str, Any] | None:
+    def prune_checkpoints(self, keep: int) -> None:
+        """Remove this run's checkpoints other than the one at step ``keep``."""
+        from .. import checkpoint
+
+        checkpoint.prune(self.checkpoint_dir, keep)
+
+    def checkpoint_steps(self) -> list[int]:
+        """Steps of this run's checkpoints on disk, latest first (from their file names: cheap)."""
+        from .. import checkpoint
+
+        return [step for step, _ in checkpoint.list_checkpoints(self.checkpoint_dir)]
+
+    def resume(self, step: int | None = None, layout: str | None = None) -> dict[str, Any] | None:
         """The state of the run's latest checkpoint (with its ``step``), or None to start from scratch.
 
         Call it once, after building the models and before logging anything. When it returns a state it
         has also restored the global RNG states and the evaluation bookkeeping, and written the metric rows
         the earlier attempt logged before that checkpoint into this attempt's shards, so the stored curve
         continues without duplicates or gaps. Without ``checkpoint_every`` it always returns None.
+        ``step``: that checkpoint rather than the latest; ``layout``: the state layout the caller reads
+        (``save_checkpoint``); a checkpoint of another layout is left alone (the run starts over).
         """
         if self._resumed is not None:
             return self._resumed
+        found = self._checkpoint_to_resume(step, layout)
+        return None if found is None else self._resume_from(*found)
+
+    def _checkpoint_to_resume(
+        self, step: int | None = None, layout: str | None = None
+    ) -> tuple[dict[str, Any], list[Path]] | None:
+        """The checkpoint ``resume`` would go on from and the metric shards it continues, or None; changes
+        nothing (a packed job checks every seed's before it resumes any)."""
         if not self.checkpoints_enabled:
             return None
         from .. import checkpoint
 
-        ck = checkpoint.load_latest(self.checkpoint_dir)
+        if step is None:
+            ck = checkpoint.load_latest(self.checkpoint_dir)
+        else:
+            path = self.checkpoint_dir / f"step-{int(step)}.pt"
+            try:
+                ck = checkpoint.load(path) if path.is_file() else None
+            except Exception:  # noqa: BLE001 - unreadable: start over, as load_latest would without it
+                ck = None
         if ck is None:
             return None
         meta, step = ck.get("meta", {}), int(ck["step"])
         if meta.get("run_id") != self.spec.run_id or meta.get("algo") != self.spec.algo_name:
             print(f"rlbench: ignoring a checkpoint of another run in {self.checkpoint_dir}", flush=True)
+            return None
+        if meta.get("layout") != layout:
+            said = {None: "a job of one seed", "packed": "a packed job (resources.seeds_per_job)"}
+            print(f"rlbench: not resuming from step {step}: the checkpoint is of {said.get(meta.get('layout'), meta.get('layout'))}, "
+                  f"this job is {said.get(layout, layout)}; starting over", flush=True)  # fmt: skip
             return None
         src = self.run_dir.parent / str(meta.get("attempt_dir")) / "metrics"
         files = [src / name for name in meta.get("shards", [])]
@@ -276,6 +326,13 @@ class RunContext:
             print(f"rlbench: not resuming from step {step}: the metric shards it continues are gone "
                   f"({missing[0]}); starting over", flush=True)  # fmt: skip
             return None
+        return ck, files
+
+    def _resume_from(self, ck: dict[str, Any], files: list[Path]) -> dict[str, Any]:
+        from .. import checkpoint
+
+        meta, step = ck.get("meta", {}), int(ck["step"])
+        src = self.run_dir.parent / str(meta.get("attempt_dir")) / "metrics"
         if src.resolve() == Path(self.sink.directory).resolve():  # type: ignore[attr-defined]
             # this very attempt folder ran before (a job requeued as the same attempt): its rows up to the
             # checkpoint are here already; the ones logged after it are moved out of metrics/ (kept)
@@ -446,6 +503,24 @@ class RunContext:
         """Say how far training has got: the runner's system monitor logs steps per second, CPU and memory
         (and GPU use) every few seconds at this step. Cheap enough to call every step."""
         self.current_step = step
+
+
+def resume_together(ctxs: Sequence[RunContext], layout: str = "packed") -> list[dict[str, Any]] | None:
+    """The states of a packed job's seeds at their latest common checkpoint (``RunContext.resume`` for
+    each), or None: then every seed starts over. A pack trains its seeds in lock step, so they resume at one
+    step or not at all; it saves each seed's checkpoint keeping the older ones until all have the new one
+    (``save_checkpoint(prune=False)``, then ``prune_checkpoints``), so a job killed between two seeds' saves
+    still leaves a step they all have. Nothing is resumed (no rows carried over) unless every seed can be."""
+    if not ctxs or not all(c.checkpoints_enabled for c in ctxs):
+        return None
+    common = set(ctxs[0].checkpoint_steps())
+    for c in ctxs[1:]:
+        common &= set(c.checkpoint_steps())
+    for step in sorted(common, reverse=True):
+        found = [c._checkpoint_to_resume(step, layout) for c in ctxs]
+        if all(f is not None for f in found):
+            return [c._resume_from(*f) for c, f in zip(ctxs, found)]  # type: ignore[misc]
+    return None
 
 
 def _episodes(

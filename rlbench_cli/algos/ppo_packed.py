@@ -72,12 +72,45 @@ import numpy as np
 import torch
 from torch import nn
 
-from .base import RunContext
+from ..checkpoint import dumps_envs, loads_envs
+from .base import RunContext, resume_together
 from .ppo import PPOConfig, PPOPolicy, _Agent, _RunningMeanStd, _spaces
 
 __all__ = ["PACKABLE", "train_packed", "can_vectorise_cartpole"]
 
 PACKABLE: frozenset[str] = frozenset({"ppo"})  # algorithms whose seeds can share a job
+CHECKPOINT_LAYOUT = "packed"  # a seed's checkpoint state here is its slice of the pack's, not ppo.py's
+
+
+def _adam_slice(optimizer: torch.optim.Optimizer, net: _StackedAgent, k: int) -> list[dict[str, Any]]:
+    """Seed ``k``'s part of the pack's Adam state, per parameter of ``net.parameters()``: its rows of the
+    moments, and the step count (shared by the pack, as in N separate runs)."""
+    idx = torch.tensor([k], device=net.vw.device)
+    out = []
+    for p in net.parameters():
+        rows = net.rows(p, idx)
+        out.append({key: (v[rows].detach().cpu().clone() if v.dim() > 0 else v.detach().cpu().clone())
+                    for key, v in optimizer.state[p].items()})  # fmt: skip
+    return out
+
+
+def _restore_adam(
+    optimizer: torch.optim.Optimizer, net: _StackedAgent, slices: list[list[dict[str, Any]]]
+) -> None:
+    """The pack's Adam state from each seed's ``_adam_slice``, in seed order."""
+    fused = bool(optimizer.defaults.get("fused"))
+    for i, p in enumerate(net.parameters()):
+        first = slices[0][i]
+        state: dict[str, torch.Tensor] = {}
+        for key, v in first.items():
+            if v.dim() == 0:  # the step count: on the parameter's device for fused Adam, else on the CPU
+                state[key] = v.clone().to(p.device) if fused else v.clone()
+                continue
+            full = torch.empty((p.shape[0], *v.shape[1:]), dtype=v.dtype, device=p.device)
+            for k, seed_slices in enumerate(slices):
+                full[net.rows(p, torch.tensor([k], device=p.device))] = seed_slices[i][key].to(p.device)
+            state[key] = full
+        optimizer.state[p] = state
 
 
 # -- stacked networks -----------------------------------------------------------------------------------
@@ -352,6 +385,15 @@ class _EnvList:
                 env.close()
         self.envs = [self.envs[k] for k in idx]
 
+    def seed_state(self, k: int) -> bytes:
+        """Seed ``k``'s envs, pickled whole (their state and RNGs), for its checkpoint."""
+        return dumps_envs(self.envs[k])
+
+    def restore(self, states: list[bytes]) -> None:
+        """The envs of every seed from their checkpoints (``seed_state``), in place of the fresh ones."""
+        self.close()
+        self.envs = [loads_envs(b) for b in states]
+
     def close(self) -> None:
         for row in self.envs:
             for env in row:
@@ -429,6 +471,15 @@ class _CartPoleBlock:
         self.gens = [self.gens[k] for k in idx]
         self.state, self.t = self.state[idx], self.t[idx]
         self.n = len(idx)
+
+    def seed_state(self, k: int) -> dict[str, Any]:
+        """Seed ``k``'s envs (physical states, step counts, reset generators), for its checkpoint."""
+        return {"gens": self.gens[k], "state": self.state[k].copy(), "t": self.t[k].copy()}
+
+    def restore(self, states: list[dict[str, Any]]) -> None:
+        self.gens = [st["gens"] for st in states]
+        self.state = np.stack([st["state"] for st in states])
+        self.t = np.stack([st["t"] for st in states])
 
     def close(self) -> None:
         pass
@@ -553,6 +604,12 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
         seeds.append(
             _Seed(c, np.random.default_rng(c.seed), torch.Generator().manual_seed(c.seed), agent, rms)
         )
+    resumed = resume_together(ctxs, CHECKPOINT_LAYOUT)  # every seed at one step, or none of them
+    if resumed is not None:
+        for s, st in zip(seeds, resumed):
+            s.agent.load_state_dict(st["agent"])
+            s.rng = st["rng"]
+            s.perm_gen.set_state(st["perm_gen"])
     net = _StackedAgent([s.agent for s in seeds], cfg, device)
     fused = device.type in ("cpu", "cuda") or None
 
@@ -560,6 +617,8 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
         return torch.optim.Adam(params, lr=cfg.learning_rate, eps=1e-5, fused=fused)  # ppo._adam's
 
     optimizer = adam(net.parameters())
+    if resumed is not None:
+        _restore_adam(optimizer, net, [st["adam"] for st in resumed])
     np_actor = _NumpyStackedActor(net, cfg.activation)
     obs_rms = _StackedRMS(len(ctxs), (obs_dim,)) if cfg.normalize_obs else None
     ret_rms = _StackedRMS(len(ctxs)) if cfg.normalize_reward else None
@@ -583,11 +642,27 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
     raw_obs = envs.reset(env_seeds)
     if obs_rms is not None:
         obs_rms.update(raw_obs)
-    next_obs = norm_obs(raw_obs)
     N = len(seeds)
     ep_ret = np.zeros((N, E), np.float64)
     ep_len = np.zeros((N, E), np.int64)
     disc_ret = np.zeros((N, E), np.float64)
+    global_step = 0
+    if resumed is not None:  # the envs, observations, episode counters and normalisers as they were
+        envs.restore([st["envs"] for st in resumed])
+        global_step = int(resumed[0]["global_step"])
+        for name, arr in (
+            ("raw_obs", raw_obs),
+            ("ep_ret", ep_ret),
+            ("ep_len", ep_len),
+            ("disc_ret", disc_ret),
+        ):
+            arr[:] = np.stack([st[name] for st in resumed])
+        for rms, key in ((obs_rms, "obs_rms"), (ret_rms, "ret_rms")):
+            if rms is not None:
+                rms.mean = np.stack([st[key][0] for st in resumed])
+                rms.var = np.stack([st[key][1] for st in resumed])
+                rms.count = resumed[0][key][2]
+    next_obs = norm_obs(raw_obs)
     T = cfg.num_steps
 
     def drop(failed: list[int]) -> None:
@@ -613,9 +688,9 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
         seeds = [seeds[k] for k in keep]
         N = len(seeds)
 
-    global_step = 0
-    for s in seeds:
-        s.ctx.maybe_evaluate(0, s.policy)
+    if resumed is None:
+        for s in seeds:
+            s.ctx.maybe_evaluate(0, s.policy)
     outcome: dict[int, str | None] = {c.seed: None for c in ctxs}
     while global_step < total and seeds:
         steps_now = min(T, -(-(total - global_step) // E))
@@ -837,6 +912,28 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
             s.ctx.maybe_evaluate(global_step, s.policy)
         if failed:
             drop(failed)
+        due = [s.ctx.checkpoint_due(global_step) for s in seeds]  # the same schedule: all or none
+        if any(due) and seeds:
+            # at an iteration boundary, as ppo.py: each seed's slice of everything the next iteration reads
+            states = []
+            for k, s in enumerate(seeds):
+                sync(s)
+                states.append({
+                    "global_step": global_step, "agent": s.agent.state_dict(),
+                    "adam": _adam_slice(optimizer, net, k), "rng": s.rng, "perm_gen": s.perm_gen.get_state(),
+                    "envs": envs.seed_state(k), "raw_obs": raw_obs[k].copy(), "ep_ret": ep_ret[k].copy(),
+                    "ep_len": ep_len[k].copy(), "disc_ret": disc_ret[k].copy(),
+                    "obs_rms": None if obs_rms is None else (obs_rms.mean[k].copy(), obs_rms.var[k].copy(), obs_rms.count),
+                    "ret_rms": None if ret_rms is None else (ret_rms.mean[k].copy(), ret_rms.var[k].copy(), ret_rms.count),
+                })  # fmt: skip
+            saved = [s.ctx.save_checkpoint(global_step, st, layout=CHECKPOINT_LAYOUT, prune=False)
+                     for s, st in zip(seeds, states)]  # fmt: skip
+            if all(saved):  # every seed has this step now: the older ones can go
+                for s in seeds:
+                    s.ctx.prune_checkpoints(global_step)
+            else:  # a seed could not save: keep the step they all have, and take no more checkpoints
+                for s in seeds:
+                    s.ctx._ckpt_disabled = True
         if any(s.ctx.should_stop() for s in seeds):
             break
     for s in seeds:

@@ -62,6 +62,7 @@ INIT_TIMEOUT_S = 30.0  # ray.init once the port answers
 STOP_GRACE_S = 5.0
 POLL_TIMEOUT_S = 5.0
 PULL_EVERY_S = 1.0  # running jobs' new shards are pulled this often (on_tick may come more often)
+KEEP_CHECKPOINTS = 2  # per run on the coordinator's machine (see _write_files)
 SALVAGE_TIMEOUT_S = (
     30.0  # fetching what a dead actor left on its node (a new worker process, slow on a busy node)
 )
@@ -294,10 +295,12 @@ def _latest_checkpoint(run_folder: Path, have: set[str]) -> tuple[str, bytes] | 
     return None
 
 
-def _carry(job: Job) -> list[tuple[str, bytes]]:
+def _carry(job: Job, every_checkpoint: bool = False) -> list[tuple[str, bytes]]:
     """What attempt ``job`` needs from its run folder on the coordinator's machine to resume on another
-    node: the run's latest checkpoint and the metric shards of its earlier attempts (the checkpoint names
-    the shards of the attempt that saved it; without them it would start over). Relative to the run folder."""
+    node: the run's latest checkpoint (``every_checkpoint``: the ones kept, for a seed of a packed job, which
+    resumes at the latest step all its seeds have) and the metric shards of its earlier attempts (the
+    checkpoint names the shards of the attempt that saved it; without them it would start over). Relative to
+    the run folder."""
     if job.attempt < 2 or job.spec.budget.get("checkpoint_every") is None:
         return []
     from ..checkpoint import list_checkpoints
@@ -311,15 +314,16 @@ def _carry(job: Job) -> list[tuple[str, bytes]]:
         metrics = run_folder / f"attempt-{k}" / "metrics"
         for p in sorted(metrics.glob("*.parquet")) if metrics.is_dir() else []:
             files.append((f"attempt-{k}/metrics/{p.name}", p.read_bytes()))
-    path = found[0][1]
-    files.append((f"checkpoint/{path.name}", path.read_bytes()))
+    for _, path in found if every_checkpoint else found[:1]:
+        files.append((f"checkpoint/{path.name}", path.read_bytes()))
     return files
 
 
 def _write_files(folder: Path, files: list[tuple[str, bytes]], checkpoints_up: bool = True) -> None:
     """Write files an actor sent into the attempt folder on this machine (atomically, same names). A
-    checkpoint (``checkpoint/step-S.pt``) goes to the run folder, shared by the attempts, and replaces the
-    older ones there, as ``checkpoint.save`` does."""
+    checkpoint (``checkpoint/step-S.pt``) goes to the run folder, shared by the attempts, where the newest
+    two are kept: a packed job's seeds resume at a step they all have (``algos.base.resume_together``), and
+    the job may have been lost after one seed's newest checkpoint came over and before another's."""
     for rel, data in files:
         parts = Path(rel).parts
         if not parts or any(p in ("", ".", "..") for p in parts) or Path(rel).is_absolute():
@@ -331,9 +335,10 @@ def _write_files(folder: Path, files: list[tuple[str, bytes]], checkpoints_up: b
         tmp.write_bytes(data)
         os.replace(tmp, dest)
         if is_ckpt:
-            for old in dest.parent.glob("step-*.pt"):
-                if old != dest:
-                    old.unlink(missing_ok=True)
+            from ..checkpoint import list_checkpoints
+
+            for _, old in list_checkpoints(dest.parent)[KEEP_CHECKPOINTS:]:
+                old.unlink(missing_ok=True)
 
 
 def _ray_says(err: BaseException) -> str:
@@ -556,7 +561,7 @@ class RayExecutor:
                             m.folder.mkdir(parents=True, exist_ok=True)
                         on_start(job, self._placement(s))
                         names = [f"{m.spec.suite}/{m.spec.run_id}/{m.folder.name}" for m in job.members]
-                        carry = [_carry(m) for m in job.members]
+                        carry = [_carry(m, every_checkpoint=bool(job.pack)) for m in job.members]
                         if job.pack:
                             s.run_ref = s.actor.run.remote([m.spec for m in job.pack], names, carry)
                         else:
@@ -625,6 +630,10 @@ class RayExecutor:
                 cause, code, result = _lost_cause(e, info), None, {"node_lost": node or "?"}
                 for m in s.job.members:
                     _note(m.folder / "output.log", cause)
+                for other in self.slots:  # idle actors on that node are gone too: replace them now, or the
+                    if other is not s and other.job is None and (other.info or {}).get("node_id") == node:
+                        self._kill(ray, other)  # retry lands on one of them and is lost a second time
+                        self._spawn(other)
             else:
                 self._salvage(ray, s.job, node, s.remote_folders)
                 (cause, code), result = _death_cause(e, s.job.folder / "output.log"), {}

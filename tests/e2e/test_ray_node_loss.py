@@ -2,12 +2,14 @@
 what Ray's own test suite uses: one real GCS and several real raylets, each a node of its own), the real
 `rlbench run --executor ray` pointed at it, and the node running the runs killed mid-training. The runs come
 back as new attempts with the cause recorded, are not counted against --retries (0 here), go on from their
-last checkpoint on the surviving node and finish.
+last checkpoint on the surviving node and finish; also when both seeds share one packed job
+(``resources.seeds_per_job``), which resumes them at one step.
 
 Every subprocess has a timeout and every wait a deadline: nothing here can hang CI."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -41,6 +43,7 @@ def cluster():
     from ray.cluster_utils import Cluster
 
     tmp = tempfile.mkdtemp(prefix="rlnl-")  # private (no ray_current_cluster in /tmp/ray); short socket paths
+    Path(tempfile.gettempdir(), "ray").mkdir(exist_ok=True)  # Ray writes the head's address there anyway
     c = Cluster(initialize_head=True, connect=False, head_node_args={
         "num_cpus": 0, "include_dashboard": False, "temp_dir": tmp})  # fmt: skip
     try:
@@ -72,13 +75,15 @@ def _wait(what: str, cond, timeout: float, proc: subprocess.Popen):
     raise AssertionError(f"no {what} within {timeout:g}s")
 
 
-def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_path, cluster):
+@pytest.mark.parametrize("seeds_per_job", [1, 2], ids=["a-job-per-seed", "both-seeds-in-one-packed-job"])
+def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_path, cluster, seeds_per_job):
     victim = cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
     suite, db = tmp_path / "nl.yaml", tmp_path / "db.duckdb"
     suite.write_text(
         f"name: nl\nseeds: 2\nbudget: {{steps: {STEPS}, eval_every: 2048, eval_episodes: 1, "
         f"checkpoint_every: {CKPT_EVERY}}}\nenvs: [CartPole-v1]\nalgorithms: [{PPO}]\n"
+        f"resources: {{seeds_per_job: {seeds_per_job}}}\n"
     )
     proc = subprocess.Popen([RLBENCH, "run", str(suite), "--db", str(db), "--executor", "ray", "--address",
                              cluster.address, "--workers", "2"], cwd=tmp_path, stdout=subprocess.PIPE,
@@ -89,7 +94,7 @@ def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_pa
         _wait("both runs started", lambda: len(list(runs.glob("*/attempt-1"))) == 2, 120, proc)
         cluster.add_node(num_cpus=2)  # the survivor
         # each run with a checkpoint on the coordinator's side, so that the retries can resume
-        ckpts = lambda: len(list(runs.glob("*/checkpoint/step-*.pt"))) == 2  # noqa: E731
+        ckpts = lambda: len({p.parent.parent for p in runs.glob("*/checkpoint/step-*.pt")}) == 2  # noqa: E731
         _wait("a checkpoint of both runs", ckpts, 180, proc)
         cluster.remove_node(victim, allow_graceful=False)  # SIGKILL of its raylet: gone, as in a crash
         out = proc.communicate(timeout=240)[0]
@@ -107,6 +112,12 @@ def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_pa
     lost = [line for line in out.splitlines() if "retrying" in line and "node lost: Ray node" in line]
     assert len(lost) == 2, out
     assert out.count("resumed at step") >= 2, out  # attempt 2 started from the checkpoint, not from step 0
+    resumed = [json.loads((runs / run_id / "attempt-2" / "result.json").read_text())["resumed_from_step"]
+               for run_id, *_ in rows]  # fmt: skip
+    assert resumed[0] is not None and resumed[0] > 0, out
+    if seeds_per_job == 2:  # a pack resumes its seeds at one step, in one job again
+        assert resumed[0] == resumed[1], resumed
+        assert len({job_id for *_, job_id in rows}) == 1, rows
     for run_id, *_ in rows:
         log = (runs / run_id / "attempt-1" / "output.log").read_text()
         assert "[rlbench] node lost: Ray node" in log  # the cause stays with the attempt it ended

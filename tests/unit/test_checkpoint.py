@@ -385,3 +385,105 @@ def test_an_attempt_folder_run_again_resumes_without_duplicates(tmp_path: Path) 
     assert df[["step", "value"]].values.tolist() == [[5, 1.0], [10, 3.0]]
     (aside,) = a1.glob("metrics.after-checkpoint-*")
     assert len(list_shards(aside)) == 1  # kept, not lost
+
+
+# -- packed jobs (resources.seeds_per_job): every seed resumes at one step ----------------------------------
+
+
+def _pack(env: str, params: dict[str, Any], steps: int, eval_every: int, every: int | None) -> list[RunSpec]:
+    from dataclasses import replace
+
+    base = _spec("ppo", env, steps=steps, eval_every=eval_every, every=every, params=params, eval_episodes=1)
+    return [replace(base, seed=s) for s in (3, 7)]
+
+
+def _run_pack(
+    root: Path, specs: list[RunSpec], attempt: int, stop: threading.Event | None = None
+) -> list[Path]:
+    from rlbench_cli.packed import run_packed
+
+    folders = [attempt_dir(root, s, attempt=attempt) for s in specs]
+    results = run_packed(specs, folders, stop_event=stop)
+    expected = "interrupted" if stop is not None else "finished"
+    assert [r["status"] for r in results] == [expected] * len(specs), results
+    return folders
+
+
+@pytest.mark.parametrize(
+    "env, params",
+    [
+        ("CartPole-v1", {"num_steps": 64}),  # the NumPy-vectorised CartPole block
+        ("Pendulum-v1", {"num_envs": 2, "num_steps": 64, "normalize_obs": True, "normalize_reward": True}),
+    ],
+)
+def test_a_packed_job_resumes_every_seed_bitwise(tmp_path: Path, env: str, params: dict[str, Any]) -> None:
+    specs = _pack(env, params, steps=768, eval_every=256, every=256)
+    root = tmp_path / "resumed"
+    first = attempt_dir(root, specs[0], attempt=1)
+    saved = RunContext.checkpoint_on_stop
+    RunContext.checkpoint_on_stop = False  # as a job killed without warning: rows after the checkpoint go
+    try:
+        _run_pack(root, specs, 1, StopAfterCheckpoint(first.parent / "checkpoint", after=1))
+    finally:
+        RunContext.checkpoint_on_stop = saved
+    steps = [checkpoint.latest_step(attempt_dir(root, s, attempt=1).parent / "checkpoint") for s in specs]
+    assert steps[0] is not None and steps == [steps[0]] * 2  # one step for the pack, older ones pruned
+    assert all(
+        len(checkpoint.list_checkpoints(attempt_dir(root, s, 1).parent / "checkpoint")) == 1 for s in specs
+    )
+    resumed = _run_pack(root, specs, 2)
+    straight = _run_pack(tmp_path / "straight", specs, 1)
+    plain = _run_pack(tmp_path / "plain", _pack(env, params, 768, 256, None), 1)  # no checkpoints at all
+    for a2, a, p in zip(resumed, straight, plain):
+        assert read_result(a2)["resumed_from_step"] == steps[0]
+        assert not (a2.parent / "checkpoint").exists()  # a finished run's checkpoint is removed
+        got = metrics_of(a2)
+        assert_continuous(got, specs[0])
+        pd.testing.assert_frame_equal(got, metrics_of(a))  # bitwise, every seed
+        pd.testing.assert_frame_equal(metrics_of(p), metrics_of(a))  # taking checkpoints changes nothing
+
+
+def _ctx(tmp_path: Path, spec: RunSpec, attempt: int = 1) -> RunContext:
+    folder = attempt_dir(tmp_path, spec, attempt=attempt)
+    return RunContext(spec=spec, sink=ShardSink(folder / "metrics", background=False), run_dir=folder)
+
+
+def test_a_pack_resumes_at_the_latest_step_every_seed_has_or_not_at_all(tmp_path: Path) -> None:
+    from rlbench_cli.algos.base import resume_together
+
+    specs = _pack("CartPole-v1", {}, steps=1000, eval_every=500, every=100)
+    a, b = (_ctx(tmp_path, s) for s in specs)
+    for step in (100, 200):
+        for c in (a, b):
+            c.sink.log(step, **{"train/x": float(step)})
+            assert c.save_checkpoint(step, {"v": step, "seed": c.seed}, layout="packed", prune=False)
+    a.sink.log(300, **{"train/x": 300.0})
+    a.save_checkpoint(300, {"v": 300}, layout="packed", prune=False)  # killed before b saved 300
+    a2, b2 = (_ctx(tmp_path, s, attempt=2) for s in specs)
+    states = resume_together([a2, b2])
+    assert [(st["v"], st["seed"]) for st in states] == [(200, 3), (200, 7)]
+    assert a2.resumed_from_step == b2.resumed_from_step == 200
+    for c in (a2, b2):  # the rows up to the common step came along, none after it
+        c.sink.flush()
+        assert sorted(metrics_of(c.run_dir)["step"]) == [100, 200]
+    # a seed with no checkpoint (or one of another layout): nobody resumes, nothing is carried over
+    lone = _ctx(tmp_path / "other", specs[1])
+    a3 = _ctx(tmp_path, specs[0], attempt=3)
+    assert resume_together([a3, lone]) is None
+    assert a3.resumed_from_step is None and list_shards(a3.run_dir / "metrics") == []
+
+
+def test_one_seed_jobs_and_packs_do_not_resume_each_others_checkpoints(tmp_path: Path, capsys) -> None:
+    from rlbench_cli.algos.base import resume_together
+
+    spec = _spec("ppo", steps=1000, eval_every=500, every=100)
+    c = _ctx(tmp_path, spec)
+    c.save_checkpoint(100, {"v": 1}, layout="packed")
+    assert _ctx(tmp_path, spec, attempt=2).resume() is None  # ppo.py's own layout: starts over
+    assert (
+        "the checkpoint is of a packed job (resources.seeds_per_job), this job is a job of one seed"
+        in capsys.readouterr().out
+    )
+    c.save_checkpoint(200, {"v": 2})
+    assert resume_together([_ctx(tmp_path, spec, attempt=3)]) is None
+    assert _ctx(tmp_path, spec, attempt=4).resume()["v"] == 2
