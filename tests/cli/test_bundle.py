@@ -97,3 +97,16 @@ def test_the_committed_offline_classic_reference_imports_normalised(tmp_path):
         if row["step"] == 1000:
             finals.setdefault(row["env"], []).append(row["value"])
     assert min(finals["CartPole-v1-expert"]) == 100.0 and len(finals) == 6
+
+
+def test_the_committed_lmrl_maze_reference_imports_with_its_normalisation(tmp_path):
+    """ILQL with its own value transformer scores above 90 on Maze FO in every seed (LMRL-Gym: ~99.9)."""
+    ref = Path(__file__).parents[2] / "results" / "reference" / "lmrl-maze"
+    db = tmp_path / "db.duckdb"
+    r = invoke("fetch", "--from", f"bundle:{ref}", "--db", db)
+    assert r.exit_code == 0 and "12" in r.output, r.output
+    r = invoke("leaderboard", "lmrl-maze", "--per-task", "--format", "json", "--db", db)
+    rows = {x["algo"]: x for x in json.loads(r.output)["rows"]}
+    assert set(rows) == {"bc", "filtered_bc", "ilql", "ilql-shared"}
+    assert rows["ilql"]["norm_min"] > 90 and rows["ilql"]["runs"] == 3
+    assert rows["ilql"]["norm_mean"] > max(rows[a]["norm_mean"] for a in ("bc", "filtered_bc", "ilql-shared"))
