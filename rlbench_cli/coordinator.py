@@ -415,7 +415,18 @@ def prepare_datasets(
         if ds.path and not paths[ds.label].exists():
             raise SuiteInvalid(f"{source}: field 'datasets[{i}].path': dataset {ds.name!r} has no file at "
                                f"{paths[ds.label]}; check the path (relative paths start at the current folder)")  # fmt: skip
-    missing = [ds for ds in suite.datasets if ds.generated and not paths[ds.label].exists()]
+
+    def incomplete(
+        ds: Any,
+    ) -> bool:  # its real rollouts, or the oracle rollouts a mix of it asks for, missing
+        from .datasets.mix import mix_sources
+
+        if not paths[ds.label].exists():
+            return True
+        wants_oracle = ds.imagined and any("oracle" in mix_sources(m) for m in ds.mixes)
+        return wants_oracle and not paths[ds.label].with_name(f"{ds.name}.oracle.hdf5").exists()
+
+    missing = [ds for ds in suite.datasets if ds.generated and incomplete(ds)]
     for ds in missing:
         report("dataset", {"name": ds.label, "path": paths[ds.label]})
     ensure_datasets(missing, lambda msg: report("dataset_progress", {"msg": msg}))

@@ -835,6 +835,13 @@ def ensure_datasets(
             if not p.exists():
                 build_imagine(spec.name, str(spec.env), root or datasets_root(), spec.kwargs, spec.imagine,
                               seed=seed, device=device, progress=progress)  # fmt: skip
+            from .datasets.mix import mix_sources
+            from .imagine.build import build_oracle, oracle_path
+
+            if any("oracle" in mix_sources(m) for m in spec.mixes) and not oracle_path(p).exists():
+                # a dataset built before oracle rollouts existed: add them (the real and imagined files stay)
+                build_oracle(spec.name, str(spec.env), root or datasets_root(), spec.kwargs, spec.imagine,
+                             seed=seed, progress=progress)  # fmt: skip
             paths.append(p)
             continue
         parsed = parse_generated_name(spec.name)

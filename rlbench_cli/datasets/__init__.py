@@ -76,20 +76,24 @@ def load_dataset(
 
     if mix is None:
         return open_dataset(p)
-    from .mix import mix_data, parse_mix
+    from .mix import SUFFIXES, mix_data, mix_sources
 
-    shares = parse_mix(mix)
-    imagined_file = (
-        p.with_name(p.name[: -len(".hdf5")] + ".imagined.hdf5") if p.name.endswith(".hdf5") else None
-    )
-    wants_imagined = shares is None or shares.get("imagined", 0) > 0
-    if wants_imagined and (imagined_file is None or not imagined_file.exists()):
-        raise FileNotFoundError(f"dataset {name!r}: data_mix {mix} needs imagined rollouts in {imagined_file}, "
-                                "and there are none; build them (a <EnvId>-imagine dataset) or import them")  # fmt: skip
-    wants_real = shares is None or shares.get("real", 0) > 0
-    real = open_dataset(p) if wants_real or not wants_imagined else None
-    imagined = open_dataset(imagined_file) if wants_imagined and imagined_file is not None else None
-    return mix_data(real, imagined, mix)
+    used = mix_sources(mix)
+    files: dict[str, Any] = {"real": p}
+    for source, suffix in SUFFIXES.items():
+        files[source] = p.with_name(p.name[: -len(".hdf5")] + suffix) if p.name.endswith(".hdf5") else None
+    for source in used:
+        f = files[source]
+        if f is None or not f.exists():
+            what = {"imagined": "imagined rollouts", "oracle": "real rollouts of the new instructions (oracle)",
+                    "real": "real rollouts"}[source]  # fmt: skip
+            how = ("build them (a <EnvId>-imagine dataset) or import them" if source == "imagined" else
+                   "an <EnvId>-imagine dataset rlbench builds has them (rlbench run builds them when missing)")  # fmt: skip
+            raise FileNotFoundError(
+                f"dataset {name!r}: data_mix {mix} needs {what} in {f}, and there are none; {how}"
+            )
+    loaded = {k: open_dataset(files[k]) for k in used}
+    return mix_data(loaded.get("real"), loaded.get("imagined"), mix, oracle=loaded.get("oracle"))
 
 
 def to_d3rlpy(data: OfflineData) -> Any:

@@ -1,10 +1,12 @@
 """``data_mix``: which rollouts a run on a dataset with imagined rollouts trains on.
 
 A dataset ``<name>`` of real rollouts may have imagined ones beside it (``<name>.imagined.hdf5``, written by
-``imagine.build`` or imported from ImagineBench's files). A mix is ``real``, ``imagined``, ``real+imagined``
-(all of both) or shares of transitions, ``{real: 0.7, imagined: 0.3}`` (written ``real=0.7,imagined=0.3``):
-whole episodes are drawn from each, in a fixed order, until each has its share of a dataset as large as the
-sources allow. Pure numpy.
+``imagine.build`` or imported from ImagineBench's files), and ``oracle`` ones (``<name>.oracle.hdf5``, written
+by ``imagine.build``: REAL rollouts of the new instructions the generator imagined, the upper bound ImagineBench
+compares imagined rollouts with). A mix is one source (``real``, ``imagined``, ``oracle``), sources joined by
+``+`` (all of each: ``real+imagined``, ``real+oracle``) or shares of transitions, ``{real: 0.7, imagined: 0.3}``
+(written ``real=0.7,imagined=0.3``): whole episodes are drawn from each, in a fixed order, until each has its
+share of a dataset as large as the sources allow. Pure numpy.
 """
 
 from __future__ import annotations
@@ -15,25 +17,27 @@ import numpy as np
 
 from .data import OfflineData
 
-__all__ = ["MIX_SOURCES", "canonical_mix", "parse_mix", "mix_data", "concat"]
+__all__ = ["MIX_SOURCES", "SUFFIXES", "canonical_mix", "parse_mix", "mix_sources", "mix_data", "concat"]
 
-MIX_SOURCES = ("real", "imagined")
+MIX_SOURCES = ("real", "imagined", "oracle")
+SUFFIXES = {"imagined": ".imagined.hdf5", "oracle": ".oracle.hdf5"}  # beside <name>.hdf5 (the real rollouts)
 
 
 def canonical_mix(value: Any) -> str:
     """A mix as written in a suite -> its canonical text; raises ValueError naming the problem."""
     if isinstance(value, str):
         v = value.strip()
-        if v in ("real", "imagined", "real+imagined"):
-            return v
+        parts = v.split("+")
+        if all(p in MIX_SOURCES for p in parts) and len(set(parts)) == len(parts):
+            return "+".join(k for k in MIX_SOURCES if k in parts)  # real+imagined, real+oracle, ...
         if "=" in v:
             return canonical_mix(dict(part.split("=", 1) for part in v.split(",")))
-        raise ValueError(f"unknown data_mix {value!r}; use real, imagined, real+imagined or shares like "
-                         "{real: 0.7, imagined: 0.3}")  # fmt: skip
+        raise ValueError(f"unknown data_mix {value!r}; use real, imagined, oracle, sources joined by + "
+                         "(real+imagined, real+oracle) or shares like {real: 0.7, imagined: 0.3}")  # fmt: skip
     if isinstance(value, dict):
         bad = [k for k in value if k not in MIX_SOURCES]
         if bad:
-            raise ValueError(f"data_mix names {bad[0]!r}; its keys are real and imagined")
+            raise ValueError(f"data_mix names {bad[0]!r}; its keys are {', '.join(MIX_SOURCES)}")
         try:
             shares = {k: float(value.get(k, 0.0)) for k in MIX_SOURCES}
         except (TypeError, ValueError):
@@ -41,17 +45,27 @@ def canonical_mix(value: Any) -> str:
         if any(not np.isfinite(x) or x < 0 for x in shares.values()) or sum(shares.values()) <= 0:
             raise ValueError(f"data_mix shares must be non-negative numbers, not all 0 (got {value!r})")
         total = sum(shares.values())
-        return ",".join(f"{k}={shares[k] / total:g}" for k in MIX_SOURCES)
+        # real and imagined always written (the mixes' text before oracle existed, part of run ids), oracle when used
+        keys = [k for k in MIX_SOURCES if k != "oracle" or shares[k] > 0]
+        return ",".join(f"{k}={shares[k] / total:g}" for k in keys)
     raise ValueError(f"data_mix must be a text or a mapping (got {type(value).__name__})")
 
 
 def parse_mix(mix: str) -> dict[str, float] | None:
-    """Canonical text -> shares by source; None for ``real+imagined`` (all of both)."""
-    if mix == "real+imagined":
-        return None
+    """Canonical text -> shares by source; None for sources joined by ``+`` (all of each)."""
     if mix in MIX_SOURCES:
         return {mix: 1.0}
+    if "+" in mix:
+        return None
     return {k: float(v) for k, v in (p.split("=", 1) for p in mix.split(","))}
+
+
+def mix_sources(mix: str) -> list[str]:
+    """The sources a canonical mix draws from, in ``MIX_SOURCES`` order."""
+    shares = parse_mix(mix)
+    if shares is None:
+        return [k for k in MIX_SOURCES if k in mix.split("+")]
+    return [k for k in MIX_SOURCES if shares.get(k, 0) > 0]
 
 
 def concat(parts: list[OfflineData], meta: dict[str, Any]) -> OfflineData:
@@ -83,13 +97,20 @@ def _episodes(data: OfflineData, want: int, seed: int) -> OfflineData:
                        meta=data.meta, next_observations=pick(data.next_observations))  # fmt: skip
 
 
-def mix_data(real: OfflineData | None, imagined: OfflineData | None, mix: str, seed: int = 0) -> OfflineData:
-    """The data a run on ``mix`` trains on (see the module docstring); the real data's metadata, plus the
-    mix and the generator of the imagined part."""
+def mix_data(
+    real: OfflineData | None,
+    imagined: OfflineData | None,
+    mix: str,
+    seed: int = 0,
+    oracle: OfflineData | None = None,
+) -> OfflineData:
+    """The data a run on ``mix`` trains on (see the module docstring); the real data's metadata (else the
+    first source's), plus the mix and the generator of the imagined part."""
     shares = parse_mix(mix)
-    sources = {"real": real, "imagined": imagined}
-    used = [k for k in MIX_SOURCES if shares is None or shares.get(k, 0) > 0]
-    meta = dict((real if real is not None else imagined).meta)  # type: ignore[union-attr]
+    sources = {"real": real, "imagined": imagined, "oracle": oracle}
+    used = mix_sources(mix)
+    first = next(sources[k] for k in ("real", *used) if sources[k] is not None)
+    meta = dict(first.meta)  # type: ignore[union-attr]
     meta["data_mix"] = mix
     if imagined is not None and "imagined" in used:
         for k in ("generator", "source"):

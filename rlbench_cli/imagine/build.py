@@ -7,7 +7,9 @@ new ones, from rlbench's generator.
 instructions from the environment's initial states for them). Observations are state + instruction
 embedding, as the environment gives them; metadata says which encoder embedded the instructions, which
 generator imagined the rollouts, and the references (a random policy's and the bot's mean return on the
-training instructions). ``data_mix`` picks from the two files when a run loads them (``datasets.mix``).
+training instructions); and ``<root>/<name>.oracle.hdf5`` (``build_oracle``: the same expert's REAL rollouts of the
+instructions the generator imagined, from the same starts: ImagineBench's upper bound). ``data_mix`` picks from
+the files when a run loads them (``datasets.mix``).
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from . import GENERATOR_LABEL, IMAGINED_SUFFIX
+from . import GENERATOR_LABEL, IMAGINED_SUFFIX, ORACLE_SUFFIX
 from .generator import Episode, RolloutGenerator
 
-__all__ = ["build_imagine", "BUILD_DEFAULTS", "imagined_path"]
+__all__ = ["build_imagine", "build_oracle", "BUILD_DEFAULTS", "imagined_path", "oracle_path"]
 
 BUILD_DEFAULTS: dict[str, Any] = {
     "real_episodes": 200,  # bot episodes of real-level instructions
@@ -44,18 +46,26 @@ def imagined_path(real: Path) -> Path:
     )
 
 
-def _bot_episodes(env_id: str, kwargs: dict[str, Any], n: int, seed: int) -> tuple[list[Episode], float]:
-    """``n`` episodes of the BabyAI bot on real-level instructions, and a random policy's mean return."""
+def _bot_episodes(
+    env_id: str,
+    kwargs: dict[str, Any],
+    n: int,
+    seed: int,
+    level: str = "real",
+    seeds: list[int] | None = None,
+) -> tuple[list[Episode], float]:
+    """``n`` episodes of the BabyAI bot on ``level``'s instructions (reset with ``seeds``, default the real
+    data's), and a random policy's mean return."""
     from minigrid.utils.baby_ai_bot import BabyAIBot
 
     from ..envs import make_env
 
-    env = make_env(env_id, {**kwargs, "level": "real"})
+    env = make_env(env_id, {**kwargs, "level": level})
     inner = env.unwrapped
     state_dim = inner.state_dim
     out = []
     for ep in range(n):
-        obs, _ = env.reset(seed=seed * 100_003 + ep)
+        obs, _ = env.reset(seed=seeds[ep] if seeds is not None else seed * 100_003 + ep)
         bot = BabyAIBot(inner.inner)
         states, actions, rewards = [obs[:state_dim]], [], []
         done = term = False
@@ -97,6 +107,129 @@ def _cpg_return(env: Any, task: tuple, params: np.ndarray, seed: int) -> float:
     return total
 
 
+def _gait_episode(env: Any, obs: np.ndarray, gaits: dict, rng: np.random.Generator) -> Episode:
+    """One episode of the env's current task from ``obs``: each part's gait (``gaits[(part,)]``) in its part
+    of the episode, with Gaussian action noise 0.1 from ``rng``."""
+    inner = env.unwrapped
+    task, n = inner.task, len(inner.task)
+    states, actions, rewards, t, done = [obs[: inner.state_dim]], [], [], 0, False
+    while not done:
+        part = task[min(n - 1, t * n // inner.max_steps)]
+        a = np.clip(_cpg(gaits[(part,)], t, inner.inner.dt) + rng.normal(0, 0.1, 6), -1, 1).astype(np.float32)
+        obs, r, term, trunc, _ = env.step(a)
+        states.append(obs[: inner.state_dim])
+        actions.append(a)
+        rewards.append(r)
+        t, done = t + 1, term or trunc
+    return Episode(np.stack(states), np.stack(actions), np.asarray(rewards, np.float32), False,
+                   obs[inner.state_dim :].copy(), inner.instruction)  # fmt: skip
+
+
+def _search_gaits(
+    env: Any, tasks: list[tuple], rng: np.random.Generator, seed: int, search: tuple[int, int]
+) -> dict:
+    """An open-loop gait per one-part task: the best of ``search[0]`` random candidates, then of ``search[1]``
+    perturbations of it (returns measured in ``env`` reset with ``seed``)."""
+    low = np.r_[np.zeros(6), np.zeros(6), -0.5 * np.ones(6), 0.5]
+    high = np.r_[np.ones(6), 2 * np.pi * np.ones(6), 0.5 * np.ones(6), 4.0]
+    gaits = {}
+    for task in tasks:
+        cands = rng.uniform(low, high, size=(search[0], len(low)))
+        scores = [_cpg_return(env, task, c, seed) for c in cands]
+        best = cands[int(np.argmax(scores))]
+        local = np.clip(best + rng.normal(0, 0.1, size=(search[1], len(low))) * (high - low), low, high)
+        scores2 = [_cpg_return(env, task, c, seed) for c in local]
+        gaits[task] = local[int(np.argmax(scores2))] if max(scores2) > max(scores) else best
+    return gaits
+
+
+def _cheetah_oracle(
+    env_id: str,
+    kwargs: dict[str, Any],
+    seeds: dict[str, list[int]],
+    seed: int,
+    search: tuple[int, int] = (96, 32),
+) -> list[Episode]:
+    """Real HalfCheetah episodes of the new levels' instructions, reset with ``seeds[level]`` (the imagined
+    rollouts' starts, so the same tasks): the real data's gaits (found again, the same search from the same
+    seed) for the tasks of the training speeds, a gait searched the same way for each new speed, and for a
+    ``hard`` sequence each part's gait in its part of the episode; Gaussian action noise 0.1."""
+    from ..envs import make_env
+    from .tasks import cheetah_tasks
+
+    probe = make_env(env_id, {**kwargs, "level": "real"})
+    rng = np.random.default_rng(seed)
+    gaits = _search_gaits(probe, cheetah_tasks("real"), rng, seed, search)
+    gaits.update(
+        _search_gaits(probe, [t for t in cheetah_tasks("easy") if t not in gaits], rng, seed, search)
+    )
+    probe.close()
+    out = []
+    for level, level_seeds in seeds.items():
+        env = make_env(env_id, {**kwargs, "level": level})
+        for s in level_seeds:
+            out.append(_gait_episode(env, env.reset(seed=s)[0], gaits, rng))
+        env.close()
+    return out
+
+
+def _novel_seeds(seed: int, n: int) -> dict[str, list[int]]:
+    """The reset seeds of the imagined rollouts' starts per new level (and of the oracle's real rollouts)."""
+    return {
+        level: [seed * 100_003 + 70_000 + li * 10_000 + ep for ep in range(n)]
+        for li, level in enumerate(NOVEL_LEVELS)
+    }
+
+
+def oracle_path(real: Path) -> Path:
+    return real.with_name(real.name[: -len(".hdf5")] + ORACLE_SUFFIX)
+
+
+def build_oracle(
+    name: str,
+    env_id: str,
+    root: Path,
+    kwargs: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
+    seed: int = 0,
+    progress: Callable[[str], None] = lambda msg: None,
+) -> Path:
+    """Write ``<root>/<name>.oracle.hdf5``: REAL rollouts of the instructions the generator imagines (the same
+    levels, starts and counts), by the same expert as the real data: the upper bound ImagineBench compares
+    imagined rollouts with (``data_mix: real+oracle``). Returns its path."""
+    from ..datasets.hdf5 import write_hdf5
+
+    if env_id not in BUILDERS:
+        raise ValueError(f"{env_id}: rlbench builds real rollouts for {', '.join(BUILDERS)} only")
+    kwargs = {k: v for k, v in (kwargs or {}).items() if k != "level"}
+    s = {**BUILD_DEFAULTS, **(settings or {})}
+    t0 = time.perf_counter()
+    seeds = _novel_seeds(seed, int(s["imagined_episodes"]))
+    babyai = "BabyAI" in env_id
+    source = "minigrid BabyAIBot (expert)" if babyai else "open-loop gaits found per task by random search"
+    progress(
+        f"{name}: {sum(map(len, seeds.values()))} real episodes of the new instructions (oracle; {source})"
+    )
+    if babyai:
+        episodes = [
+            e
+            for level, ss in seeds.items()
+            for e in _bot_episodes(env_id, kwargs, len(ss), seed, level, ss)[0]
+        ]
+    else:
+        episodes = _cheetah_oracle(env_id, kwargs, seeds, seed)
+    real = root / f"{name}.hdf5"
+    meta = {"env_id": env_id, "env_kwargs": kwargs, "discrete": babyai, "name": f"{name} (oracle)", "level": "oracle",
+            "source": f"oracle: {source}, real rollouts of the imagined rollouts' instructions and starts",
+            "instruction_levels": list(NOVEL_LEVELS), "episodes": len(episodes), "build_seed": seed,
+            "build_seconds": time.perf_counter() - t0}  # fmt: skip
+    root.mkdir(parents=True, exist_ok=True)
+    out = oracle_path(real)
+    write_hdf5(out, _to_data(episodes, meta))
+    progress(f"{name}: oracle rollouts in {time.perf_counter() - t0:.0f}s")
+    return out
+
+
 def _cheetah_episodes(
     env_id: str, kwargs: dict[str, Any], n: int, seed: int, search: tuple[int, int] = (96, 32)
 ) -> tuple[list[Episode], float]:
@@ -107,35 +240,14 @@ def _cheetah_episodes(
     from .tasks import cheetah_tasks
 
     env = make_env(env_id, {**kwargs, "level": "real"})
-    inner = env.unwrapped
     rng = np.random.default_rng(seed)
-    low = np.r_[np.zeros(6), np.zeros(6), -0.5 * np.ones(6), 0.5]
-    high = np.r_[np.ones(6), 2 * np.pi * np.ones(6), 0.5 * np.ones(6), 4.0]
-    gaits = {}
-    for task in cheetah_tasks("real"):
-        cands = rng.uniform(low, high, size=(search[0], len(low)))
-        scores = [_cpg_return(env, task, c, seed) for c in cands]
-        best = cands[int(np.argmax(scores))]
-        local = np.clip(best + rng.normal(0, 0.1, size=(search[1], len(low))) * (high - low), low, high)
-        scores2 = [_cpg_return(env, task, c, seed) for c in local]
-        gaits[task] = local[int(np.argmax(scores2))] if max(scores2) > max(scores) else best
+    gaits = _search_gaits(env, cheetah_tasks("real"), rng, seed, search)
     tasks = list(gaits)
     out, rand = [], []
     for ep in range(n):
         task = tasks[ep % len(tasks)]
         obs, _ = env.reset(seed=seed * 100_003 + ep, options={"task": task})
-        states, actions, rewards, t, done = [obs[: inner.state_dim]], [], [], 0, False
-        while not done:
-            a = np.clip(_cpg(gaits[task], t, inner.inner.dt) + rng.normal(0, 0.1, 6), -1, 1).astype(
-                np.float32
-            )
-            obs, r, term, trunc, _ = env.step(a)
-            states.append(obs[: inner.state_dim])
-            actions.append(a)
-            rewards.append(r)
-            t, done = t + 1, term or trunc
-        out.append(Episode(np.stack(states), np.stack(actions), np.asarray(rewards, np.float32), False,
-                           obs[inner.state_dim :].copy(), inner.instruction))  # fmt: skip
+        out.append(_gait_episode(env, obs, gaits, rng))
     for ep in range(10):
         env.reset(seed=seed * 100_003 + 50_000 + ep)
         total, done = 0.0, False
@@ -232,11 +344,12 @@ def _build(name: str, env_id: str, root: Path, kwargs: dict[str, Any], s: dict[s
     progress(f"{name}: training {GENERATOR_LABEL} ({s['generator_steps']} updates)")
     losses = gen.fit(real, steps=int(s["generator_steps"]), progress=progress)
     imagined: list[Episode] = []
-    for li, level in enumerate(NOVEL_LEVELS):
+    novel_seeds = _novel_seeds(seed, int(s["imagined_episodes"]))
+    for level in NOVEL_LEVELS:
         env = make_env(env_id, {**kwargs, "level": level})
         starts, embs, texts = [], [], []
-        for ep in range(int(s["imagined_episodes"])):
-            obs, info = env.reset(seed=seed * 100_003 + 70_000 + li * 10_000 + ep)
+        for ep in novel_seeds[level]:
+            obs, info = env.reset(seed=ep)
             starts.append(obs[:state_dim])
             embs.append(obs[state_dim:])
             texts.append(info["instruction"])
@@ -252,6 +365,7 @@ def _build(name: str, env_id: str, root: Path, kwargs: dict[str, Any], s: dict[s
                "instruction_levels": list(NOVEL_LEVELS), "episodes": len(imagined), **gen.describe(),
                "generator_final_loss": losses[-1], "generator_settings": s}  # fmt: skip
     write_hdf5(imagined_path(real_path), _to_data(imagined, im_meta))
+    build_oracle(name, env_id, root, kwargs, s, seed, progress)
     real_meta["build_seconds"] = time.perf_counter() - t0
     write_hdf5(real_path, _to_data(real, real_meta))  # last: its presence says the pair is complete
     progress(f"{name}: built in {time.perf_counter() - t0:.0f}s")

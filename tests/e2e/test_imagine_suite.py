@@ -16,7 +16,7 @@ def test_imagine_suite_builds_real_and_imagined_data_and_reports_success_per_lev
     suite = tmp_path / "im.yaml"
     suite.write_text(
         "name: im-tiny\nseeds: 1\nbudget: {steps: 20, eval_every: 20, eval_episodes: 2}\n"
-        "datasets:\n  - name: BabyAI-Lang-v0-imagine\n    data_mix: [{real: 0.5, imagined: 0.5}]\n"
+        "datasets:\n  - name: BabyAI-Lang-v0-imagine\n    data_mix: [{real: 0.5, imagined: 0.5}, real+oracle]\n"
         "    imagine: {real_episodes: 20, imagined_episodes: 3, generator_steps: 10, horizon: 8}\n"
         "algorithms:\n  - {name: bc, params: {hidden_units: [16], batch_size: 16, logging_steps: 10}}\n"
     )
@@ -29,10 +29,13 @@ def test_imagine_suite_builds_real_and_imagined_data_and_reports_success_per_lev
     assert (tmp_path / "ds" / "BabyAI-Lang-v0-imagine.imagined.hdf5").is_file()
     meta = read_meta(tmp_path / "ds" / "BabyAI-Lang-v0-imagine.imagined.hdf5")[0]
     assert meta["generator"] == "rlbench-generator" and meta["encoder"] == "rlbench-bow-ridge-v1"
+    oracle = read_meta(tmp_path / "ds" / "BabyAI-Lang-v0-imagine.oracle.hdf5")[0]  # real rollouts of the same
+    assert oracle["level"] == "oracle" and oracle["episodes"] == 9  # new instructions: 3 per new level
     rows = json.loads(rl("fetch", "--suite", "im-tiny", "--db", db, "--format", "json").stdout)
     names = {(r["env"], r["name"]) for r in rows}
     for level in ("real", "rephrase", "easy", "hard"):
-        assert ("BabyAI-Lang-v0-imagine[mix=real=0.5,imagined=0.5]", f"eval/success/{level}") in names
+        for mix in ("real=0.5,imagined=0.5", "real+oracle"):
+            assert (f"BabyAI-Lang-v0-imagine[mix={mix}]", f"eval/success/{level}") in names
     rl(
         "plot",
         "im-tiny",

@@ -280,3 +280,66 @@ def test_halfcheetah_real_rollouts_follow_their_instruction_better_than_standing
     still = np.mean([_cpg_return(env, t, np.zeros(19), 0) for t in tasks])  # standing still on them
     moving = np.mean([e.rewards.sum() for e in eps if e.instruction != "jump"])
     assert moving > still
+
+
+def test_oracle_is_a_mix_source_and_earlier_mixes_keep_their_text():
+    assert canonical_mix("oracle+real") == canonical_mix("real+oracle") == "real+oracle"
+    assert canonical_mix({"real": 0.7, "imagined": 0.3}) == "real=0.7,imagined=0.3"  # run ids of earlier runs
+    assert canonical_mix({"real": 1, "oracle": 1}) == "real=0.5,imagined=0,oracle=0.5"
+    real = _data(20, 5, 0.0, {"env_id": "x"})
+    oracle = _data(10, 5, 2.0, {"source": "oracle: bot"})
+    both = mix_data(real, None, "real+oracle", oracle=oracle)
+    assert len(both) == 150 and (both.observations[:, 0] == 2.0).sum() == 50
+    assert both.meta["env_id"] == "x" and both.meta["data_mix"] == "real+oracle"
+    for bad in ("real+real", "real+synthetic"):
+        with pytest.raises(ValueError, match="unknown data_mix"):
+            canonical_mix(bad)
+
+
+def test_oracle_rollouts_are_the_experts_real_rollouts_of_the_imagined_instructions(tmp_path):
+    from rlbench_cli.datasets import load_dataset
+    from rlbench_cli.datasets.hdf5 import read_hdf5
+    from rlbench_cli.envs import make_env
+    from rlbench_cli.imagine.build import _novel_seeds, build_oracle, oracle_path
+
+    env_id, settings = "rlbench/BabyAI-Lang-v0", {"imagined_episodes": 2}
+    path = build_oracle("BabyAI-Lang-v0-imagine", env_id, tmp_path, {}, settings, seed=0)
+    assert path == oracle_path(tmp_path / "BabyAI-Lang-v0-imagine.hdf5") and path.name.endswith(
+        ".oracle.hdf5"
+    )
+    data = read_hdf5(path)
+    assert data.meta["level"] == "oracle" and data.meta["instruction_levels"] == ["rephrase", "easy", "hard"]
+    ends = data.episode_ends()
+    assert len(ends) == 6  # 2 per new level, from the imagined rollouts' starts
+    start = 0
+    for (level, seeds), first in zip(_novel_seeds(0, 2).items(), (0, 2, 4)):
+        env = make_env(env_id, {"level": level})
+        for k, s in enumerate(seeds):  # replayed in the real env: the same states, and the task is done
+            obs, info = env.reset(seed=s)
+            end = ends[first + k]
+            np.testing.assert_array_equal(data.observations[start], obs)
+            for t in range(start, end + 1):
+                obs, r, term, trunc, info = env.step(int(data.actions[t]))
+                np.testing.assert_array_equal(data.next_observations[t], obs)
+            assert term and info["success"] and r > 0, (level, s)
+            start = end + 1
+    from rlbench_cli.datasets.hdf5 import write_hdf5
+
+    write_hdf5(tmp_path / "mine.hdf5", _data(4, 5, 0.0, {"env_id": "x"}))  # a file without oracle rollouts
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"needs real rollouts of the new instructions \(oracle\) in .*mine.oracle.hdf5",
+    ):
+        load_dataset("mine", str(tmp_path / "mine.hdf5"), mix="real+oracle")
+
+
+def test_halfcheetah_oracle_plays_each_parts_gait_in_its_part_of_a_sequence():
+    from rlbench_cli.imagine.build import _cheetah_oracle
+
+    seeds = {"rephrase": [1], "easy": [2, 3], "hard": [4, 5]}
+    eps = _cheetah_oracle("rlbench/HalfCheetah-Lang-v0", {"max_steps": 20}, seeds, 0, search=(8, 4))
+    assert len(eps) == 5 and all(e.actions.shape == (20, 6) for e in eps)
+    hard = [e for e in eps if ", then " in e.instruction]
+    assert len(hard) == 2  # a sequence: the first part's gait, then the second's
+    for e in hard:
+        assert not np.allclose(e.actions[:10].mean(0), e.actions[10:].mean(0), atol=0.05)
