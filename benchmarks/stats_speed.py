@@ -6,6 +6,8 @@ Two workloads, the defaults of ``rlbench_cli.stats``:
    10 runs x 20 tasks at 50,000 stratified bootstrap replicates. Target: rlbench < 1 s.
 2. Probability of improvement with 95% intervals for 4 pairs of algorithms at 2,000 replicates.
    Target: rlbench < 1 s.
+3. Performance profiles (rliable's run-score distribution) with 95% bands, 81 thresholds over the score range,
+   2,000 replicates (rliable's default; ``--profile-reps``).
 
 rliable is called as ``rlbench_cli.stats`` calls it: one ``get_interval_estimates`` per algorithm (per pair),
 numpy's global generator seeded with ``[seed, crc32(key)]`` before each call (and restored afterwards).
@@ -215,6 +217,37 @@ def bench_poi(scores: dict[str, np.ndarray], args: argparse.Namespace) -> None:
         )
 
 
+def bench_profile(scores: dict[str, np.ndarray], args: argparse.Namespace) -> None:
+    from rliable import library as rly
+
+    reps, rreps = args.profile_reps, args.rliable_profile_reps or args.profile_reps
+    algos = list(scores)
+    runs, tasks = scores[algos[0]].shape
+    values = np.concatenate([v.ravel() for v in scores.values()])
+    taus = np.linspace(values.min(), values.max(), args.taus)  # rlbench's default: 81 over the score range
+    print(f"\n(3) performance profiles (run-score distribution): {len(algos)} algorithms x {runs} runs x {tasks} "
+          f"tasks, {len(taus)} thresholds")  # fmt: skip
+    print(f"    rlbench reps {reps}, rliable reps {rreps}")
+    ours, t_ours = timed(lambda: bs.performance_profile(scores, taus, reps, seed=args.seed), args.repeat)
+
+    def run_rliable() -> tuple:
+        with seeded_global(global_seed(args.seed, "profile")):
+            return rly.create_performance_profile(scores, taus, reps=rreps)
+
+    theirs, t_rly = timed(run_rliable, args.repeat)
+    report_time(
+        "the performance profiles", t_ours, t_rly.scaled(reps / rreps), rreps if rreps != reps else None
+    )
+    point_diff = max(np.max(np.abs(ours[a].point - theirs[0][a])) for a in algos)
+    print(f"  max |point estimate diff|           {point_diff:.3g}")
+    if rreps == reps:  # rlbench replaying rliable's stream: the same replicates, the same bands
+        replay = bs.performance_profile(
+            scores, taus, reps, seed=np.random.RandomState(global_seed(args.seed, "profile"))
+        )
+        diff = max(np.max(np.abs(np.stack([replay[a].lower, replay[a].upper]) - theirs[1][a])) for a in algos)
+        print(f"  max |band end diff|, replay         {diff:.3g}  (rlbench on rliable's RandomState stream)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=50000, help="aggregate bootstrap replicates (rlbench)")
@@ -227,17 +260,25 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=3, help="runs per side; each side's median is compared")
-    parser.add_argument("--skip", choices=["aggregates", "poi"], default=None, help="leave one workload out")
+    parser.add_argument("--profile-reps", type=int, default=2000, help="performance-profile replicates")
+    parser.add_argument(
+        "--rliable-profile-reps", type=int, default=None, help="for rliable; default --profile-reps"
+    )
+    parser.add_argument("--taus", type=int, default=81, help="performance-profile thresholds")
+    parser.add_argument("--skip", choices=["aggregates", "poi", "profile"], action="append", default=[],
+                        help="leave a workload out (repeatable)")  # fmt: skip
     args = parser.parse_args()
     if args.pairs >= args.algos:
         parser.error("--pairs must be smaller than --algos (pairs are algo0 vs each other algorithm)")
     warnings.filterwarnings("ignore", category=FutureWarning)
     scores = make_scores(args.algos, args.runs, args.tasks, args.seed)
     print(f"numpy {np.__version__}; rlbench_cli.bootstrap vs rliable; seed {args.seed}")
-    if args.skip != "aggregates":
+    if "aggregates" not in args.skip:
         bench_aggregates(scores, args)
-    if args.skip != "poi":
+    if "poi" not in args.skip:
         bench_poi(scores, args)
+    if "profile" not in args.skip:
+        bench_profile(scores, args)
 
 
 if __name__ == "__main__":

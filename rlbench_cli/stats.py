@@ -23,6 +23,7 @@ rliable and scipy are imported inside the functions that use them, so importing 
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -185,15 +186,17 @@ def run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd
                 f"{len(short)} run(s) have fewer than {n} evaluation points; mean_last:{n} averages all the "
                 f"points they have: {_short(sorted(map(str, short.index)))}."
             )
-        score = grouped.tail(n).groupby("run_id", sort=False)["value"].mean()
+        last = grouped.tail(n).groupby("run_id", sort=False)["value"]
+        score = last.agg(math.fsum) / last.size()  # exactly rounded sums, as DuckDB's fsum in SQL scores
     else:  # auc: trapezoids over consecutive points of a run, divided by the run's step span
         step = data["step"].astype(float)
         prev_step = grouped["step"].shift().astype(float)
         prev_value = values.shift()
         area = ((data["value"] + prev_value) / 2.0 * (step - prev_step)).fillna(0.0)
-        total = area.groupby(data["run_id"], sort=False).sum()
+        total = area.groupby(data["run_id"], sort=False).agg(math.fsum)
         span = step.groupby(data["run_id"], sort=False).max() - step.groupby(data["run_id"], sort=False).min()
-        score = (total / span.where(span > 0)).fillna(values.mean())  # one point (or one step): its mean
+        mean = values.agg(math.fsum) / values.size()
+        score = (total / span.where(span > 0)).fillna(mean)  # one point (or one step): its mean
     out = keys.assign(score=score.astype(float)).reset_index()
     out = out.sort_values(["algo", "env", "seed", "run_id"], kind="mergesort").reset_index(drop=True)
     return out.loc[:, ["run_id", "algo", "env", "seed", "score"]]

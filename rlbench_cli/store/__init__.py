@@ -532,7 +532,8 @@ class Store:
         ``drop_first`` are dropped, then the rule: ``final`` is the value at the largest step (``arg_max``),
         ``best`` the maximum, ``mean_last`` the mean of the last ``n`` points and ``auc`` the trapezoids over
         consecutive points (``lag``) divided by the step span (the mean when the span is 0). Sums are
-        compensated (Kahan, ``fsum``) in step order, as pandas' groupby sums are, so they agree to the bit.
+        exactly rounded (DuckDB's ``fsum``, 2.0.1 and later), as ``stats.run_scores`` sums them (``math.fsum``), so
+        they agree to the bit.
 
         Args:
             suite: Suite whose runs are scored.
