@@ -62,7 +62,7 @@ INIT_TIMEOUT_S = 30.0  # ray.init once the port answers
 STOP_GRACE_S = 5.0
 POLL_TIMEOUT_S = 5.0
 PULL_EVERY_S = 1.0  # running jobs' new shards are pulled this often (on_tick may come more often)
-KEEP_CHECKPOINTS = 2  # per run on the coordinator's machine (see _write_files)
+KEEP_PACKED = 2  # checkpoints kept per run of a packed job on the coordinator's machine (see _write_files)
 SALVAGE_TIMEOUT_S = (
     30.0  # fetching what a dead actor left on its node (a new worker process, slow on a busy node)
 )
@@ -319,11 +319,14 @@ def _carry(job: Job, every_checkpoint: bool = False) -> list[tuple[str, bytes]]:
     return files
 
 
-def _write_files(folder: Path, files: list[tuple[str, bytes]], checkpoints_up: bool = True) -> None:
+def _write_files(
+    folder: Path, files: list[tuple[str, bytes]], checkpoints_up: bool = True, keep: int = 1
+) -> None:
     """Write files an actor sent into the attempt folder on this machine (atomically, same names). A
     checkpoint (``checkpoint/step-S.pt``) goes to the run folder, shared by the attempts, where the newest
-    two are kept: a packed job's seeds resume at a step they all have (``algos.base.resume_together``), and
-    the job may have been lost after one seed's newest checkpoint came over and before another's."""
+    ``keep`` are kept: one, as ``checkpoint.save`` does, or for a seed of a packed job ``KEEP_PACKED`` (its
+    seeds resume at a step they all have, ``algos.base.resume_together``, and the job may have been lost after
+    one seed's newest checkpoint came over and before another's)."""
     for rel, data in files:
         parts = Path(rel).parts
         if not parts or any(p in ("", ".", "..") for p in parts) or Path(rel).is_absolute():
@@ -337,7 +340,7 @@ def _write_files(folder: Path, files: list[tuple[str, bytes]], checkpoints_up: b
         if is_ckpt:
             from ..checkpoint import list_checkpoints
 
-            for _, old in list_checkpoints(dest.parent)[KEEP_CHECKPOINTS:]:
+            for _, old in list_checkpoints(dest.parent)[keep:]:
                 old.unlink(missing_ok=True)
 
 
@@ -673,7 +676,8 @@ class RayExecutor:
         deadline = time.monotonic() + SALVAGE_TIMEOUT_S
         for m, ref in asks:
             try:
-                _write_files(m.folder, ray.get(ref, timeout=max(0.1, deadline - time.monotonic())))
+                _write_files(m.folder, ray.get(ref, timeout=max(0.1, deadline - time.monotonic())),
+                             keep=KEEP_PACKED if job.pack else 1)  # fmt: skip
             except Exception:  # noqa: BLE001 - node lost or too slow: what was pulled before is what we have
                 try:
                     ray.cancel(ref, force=True)
@@ -693,7 +697,7 @@ class RayExecutor:
                 continue
             if s.job is not None:
                 for m, got in zip(s.job.members, files):
-                    _write_files(m.folder, got)
+                    _write_files(m.folder, got, keep=KEEP_PACKED if s.job.pack else 1)
 
     def _finish(self, s: _Slot, queue: deque[Job], on_end: OnEnd, outcome: Outcome) -> None:
         job, s.job, s.run_ref = s.job, None, None
@@ -750,7 +754,7 @@ def _receive(job: Job, reply: dict[str, Any]) -> None:
     needs its checkpoint no more (``run_one`` removes it where it ran; this is the coordinator's copy)."""
     results = reply["result"].get("pack_results") or [reply["result"]]
     for m, files, r in zip(job.members, reply["files"], results):
-        _write_files(m.folder, files)
+        _write_files(m.folder, files, keep=KEEP_PACKED if job.pack else 1)
         if r.get("status") == "finished":
             shutil.rmtree(m.folder.parent / "checkpoint", ignore_errors=True)
 
