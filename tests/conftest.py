@@ -10,6 +10,51 @@ for _key, _value in {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_
     os.environ.setdefault(_key, _value)
 
 
+_APT_UPDATED: list[bool] = []
+
+
+def debian_package(package: str, present, why: str) -> None:
+    """Make sure Debian's ``package`` is there for a test that needs it (``present()`` says whether it is):
+    installed with apt-get when missing and this runs as root (CI machines start bare, as the Slurm and
+    chromium tests find them), else the test is skipped, saying what to install."""
+    import shutil
+    import subprocess
+
+    if present():
+        return
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        if not _APT_UPDATED:
+            subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
+            _APT_UPDATED.append(True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", package], env=env,
+                       capture_output=True, timeout=900)  # fmt: skip
+    if not present():
+        pytest.skip(f"needs Debian's {package} ({why}): apt-get install {package}")
+
+
+@pytest.fixture(scope="session")
+def stockfish():
+    """Debian's Stockfish, which the Chess and Endgames envs play against."""
+    from rlbench_cli.envs.text.chess_env import find_stockfish
+
+    def present() -> bool:
+        try:
+            find_stockfish()
+        except Exception:  # noqa: BLE001 - rlbench's own "not found" error
+            return False
+        return True
+
+    debian_package("stockfish", present, "the Chess and Endgames envs play against it")
+
+
+@pytest.fixture(scope="session")
+def wamerican():
+    """Debian's word list, Wordle's default five-letter words."""
+    debian_package("wamerican", lambda: os.path.exists("/usr/share/dict/american-english"),
+                   "Wordle's default word list, /usr/share/dict/american-english")  # fmt: skip
+
+
 @pytest.fixture
 def suite_dict():
     return {

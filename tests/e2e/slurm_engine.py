@@ -62,7 +62,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
         yield SlurmCluster(base, base / "slurm.conf")
     finally:
         try:  # a controller that no longer answers is stopped by slurm_down.sh all the same
-            subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=30)
+            subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=10)
         except subprocess.TimeoutExpired:
             pass
         subprocess.run(["bash", str(ENGINES / "slurm_down.sh")], env=env, capture_output=True, timeout=180)

@@ -12,7 +12,7 @@ FAST = {"movetime": 0.01}
 
 
 @pytest.fixture
-def endgames():
+def endgames(stockfish):
     env = make_env("rlbench/Endgames-v0", FAST)
     yield env
     env.close()
@@ -36,6 +36,7 @@ def test_illegal_move_costs_one_and_the_game_goes_on(endgames):
     assert info3.get("opponent_move") or term  # Stockfish answered
 
 
+@pytest.mark.usefixtures("stockfish")
 def test_being_mated_by_stockfish_loses_minus_one():
     # full strength (elo None): a strength-limited engine may miss the mate on purpose
     fen = "rnbqkbnr/pppp1ppp/8/4p3/8/5P2/PPPPP1PP/RNBQKBNR w KQkq - 0 2"
@@ -48,6 +49,7 @@ def test_being_mated_by_stockfish_loses_minus_one():
         env.close()
 
 
+@pytest.mark.usefixtures("stockfish")
 def test_max_moves_truncates():
     env = make_env("rlbench/Chess-v0", {**FAST, "max_moves": 2})
     try:
@@ -84,6 +86,7 @@ def test_missing_stockfish_names_the_setting(tmp_path):
         make_env("rlbench/Chess-v0", {"stockfish": str(tmp_path / "nope")})
 
 
+@pytest.mark.usefixtures("stockfish")
 def test_scripted_optimal_policy_mates_in_endgames():
     from rlbench_cli.datasets.text import build_text_dataset, episode_returns
 
@@ -91,6 +94,7 @@ def test_scripted_optimal_policy_mates_in_endgames():
     assert episode_returns(opt) == [1.0, 1.0, 1.0]
 
 
+@pytest.mark.usefixtures("stockfish")
 def test_an_env_left_unclosed_does_not_hold_the_interpreter_at_exit():
     import subprocess
     import sys

@@ -45,6 +45,7 @@ def test_six_tries_end_the_episode(words):
     assert sum(r[1] for r in results) == -6.0
 
 
+@pytest.mark.usefixtures("wamerican")
 def test_default_word_list_is_debians_five_letter_words():
     words = load_word_list()
     assert len(words) > 1000 and all(len(w) == 5 and w.isalpha() and w.islower() for w in words)
@@ -63,6 +64,7 @@ def test_word_list_errors_name_file_and_line(tmp_path):
         load_word_list(str(empty))
 
 
+@pytest.mark.usefixtures("wamerican")
 def test_scripted_policies_are_ordered_and_optimal_solves_small_lists(words):
     data = build_text_dataset("rlbench/Wordle-v0", "optimal", 20, seed=0, env_kwargs={"word_list": words})
     assert all(ep[-1]["reward"] == 0.0 for ep in data)  # six words: always found within 6 tries
