@@ -80,9 +80,12 @@ def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_pa
     victim = cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
     suite, db = tmp_path / "nl.yaml", tmp_path / "db.duckdb"
+    # a pack steps CartPole NumPy-vectorised, 2 seeds in a few seconds: too fast for the kill to land mid-run;
+    # with an env kwarg it steps plain gymnasium envs one by one, as long as two one-seed jobs take
+    env = "CartPole-v1" if seeds_per_job == 1 else "{id: CartPole-v1, kwargs: {max_episode_steps: 500}}"
     suite.write_text(
         f"name: nl\nseeds: 2\nbudget: {{steps: {STEPS}, eval_every: 2048, eval_episodes: 1, "
-        f"checkpoint_every: {CKPT_EVERY}}}\nenvs: [CartPole-v1]\nalgorithms: [{PPO}]\n"
+        f"checkpoint_every: {CKPT_EVERY}}}\nenvs: [{env}]\nalgorithms: [{PPO}]\n"
         f"resources: {{seeds_per_job: {seeds_per_job}}}\n"
     )
     proc = subprocess.Popen([RLBENCH, "run", str(suite), "--db", str(db), "--executor", "ray", "--address",
