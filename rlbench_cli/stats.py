@@ -195,8 +195,11 @@ def run_scores(df: pd.DataFrame, rule: str = "final", drop_first: int = 0) -> pd
         area = ((data["value"] + prev_value) / 2.0 * (step - prev_step)).fillna(0.0)
         total = area.groupby(data["run_id"], sort=False).agg(math.fsum)
         span = step.groupby(data["run_id"], sort=False).max() - step.groupby(data["run_id"], sort=False).min()
-        mean = values.agg(math.fsum) / values.size()
-        score = (total / span.where(span > 0)).fillna(mean)  # one point (or one step): its mean
+        score = total / span.where(span > 0)
+        flat = score.index[score.isna()]  # one point (or one step): its mean, summed only for those runs
+        if len(flat):
+            one = data.loc[data["run_id"].isin(flat)].groupby("run_id", sort=False)["value"]
+            score = score.fillna(one.agg(math.fsum) / one.size())
     out = keys.assign(score=score.astype(float)).reset_index()
     out = out.sort_values(["algo", "env", "seed", "run_id"], kind="mergesort").reset_index(drop=True)
     return out.loc[:, ["run_id", "algo", "env", "seed", "score"]]

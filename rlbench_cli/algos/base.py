@@ -264,6 +264,10 @@ class RunContext:
         self._last_ckpt_time = time.monotonic()
         return True
 
+    def disable_checkpoints(self) -> None:
+        """Take no more checkpoints in this run (the ones on disk stay for a later attempt)."""
+        self._ckpt_disabled = True
+
     def prune_checkpoints(self, keep: int) -> None:
         """Remove this run's checkpoints other than the one at step ``keep``."""
         from .. import checkpoint

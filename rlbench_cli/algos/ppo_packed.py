@@ -933,7 +933,7 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
                     s.ctx.prune_checkpoints(global_step)
             else:  # a seed could not save: keep the step they all have, and take no more checkpoints
                 for s in seeds:
-                    s.ctx._ckpt_disabled = True
+                    s.ctx.disable_checkpoints()
         if any(s.ctx.should_stop() for s in seeds):
             break
     for s in seeds:

@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from ..imagine import IMAGINED_SUFFIX, ORACLE_SUFFIX
 from .data import OfflineData
 
 __all__ = ["MIX_SOURCES", "SUFFIXES", "canonical_mix", "parse_mix", "mix_sources", "mix_data", "concat"]
 
 MIX_SOURCES = ("real", "imagined", "oracle")
-SUFFIXES = {"imagined": ".imagined.hdf5", "oracle": ".oracle.hdf5"}  # beside <name>.hdf5 (the real rollouts)
+SUFFIXES = {"imagined": IMAGINED_SUFFIX, "oracle": ORACLE_SUFFIX}  # beside <name>.hdf5 (the real rollouts)
 
 
 def canonical_mix(value: Any) -> str:
