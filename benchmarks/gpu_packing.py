@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,8 +46,20 @@ def suite(name: str, algo: str, runs: int, steps: int, gpus_per_job: float) -> d
     }
 
 
-def measure(folder: Path, algo: str, runs: int, steps: int, gpus_per_job: float, executor: str) -> float:
-    """Wall seconds of ``rlbench run`` for the suite; raises if any run fails."""
+def run_seconds(db: Path) -> list[float]:
+    """Each run's own seconds (``runs.duration_s``: from its start in a worker to its final flush)."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return [float(r[0]) for r in con.execute("SELECT duration_s FROM runs ORDER BY run_id").fetchall()]
+    finally:
+        con.close()
+
+
+def measure(folder: Path, algo: str, runs: int, steps: int, gpus_per_job: float,
+            executor: str) -> tuple[float, list[float]]:  # fmt: skip
+    """Wall seconds of ``rlbench run`` for the suite and each run's seconds; raises if any run fails."""
     name = f"pack{str(gpus_per_job).replace('.', '')}"
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(suite(name, algo, runs, steps, gpus_per_job)))
@@ -64,7 +77,7 @@ def measure(folder: Path, algo: str, runs: int, steps: int, gpus_per_job: float,
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     if summary["finished"] != runs:
         sys.exit(f"gpus_per_job={gpus_per_job}: {summary['finished']} of {runs} runs finished")
-    return wall
+    return wall, run_seconds(folder / f"{name}.duckdb")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,9 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for g in (1.0, 0.25):
-            wall = measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor)
+            wall, secs = measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor)
             rows.append((g, wall, total / wall))
-            print(f"  gpus_per_job={g:<5g} wall {wall:7.1f} s   {total / wall:9,.0f} env steps/s")
+            per_gpu = 1 if g >= 1 else int(1 / g)  # runs at a time on the one GPU
+            outside = wall - sum(secs) / per_gpu  # wall not covered by runs: start-up, spawn, shut-down
+            print(f"  gpus_per_job={g:<5g} wall {wall:7.1f} s   {total / wall:9,.0f} env steps/s   run "
+                  f"{statistics.median(secs):5.1f} s each (median), ~{outside:.1f} s outside runs")  # fmt: skip
     ratio = rows[1][2] / rows[0][2]
     print(f"packing 4 runs per GPU: {ratio:.2f}x the throughput of one run per GPU (target >= 3x)")
     return 0

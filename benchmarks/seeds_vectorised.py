@@ -23,7 +23,8 @@ of --eval-episodes deterministic episodes at the last step; IQM as rliable, with
 interval from ``rlbench_cli.bootstrap``).
 
 Scaling: steps/s (all seeds' env steps / training time, evaluation excluded) of one packed job with
-N = 1, 4, 16, 64 seeds of --scaling-steps steps each.
+N = 1, 4, 16, 64 seeds of --scaling-steps steps each. ``--device cuda`` puts the packed jobs' networks on the
+GPU (the envs stay on the CPU): on a GPU machine, add N = 256 with ``--sides scaling --scaling 1 16 64 256``.
 
     pip install -e ".[bench]"                       # tyro and tensorboard, which CleanRL's script needs
     python benchmarks/seeds_vectorised.py           # the full comparison (one-per-job is the long part)
@@ -105,7 +106,9 @@ def _packed_worker(job: dict[str, Any]) -> None:
     ]
     folder = Path(job["folder"])
     t0 = time.perf_counter()
-    results = run_packed(specs, [folder / s.run_id / "attempt-1" for s in specs], device="cpu")
+    results = run_packed(
+        specs, [folder / s.run_id / "attempt-1" for s in specs], device=job.get("device", "cpu")
+    )
     wall = time.perf_counter() - t0
     bad = [r for r in results if r["status"] != "finished"]
     if bad:
@@ -116,9 +119,9 @@ def _packed_worker(job: dict[str, Any]) -> None:
 
 
 def run_packed_job(seeds: list[int], steps: int, threads: int, workdir: Path, eval_episodes: int,
-                   params: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+                   params: dict[str, Any], device: str = "cpu") -> dict[str, Any]:  # fmt: skip
     job = {"steps": steps, "seeds": seeds, "threads": threads, "folder": str(workdir),
-           "eval_episodes": eval_episodes, "params": params}  # fmt: skip
+           "eval_episodes": eval_episodes, "params": params, "device": device}  # fmt: skip
     cmd = [sys.executable, str(Path(__file__).resolve()), "--packed-worker", json.dumps(job)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=pvc._thread_env(threads), capture_output=True, text=True)
@@ -154,6 +157,8 @@ def main() -> None:
     )
     ap.add_argument("--threads", type=int, default=1, help="torch threads of every process (default 1)")
     ap.add_argument("--eval-episodes", type=int, default=10, help="rlbench's episodes per evaluation")
+    ap.add_argument("--device", default="cpu",
+                    help="torch device of the packed jobs (cuda: the scaling table on a GPU; default cpu)")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="tiny sizes: checks the script runs, no target")
     ap.add_argument("--json", help="also write every figure to this JSON file")
     args = ap.parse_args()
@@ -175,7 +180,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="seeds-vectorised-") as d:
         tmp = Path(d)
         if "packed" in args.sides:
-            rec = run_packed_job(seeds, steps, args.threads, tmp / "packed", args.eval_episodes, {})
+            rec = run_packed_job(
+                seeds, steps, args.threads, tmp / "packed", args.eval_episodes, {}, args.device
+            )
             out["packed"] = rec
             iqm, lo, hi = iqm_interval(rec["finals"])
             rec["iqm"] = [iqm, lo, hi]
@@ -213,11 +220,13 @@ def main() -> None:
                   f"{'met' if good else 'NOT met'} ({p['iqm'][0]:.1f})")  # fmt: skip
         if "scaling" in args.sides:
             s_steps = max(BATCH, (args.scaling_steps // BATCH) * BATCH)
-            print(f"scaling: one packed job, {s_steps:,} steps per seed, evaluation excluded", flush=True)
+            print(f"scaling: one packed job on {args.device}, {s_steps:,} steps per seed, evaluation excluded",
+                  flush=True)  # fmt: skip
             print(f"{'seeds/job':>9} {'train s':>9} {'steps/s':>10} {'per seed':>10}")
             rows = []
             for n in args.scaling:
-                rec = run_packed_job(list(range(1, n + 1)), s_steps, args.threads, tmp / f"scale-{n}", 1, {})
+                rec = run_packed_job(list(range(1, n + 1)), s_steps, args.threads, tmp / f"scale-{n}", 1, {},
+                                     args.device)  # fmt: skip
                 sps = n * s_steps / rec["train_s"]
                 rows.append({"seeds": n, "train_s": rec["train_s"], "steps_per_s": sps})
                 print(f"{n:>9} {rec['train_s']:>9.1f} {sps:>10,.0f} {sps / n:>10,.0f}", flush=True)

@@ -376,7 +376,8 @@ def _aggregate(
             iqm_cols.append(col)
     if iqm_cols and ranked is not None:
         codes = ranked[0].reshape(reps, -1)
-        codes.sort(axis=1)
+        # uint16 codes: numpy's stable sort is a radix sort, ~10% faster here (and the same order, of integers)
+        codes.sort(axis=1, kind="stable" if codes.dtype.itemsize <= 2 else None)
         low, high = _iqm_cuts(codes.shape[1])
         out[:, iqm_cols] = ranked[1].take(codes[:, low:high]).mean(axis=1)[:, None]
     elif iqm_cols:  # last: sorts the batch in place

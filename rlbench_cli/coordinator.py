@@ -426,10 +426,26 @@ def prepare_datasets(
         wants_oracle = ds.imagined and any("oracle" in mix_sources(m) for m in ds.mixes)
         return wants_oracle and not paths[ds.label].with_name(f"{ds.name}.oracle.hdf5").exists()
 
+    for i, ds in enumerate(suite.datasets):
+        if ds.imagined and paths[ds.label].exists():
+            from .imagine.build import settings_problem
+
+            problem = settings_problem(paths[ds.label], ds.imagine)
+            if problem:  # never train on a dataset other than the one the suite describes
+                raise SuiteInvalid(
+                    f"{source}: field 'datasets[{i}].imagine': {paths[ds.label]} was built with other settings "
+                    f"({problem}); keep both with --datasets OTHER_FOLDER, or delete {ds.name}.*hdf5 there "
+                    "to rebuild it"
+                )
     missing = [ds for ds in suite.datasets if ds.generated and incomplete(ds)]
     for ds in missing:
         report("dataset", {"name": ds.label, "path": paths[ds.label]})
-    ensure_datasets(missing, lambda msg: report("dataset_progress", {"msg": msg}))
+    if missing:
+        from .executors.base import detect_gpus
+
+        # a suite that runs on GPUs builds its datasets on one too (behaviour policies, the imagine generator)
+        device = "cuda" if suite.resources.gpus_per_job > 0 and detect_gpus() > 0 else "cpu"
+        ensure_datasets(missing, lambda msg: report("dataset_progress", {"msg": msg}), device=device)
     refs: dict[str, list[float]] = {}
     for ds in suite.datasets:
         path = paths[ds.label]

@@ -24,7 +24,14 @@ import numpy as np
 from . import GENERATOR_LABEL, IMAGINED_SUFFIX, ORACLE_SUFFIX
 from .generator import Episode, RolloutGenerator
 
-__all__ = ["build_imagine", "build_oracle", "BUILD_DEFAULTS", "imagined_path", "oracle_path"]
+__all__ = [
+    "build_imagine",
+    "build_oracle",
+    "BUILD_DEFAULTS",
+    "imagined_path",
+    "oracle_path",
+    "settings_problem",
+]
 
 BUILD_DEFAULTS: dict[str, Any] = {
     "real_episodes": 200,  # bot episodes of real-level instructions
@@ -44,6 +51,23 @@ def imagined_path(real: Path) -> Path:
         if real.name.endswith(".hdf5")
         else real.name + IMAGINED_SUFFIX
     )
+
+
+def settings_problem(real: Path, settings: dict[str, Any] | None) -> str | None:
+    """None if the built dataset whose real file is ``real`` was built with ``settings`` (BUILD_DEFAULTS for
+    the rest), else what differs, ``key: built -> asked`` (a file without recorded settings passes)."""
+    from ..datasets.hdf5 import read_meta
+
+    im = imagined_path(real)
+    if not im.exists():
+        return None
+    built = read_meta(im)[0].get("generator_settings")
+    if not isinstance(built, dict):
+        return None
+    asked = {**BUILD_DEFAULTS, **(settings or {})}
+    diff = [f"{k}: {built.get(k, BUILD_DEFAULTS[k])} -> {asked[k]}" for k in BUILD_DEFAULTS
+            if int(built.get(k, BUILD_DEFAULTS[k])) != int(asked[k])]  # fmt: skip
+    return ", ".join(diff) or None
 
 
 def _bot_episodes(

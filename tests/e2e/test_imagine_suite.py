@@ -48,3 +48,13 @@ def test_imagine_suite_builds_real_and_imagined_data_and_reports_success_per_lev
         "--no-curves",
     )
     assert (tmp_path / "figs" / "success_by_level.png").is_file()  # every level in one figure
+    # the same dataset name asked for with other build settings: refused, naming the field; nothing rebuilt
+    built = (tmp_path / "ds" / "BabyAI-Lang-v0-imagine.hdf5").stat().st_mtime_ns
+    other = tmp_path / "im2.yaml"
+    other.write_text(suite.read_text().replace("name: im-tiny", "name: im-other").replace("real_episodes: 20",
+                                                                                        "real_episodes: 40"))  # fmt: skip
+    proc = rl("run", other, "--db", db, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "datasets[0].imagine" in proc.stderr and "real_episodes: 20 -> 40" in proc.stderr
+    assert "--datasets" in proc.stderr
+    assert (tmp_path / "ds" / "BabyAI-Lang-v0-imagine.hdf5").stat().st_mtime_ns == built
