@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Mapping
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -134,8 +135,11 @@ def _to_table(buf: list[tuple[Any, ...]]) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    mapping = [c for c in buf if len(c) == 3]
-    columnar = [c for c in buf if len(c) == 4]
+    if set(map(len, buf)) == {4}:  # only log_columns calls (a vectorised agent's loop): no split
+        mapping, columnar = [], buf
+    else:
+        mapping = [c for c in buf if len(c) == 3]
+        columnar = [c for c in buf if len(c) == 4]
     parts = []
     if mapping:
         parts.append(_mapping_columns(mapping))
@@ -193,14 +197,19 @@ def _columnar_columns(
     import numpy as np
 
     n_calls = len(buf)
-    by_id: dict[int, int] = {}  # the same tuple object again and again: group by identity first
     keysets: dict[tuple[str, ...], int] = {}
-    kid = np.empty(n_calls, np.int64)
-    for i, c in enumerate(buf):
-        k = by_id.get(id(c[2]))
-        if k is None:
-            k = by_id[id(c[2])] = keysets.setdefault(tuple(c[2]), len(keysets))
-        kid[i] = k
+    ids = np.fromiter(map(id, map(itemgetter(2), buf)), np.int64, n_calls)
+    if (ids == ids[0]).all():  # one names tuple passed again and again (the usual loop): no per-call work
+        keysets[tuple(buf[0][2])] = 0
+        kid = np.zeros(n_calls, np.int64)
+    else:
+        by_id: dict[int, int] = {}  # group by identity first, then by the names themselves
+        kid = np.empty(n_calls, np.int64)
+        for i, c in enumerate(buf):
+            k = by_id.get(id(c[2]))
+            if k is None:
+                k = by_id[id(c[2])] = keysets.setdefault(tuple(c[2]), len(keysets))
+            kid[i] = k
     names: dict[str, int] = {}
     codes = [np.array([names.setdefault(k, len(names)) for k in ks], np.int32) for ks in keysets]
     sizes = np.array([len(c) for c in codes], np.int64)
@@ -211,8 +220,8 @@ def _columnar_columns(
         values = np.fromiter(chain.from_iterable(c[3] for c in buf), np.float64, total)
     except (TypeError, ValueError):  # arrays of another dtype, tensors: convert row by row
         values = np.concatenate([np.asarray(c[3], np.float64).reshape(-1) for c in buf])
-    steps = np.repeat(np.fromiter((c[0] for c in buf), np.int64, n_calls), counts)
-    times = np.repeat(np.fromiter((c[1] for c in buf), np.float64, n_calls), counts)
+    steps = np.repeat(np.fromiter(map(itemgetter(0), buf), np.int64, n_calls), counts)
+    times = np.repeat(np.fromiter(map(itemgetter(1), buf), np.float64, n_calls), counts)
     return steps, list(names), name_idx, values, times
 
 

@@ -231,14 +231,21 @@ class Store:
 
         counts = [pq.read_metadata(p).num_rows for _, p in todo]
         files = [str(p) for _, p in todo]
+        runs = {k[0] for k, _ in todo}
         with self._transaction(con):
-            con.execute(
-                "INSERT INTO metrics SELECT m.run_id, t.step, t.name, t.value, t.wall_time "
-                "FROM read_parquet(?, filename = true, file_row_number = true) t "
-                "JOIN (SELECT unnest(?) AS file, unnest(?) AS run_id, unnest(range(?)) AS i) m "
-                "ON t.filename = m.file ORDER BY m.i, t.file_row_number",
-                [files, files, [k[0] for k, _ in todo], len(todo)],
-            )
+            if len(runs) == 1:  # one run's shards (a run's end, an import): read in the order given, no join
+                con.execute(
+                    "INSERT INTO metrics SELECT ?, step, name, value, wall_time FROM read_parquet(?)",
+                    [next(iter(runs)), files],
+                )  # DuckDB keeps the files' and rows' order (preserve_insertion_order, its default)
+            else:
+                con.execute(
+                    "INSERT INTO metrics SELECT m.run_id, t.step, t.name, t.value, t.wall_time "
+                    "FROM read_parquet(?, filename = true, file_row_number = true) t "
+                    "JOIN (SELECT unnest(?) AS file, unnest(?) AS run_id, unnest(range(?)) AS i) m "
+                    "ON t.filename = m.file ORDER BY m.i, t.file_row_number",
+                    [files, files, [k[0] for k, _ in todo], len(todo)],
+                )
             con.execute(
                 "INSERT INTO shards VALUES " + ", ".join(["(?, ?, ?, ?, now())"] * len(todo)),
                 [v for (k, _), n in zip(todo, counts) for v in (k[0], k[1], k[2], n)],

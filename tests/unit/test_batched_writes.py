@@ -168,3 +168,22 @@ def test_a_run_whose_start_was_never_recorded_is_recovered_not_run_again(tmp_pat
     assert r.exit_code == 0, r.output
     out = json.loads(r.output.strip().splitlines()[-1])
     assert out["recovered"] == 0 and out["finished"] == 2
+
+
+def test_one_runs_shards_go_in_in_the_order_given_and_each_files_rows_in_order(tmp_path):
+    # the single-run ingest reads the files straight (no join): rows keep the shards' order and their own
+    sink = ShardSink(tmp_path / "metrics", background=False)
+    expected = []
+    for f in range(4):
+        for step in (30, 10, 20, 5):  # not sorted within a shard
+            sink.log(step + 100 * (3 - f), **{"x": float(f)})  # nor across shards
+            expected.append(step + 100 * (3 - f))
+        sink.flush()
+    sink.close()
+    store = Store(tmp_path / "one.duckdb")
+    with store.writer() as con:
+        store.add_runs(con, [_run(0)])
+        store.start_attempt(con, "r0", 1, {"started_at": time.time()})
+        assert store.ingest_shards(con, "r0", 1, list_shards(tmp_path / "metrics")) == 16
+        assert [r[0] for r in con.execute("SELECT step FROM metrics").fetchall()] == expected
+        assert store.ingest_shards(con, "r0", 1, list_shards(tmp_path / "metrics")) == 0
