@@ -1,7 +1,7 @@
 """A real Ray head on loopback for the tests that run suites with ``--executor ray`` (never a mock).
 
-Import the fixture into a test module (``from ray_engine import ray_head  # noqa: F401``) and ask for
-``ray_head``: one head per test session, started with ``tests/engines/ray_up.sh`` on 127.0.0.1 with free ports,
+``tests/e2e/conftest.py`` makes the fixture every e2e module's; a test asks for ``ray_head``: one head per test
+session, started with ``tests/engines/ray_up.sh`` on 127.0.0.1 with free ports,
 2 CPUs and 2 fake GPUs (declared, no hardware: Ray schedules and sets CUDA_VISIBLE_DEVICES as for real ones)
 in a private temp folder, and stopped at the end with ``ray_down.sh`` (only its own processes). Tests are
 skipped when Ray is not installed (``pip install -e '.[test]'`` installs it).

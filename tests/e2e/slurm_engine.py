@@ -1,7 +1,7 @@
 """A real single-node Slurm for the tests (slurmctld + slurmd + slurmdbd accounting + MariaDB, fake GPUs),
 brought up once per session by ``tests/engines/slurm_up.sh`` and down at the end.
 
-Test modules import the ``slurm`` fixture from here. It needs root (the script installs Debian's packages
+``tests/e2e/conftest.py`` makes the ``slurm`` fixture every e2e module's (one cluster per session). It needs root (the script installs Debian's packages
 when they are missing and starts the daemons); without root or apt-get it skips, saying why. It exports
 SLURM_CONF, so every ``rlbench`` subprocess talks to this cluster. Set RLBENCH_TEST_SLURM_PORT to move its
 ports (slurmctld, +1 slurmd, +2 slurmdbd, +3 MariaDB; default 6917) off a cluster already on this machine.
@@ -30,6 +30,25 @@ class SlurmCluster:
         """A Slurm command (squeue, sacct, scontrol, ...) against this cluster."""
         return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "SLURM_CONF": str(self.conf)})  # fmt: skip
+
+    def requeue(self, *job_ids: str, hold_timeout: float = 20) -> None:
+        """``scontrol requeue`` the jobs (what a pre-emption does), then lift Slurm's requeue hold: a requeued
+        job waits until ``cred_expire + 1`` s (11 s here) before it may start again; the tests need the
+        requeue, not the wait. A job not seen pending in ``hold_timeout`` s keeps its hold."""
+        import time
+
+        for job in job_ids:
+            r = self.cmd("scontrol", "requeue", job)
+            assert r.returncode == 0, r.stderr
+        left = set(job_ids)
+        deadline = time.monotonic() + hold_timeout
+        while left and time.monotonic() < deadline:
+            for job in sorted(left):
+                state = self.cmd("squeue", "-h", "-j", job, "-o", "%T|%r").stdout.strip()
+                if state.startswith("PENDING"):
+                    self.cmd("scontrol", "update", f"JobId={job}", "StartTime=now")
+                    left.discard(job)
+            time.sleep(0.2)
 
 
 def _script_env(base: Path) -> dict[str, str]:

@@ -12,8 +12,6 @@ from pathlib import Path
 import duckdb
 import pytest
 from e2e_cli import rl
-from ray_engine import ray_head  # noqa: F401 - the session fixture
-from slurm_engine import slurm  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.slow
 

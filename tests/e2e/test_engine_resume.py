@@ -16,8 +16,6 @@ from pathlib import Path
 import duckdb
 import pytest
 from e2e_cli import RLBENCH, rl
-from ray_engine import ray_head  # noqa: F401 - the session fixture
-from slurm_engine import slurm  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.slow
 
@@ -206,8 +204,7 @@ def test_slurm_requeued_task_resumes_from_its_checkpoint_instead_of_starting_ove
     proc = _start(["run", suite, "--db", db, "--executor", "slurm"], tmp_path)
     runs = tmp_path / "runs" / "ckq"
     _wait("a first checkpoint", lambda: list(runs.glob("*/checkpoint/step-*.pt")), 120, proc)
-    r = slurm.cmd("scontrol", "requeue", _job_id(runs))
-    assert r.returncode == 0, r.stderr
+    slurm.requeue(_job_id(runs))
     out = _end(proc, 300)
     assert proc.returncode == 0 and "requeued" in out, out
     assert [r[1:] for r in _runs(db)] == [("finished", 2)]

@@ -12,7 +12,6 @@ from pathlib import Path
 import duckdb
 import pytest
 from e2e_cli import RLBENCH, rl
-from ray_engine import ray_head  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.slow
 

@@ -30,7 +30,10 @@ RAY_ENV = {
     "RAY_AUTH_MODE": "disabled",
 }
 PPO = "{name: ppo, params: {num_envs: 2, num_steps: 64, update_epochs: 2, num_minibatches: 2}}"
-STEPS, CKPT_EVERY = 16384, 512  # about 15 s of training on this busy machine: the kill lands mid-run
+STEPS, CKPT_EVERY = (
+    16384,
+    512,
+)  # 3.5 s of training on a quiet machine, 15 s on a busy one: the kill lands mid-run
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +78,31 @@ def _wait(what: str, cond, timeout: float, proc: subprocess.Popen):
     raise AssertionError(f"no {what} within {timeout:g}s")
 
 
+def _crash(node) -> None:
+    """SIGKILL every process the node's raylet started (its workers, the runs' actors) before the raylet:
+    a machine that dies takes them all at once; a worker that outlived its raylet by a second could still
+    finish a short job and report it."""
+    from ray._private import ray_constants
+
+    raylet = node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
+    todo, found = [raylet], []
+    while todo:
+        kids = [int(k) for p in todo
+                for k in subprocess.run(["pgrep", "-P", str(p)], capture_output=True, text=True).stdout.split()]  # fmt: skip
+        found += kids
+        todo = kids
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 @pytest.mark.parametrize("seeds_per_job", [1, 2], ids=["a-job-per-seed", "both-seeds-in-one-packed-job"])
 def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_path, cluster, seeds_per_job):
+    for node in list(cluster.list_all_nodes()):  # an earlier case's survivor would take the runs
+        if node is not cluster.head_node:
+            cluster.remove_node(node)
     victim = cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
     suite, db = tmp_path / "nl.yaml", tmp_path / "db.duckdb"
@@ -93,13 +119,15 @@ def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_pa
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
     try:
         runs = tmp_path / "runs" / "nl"
-        # both runs placed on the victim (the only node with CPUs); then a second node joins
+        # both runs placed on the victim (the only node with CPUs), each with a checkpoint on the coordinator's
+        # side (so that the retries can resume): then the victim dies, and only then a survivor joins (starting
+        # a raylet takes seconds, longer than a run takes on a quiet machine); the retries wait for it
         _wait("both runs started", lambda: len(list(runs.glob("*/attempt-1"))) == 2, 120, proc)
-        cluster.add_node(num_cpus=2)  # the survivor
-        # each run with a checkpoint on the coordinator's side, so that the retries can resume
         ckpts = lambda: len({p.parent.parent for p in runs.glob("*/checkpoint/step-*.pt")}) == 2  # noqa: E731
         _wait("a checkpoint of both runs", ckpts, 180, proc)
+        _crash(victim)
         cluster.remove_node(victim, allow_graceful=False)  # SIGKILL of its raylet: gone, as in a crash
+        cluster.add_node(num_cpus=2)  # the survivor
         out = proc.communicate(timeout=240)[0]
     finally:
         if proc.poll() is None:

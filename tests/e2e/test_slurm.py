@@ -20,7 +20,6 @@ from pathlib import Path
 import duckdb
 import pytest
 from e2e_cli import RLBENCH
-from slurm_engine import slurm  # noqa: F401  (the session fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -325,10 +324,9 @@ def test_a_requeued_task_comes_back_as_a_new_attempt(slurm, tmp_path):  # noqa: 
                 60,
                 0.3,
             )
-        for runs in folders.values():
-            (placed,) = runs.glob("*/attempt-1/placement.json")
-            r = slurm.cmd("scontrol", "requeue", json.loads(placed.read_text())["job_id"])
-            assert r.returncode == 0, r.stderr
+        placed = [list(runs.glob("*/attempt-1/placement.json")) for runs in folders.values()]
+        assert [len(p) for p in placed] == [1, 1], placed
+        slurm.requeue(*(json.loads(p[0].read_text())["job_id"] for p in placed))
         # while the attached run holds the database, status only reads (and asks Slurm)
         st = _status(tmp_path, db_a, "rqa")
         assert st["runs"][0]["status"] in ("queued", "running") and JOB_ID.match(st["runs"][0]["job_id"]), st

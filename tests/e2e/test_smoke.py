@@ -9,7 +9,6 @@ from pathlib import Path
 import duckdb
 import pytest
 from e2e_cli import RLBENCH, rl
-from ray_engine import ray_head  # noqa: F401 - the session fixture, started only for the ray cases
 
 ROOT = Path(__file__).parents[2]
 pytestmark = pytest.mark.slow
