@@ -9,7 +9,8 @@ the suite's unless given), runs it with ``rlbench run`` into a fresh database an
 passed on, each line with the seconds since the start), and prints per run: wall seconds, device, training steps/s (median of the run's ``sys/steps_per_second``) and
 the GPU's utilisation and memory where the run had one (``sys/gpu_util``, ``sys/gpu_mem_mb``). Then, for
 each algorithm x task measured, the full suite's runs of it (``rlbench run --dry-run``) and their training
-time at that rate: an estimate, evaluations and dataset building left out, said so. The dataset building
+run-hours at that rate, and the wall time at the slice's concurrency (``--workers`` runs at a time, as
+measured): an estimate, evaluations and dataset building left out, said so. The dataset building
 time of the slice (wall clock before the first run starts) is printed apart.
 
     python benchmarks/suite_slice.py suites/lmrl.yaml --algo ilql --algo bc --task MazeFO-v0-mixed --steps 1000
@@ -209,8 +210,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{f(r['duration_s'], '7.1f'):>7} {f(r['steps_per_s'], '9.1f'):>9} {f(r['gpu_util'], '6.0f'):>6} "
               f"{f(r['gpu_mem_mb'], '8.0f'):>8}")  # fmt: skip
     total = sum(e["train_hours"] for e in est)
-    print(f"full suite, measured entries only (training at the slice's median steps/s; evaluations and "
-          f"dataset building left out; one run at a time): {total:.2f} h")  # fmt: skip
+    together = min(args.workers, len(rows)) or 1  # runs that trained at once in the slice, at those rates
+    print(f"full suite, measured entries only (training at the slice's median steps/s per run, measured "
+          f"{together} at a time; evaluations and dataset building left out): {total:.2f} run-hours, "
+          f"~{total / together:.2f} h of wall time {together} at a time")  # fmt: skip
     for e in est:
         print(f"  {e['algo']:<20} {e['task']:<28} {e['full_runs']:>3} runs x {e['steps_per_run']:,} steps "
               f"at {e['steps_per_s']:.1f}/s: {e['train_hours']:.2f} h")  # fmt: skip
