@@ -178,3 +178,32 @@ def test_a_wrapped_tasks_references_normalise_it_under_its_own_name(tmp_path, mo
     refs = prepare_datasets(suite([own, {**own, "wrappers": [DELAY]}]))
     assert refs == {"pend": [-1200.0, -140.0], "pend+Delay": [-1200.0, -140.0]}
     assert {s.env for s in expand(suite([own, {**own, "wrappers": [DELAY]}]))} == set(refs)
+
+
+@pytest.mark.parametrize(
+    ("gpus_per_job", "gpus", "device"), [(0.25, 1, "cuda"), (0.0, 1, "cpu"), (0.5, 0, "cpu")]
+)
+def test_missing_datasets_are_built_on_a_gpu_only_when_the_suite_runs_on_one(
+    tmp_path, monkeypatch, gpus_per_job, gpus, device
+):
+    import rlbench_cli.datagen as datagen
+    import rlbench_cli.executors.base as executors_base
+    from rlbench_cli.coordinator import prepare_datasets
+
+    monkeypatch.setenv("RLBENCH_DATASETS", str(tmp_path / "datasets"))
+    monkeypatch.setattr(executors_base, "detect_gpus", lambda: gpus)
+    seen = []
+
+    class Built(Exception):  # the stand-in records the device and stops there
+        pass
+
+    def ensure_datasets(specs, progress, **kw):
+        seen.append(kw["device"])
+        raise Built
+
+    monkeypatch.setattr(datagen, "ensure_datasets", ensure_datasets)
+    s = parse_suite({"name": "w", "seeds": 1, "datasets": ["Pendulum-v1-medium"], "algorithms": ["iql"],
+                     "resources": {"gpus_per_job": gpus_per_job}}, "w.yaml")  # fmt: skip
+    with pytest.raises(Built):
+        prepare_datasets(s)
+    assert seen == [device]
