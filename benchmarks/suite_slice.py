@@ -79,16 +79,19 @@ def slice_suite(raw: dict[str, Any], algos: list[str], tasks: list[str], steps: 
     return out
 
 
+def _exe() -> str:
+    """The ``rlbench`` command: on PATH, else beside this Python."""
+    return shutil.which("rlbench") or str(Path(sys.executable).with_name("rlbench"))
+
+
 def _rlbench(*args: str) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("rlbench") or str(Path(sys.executable).with_name("rlbench"))
-    return subprocess.run([exe, *args], capture_output=True, text=True)
+    return subprocess.run([_exe(), *args], capture_output=True, text=True)
 
 
 def run_slice(path: Path, db: Path, datasets: Path, workers: int, t0: float) -> int:
     """``rlbench run`` of the slice, its output passed on line by line with the seconds since ``t0`` (dataset
     building, runs starting and ending); returns its exit code."""
-    exe = shutil.which("rlbench") or str(Path(sys.executable).with_name("rlbench"))
-    cmd = [exe, "run", str(path), "--db", str(db), "--datasets", str(datasets), "--workers", str(workers)]
+    cmd = [_exe(), "run", str(path), "--db", str(db), "--datasets", str(datasets), "--workers", str(workers)]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -121,15 +124,17 @@ def measure(db: Path, suite: str) -> list[dict[str, Any]]:
             "SELECT run_id, algo, env, config, duration_s, device, status, started_at FROM runs WHERE suite = ?"
             " ORDER BY algo, env", [suite],
         ).fetchall()  # fmt: skip
+        per_run: dict[str, dict[str, list[float]]] = {}  # run_id -> metric -> values, in one query
+        for run_id, name, value in con.execute(
+            "SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r USING (run_id) WHERE r.suite = ? AND "
+            "m.name IN ('sys/steps_per_second', 'sys/gpu_util', 'sys/gpu_mem_mb', 'sys/sps_overall') "
+            "AND m.value IS NOT NULL", [suite],
+        ).fetchall():  # fmt: skip
+            per_run.setdefault(run_id, {}).setdefault(name, []).append(float(value))
         rows = []
         for run_id, algo, env, config, duration, device, status, started in runs:
             cfg = json.loads(config) if isinstance(config, str) else (config or {})
-            vals: dict[str, list[float]] = {}
-            for name, value in con.execute(
-                "SELECT name, value FROM metrics WHERE run_id = ? AND name IN ('sys/steps_per_second', "
-                "'sys/gpu_util', 'sys/gpu_mem_mb', 'sys/sps_overall') AND value IS NOT NULL", [run_id],
-            ).fetchall():  # fmt: skip
-                vals.setdefault(name, []).append(float(value))
+            vals = per_run.get(run_id, {})
             sps = [v for v in vals.get("sys/steps_per_second", []) if v > 0]
             rows.append({
                 "run_id": run_id, "algo": algo, "task": str(cfg.get("dataset") or env), "status": status,

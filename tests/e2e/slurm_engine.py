@@ -1,8 +1,9 @@
 """A real single-node Slurm for the tests (slurmctld + slurmd + slurmdbd accounting + MariaDB, fake GPUs),
 brought up once per session by ``tests/engines/slurm_up.sh`` and down at the end.
 
-``tests/e2e/conftest.py`` makes the ``slurm`` fixture every e2e module's (one cluster per session). It needs root (the script installs Debian's packages
-when they are missing and starts the daemons); without root or apt-get it skips, saying why. It exports
+``tests/e2e/conftest.py`` makes the ``slurm`` fixture every e2e module's (one cluster per session). It needs
+root (the script installs Debian's packages when they are missing and starts the daemons); without root or
+apt-get it skips, saying why. It exports
 SLURM_CONF, so every ``rlbench`` subprocess talks to this cluster. Set RLBENCH_TEST_SLURM_PORT to move its
 ports (slurmctld, +1 slurmd, +2 slurmdbd, +3 MariaDB; default 6917) off a cluster already on this machine.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,8 +37,6 @@ class SlurmCluster:
         """``scontrol requeue`` the jobs (what a pre-emption does), then lift Slurm's requeue hold: a requeued
         job waits until ``cred_expire + 1`` s (11 s here) before it may start again; the tests need the
         requeue, not the wait. A job not seen pending in ``hold_timeout`` s keeps its hold."""
-        import time
-
         for job in job_ids:
             r = self.cmd("scontrol", "requeue", job)
             assert r.returncode == 0, r.stderr

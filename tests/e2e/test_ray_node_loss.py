@@ -30,10 +30,8 @@ RAY_ENV = {
     "RAY_AUTH_MODE": "disabled",
 }
 PPO = "{name: ppo, params: {num_envs: 2, num_steps: 64, update_epochs: 2, num_minibatches: 2}}"
-STEPS, CKPT_EVERY = (
-    16384,
-    512,
-)  # 3.5 s of training on a quiet machine, 15 s on a busy one: the kill lands mid-run
+# 3.5 s of training on a quiet machine, 15 s on a busy one: the kill lands mid-run
+STEPS, CKPT_EVERY = 16384, 512
 
 
 @pytest.fixture(scope="module")
