@@ -171,8 +171,12 @@ def map_independent(fn: Callable[[Any], _T], items: Iterable[Any], seed: object)
     items are independent and each result is the same whichever thread computes it, in whatever order:
     numpy's generators, ``take``, sorts and reductions release the GIL, so on N cores the bootstraps of N
     algorithms (or pairs) run at once. A ``RandomState`` / ``Generator`` seed is one stream shared by the
-    items in order (rliable replay): then they run one after another.
+    items in order (rliable replay): then they run one after another. The first call tunes glibc's malloc
+    for these buffers (``allocator.tune``).
     """
+    from .allocator import tune
+
+    tune()
     items = list(items)
     n = workers(len(items)) if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) else 1
     if n <= 1:

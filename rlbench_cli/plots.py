@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -318,13 +318,25 @@ def rank_order(aggregates_df: pd.DataFrame) -> list[str]:
     return keys["algo"].tolist()
 
 
-def _estimate(ax: Axes, x: float, y: float) -> None:
-    """The point estimate on an interval bar: black with a white halo, visible on any bar colour (black too)
-    and on a bar narrower than the mark."""
+def _estimate(ax: Axes, x: Sequence[float], y: Sequence[float]) -> None:
+    """The point estimates on interval bars: black with a white halo, visible on any bar colour (black too)
+    and on a bar narrower than the mark. One collection for all of them (drawing is per artist)."""
     from matplotlib import patheffects
 
     halo = [patheffects.withStroke(linewidth=4.0, foreground="white")]
+    y = np.asarray(y, dtype=float)
     ax.vlines(x, y - 0.3, y + 0.3, color="black", linewidth=2.0, path_effects=halo)
+
+
+def _interval_bars(ax: Axes, y: Sequence[float], lower: Sequence[float], upper: Sequence[float],
+                   estimate: Sequence[float], colors: Sequence[str]) -> None:  # fmt: skip
+    """Horizontal interval bars at ``y`` from ``lower`` to ``upper``, each in its colour, with its estimate
+    marked (``_estimate``): one bar container and one collection for all of them."""
+    if len(y) == 0:
+        return
+    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    ax.barh(y, upper - lower, left=lower, height=0.6, color=colors, alpha=0.75, edgecolor=colors)
+    _estimate(ax, estimate, y)
 
 
 # ------------------------------------------------------------------------------------------ aggregates
@@ -374,21 +386,10 @@ def plot_aggregates(
     y = np.arange(len(algos))[::-1]
     for ax, metric in zip(axes, metrics, strict=True):
         sub = aggregates_df.loc[aggregates_df["metric"] == metric].set_index("algo")
-        for yi, algo in zip(y, algos, strict=True):
-            if algo not in sub.index:
-                continue
-            row = sub.loc[algo]
-            color = colors[algo]
-            ax.barh(
-                yi,
-                row["upper"] - row["lower"],
-                left=row["lower"],
-                height=0.6,
-                color=color,
-                alpha=0.75,
-                edgecolor=color,
-            )
-            _estimate(ax, row["estimate"], yi)
+        shown = [(yi, algo) for yi, algo in zip(y, algos, strict=True) if algo in sub.index]
+        rows = sub.loc[[algo for _, algo in shown]]
+        _interval_bars(ax, [yi for yi, _ in shown], rows["lower"], rows["upper"], rows["estimate"],
+                       [colors[algo] for _, algo in shown])  # fmt: skip
         ax.set_yticks(y, algos)
         ax.set_ylim(-0.6, len(algos) - 0.4)
         ends = sub[["lower", "upper", "estimate"]].to_numpy(dtype=float)
@@ -498,10 +499,7 @@ def plot_probability_of_improvement(
     if ax is None:
         ax = _new_figure(6.5, 1.4 + 0.4 * max(len(rows), 1)).subplots()
     y = np.arange(len(rows))[::-1]
-    for yi, r in zip(y, rows.itertuples(index=False), strict=True):
-        color = colors[r.algo_x]
-        ax.barh(yi, r.upper - r.lower, left=r.lower, height=0.6, color=color, alpha=0.75, edgecolor=color)
-        _estimate(ax, r.estimate, yi)
+    _interval_bars(ax, y, rows["lower"], rows["upper"], rows["estimate"], [colors[a] for a in rows["algo_x"]])
     ax.set_yticks(y, [f"P({r.algo_x} > {r.algo_y})" for r in rows.itertuples(index=False)])
     ax.axvline(0.5, color="0.3", linestyle="--", linewidth=1.2)
     ax.set_xlim(-0.02, 1.02)
@@ -760,6 +758,23 @@ def _safe(name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- write
+SCORE_FIGURES: tuple[str, ...] = ("aggregates", "performance_profile", "probability_of_improvement")
+"""The figures ``write_all`` draws from a score table, in the order it writes them."""
+
+
+def warm_up() -> None:
+    """Draws a small titled figure into memory: matplotlib's imports, fonts and text caches, which the first
+    figure of a process pays otherwise (about half a second here); ``figure_worker`` runs it in its child."""
+    import io
+
+    fig = _new_figure(2.0, 1.5)
+    ax = fig.subplots()
+    ax.barh([0, 1], [1.0, 2.0], left=[0.0, 0.5])
+    _style(ax, title="warm-up", xlabel="x", ylabel="y")
+    fig.suptitle("warm-up", fontsize=TITLE_SIZE)
+    fig.savefig(io.BytesIO(), format="png", dpi=50, bbox_inches="tight")
+
+
 def save_figure(fig: Figure, path: str | Path, dpi: int = 150) -> Path:
     """Saves a figure with TrueType fonts in PDF and PS (``pdf.fonttype 42``): many conference submission
     systems reject the Type 3 fonts matplotlib embeds by default. Returns the path."""
@@ -791,6 +806,7 @@ def write_all(
     options: FigureOptions | None = None,
     learning_curves: bool = True,
     sample_efficiency: bool = True,
+    score_figures: Collection[str] = SCORE_FIGURES,
 ) -> list[Path]:
     """Writes every figure of a suite (or of one of its task groups) and returns their paths.
 
@@ -823,6 +839,8 @@ def write_all(
         learning_curves: Also write ``learning_curves`` (from ``curves_df``).
         sample_efficiency: Also write ``sample_efficiency`` (from ``df_metric``). With neither curve,
             ``df_metric`` is only read for algorithm names (per-run scores will do).
+        score_figures: Which of the figures drawn from the score table to write (``SCORE_FIGURES``:
+            aggregates, performance_profile, probability_of_improvement); the others are not computed.
 
     Returns:
         Paths of the files written, in the order above.
@@ -839,15 +857,20 @@ def write_all(
         fig.suptitle(_suite_title(suite_name, table, reps_used, group, opts.title), fontsize=TITLE_SIZE)
         paths.append(_save(fig, out / f"{name}{suffix}.{fmt}", dpi, opts))
 
-    if aggregates_df is None:
-        aggregates_df = stats.aggregates(table, reps=reps, seed=seed)
-    save(plot_aggregates(aggregates_df, table, colors=colors, xlabel=opts.ylabel), "aggregates",
-         aggregate_reps or reps)  # fmt: skip
+    unknown = set(score_figures) - set(SCORE_FIGURES)
+    if unknown:
+        raise ValueError(f"score_figures: unknown {sorted(unknown)}; use some of {', '.join(SCORE_FIGURES)}.")
+    if "aggregates" in score_figures:
+        if aggregates_df is None:
+            aggregates_df = stats.aggregates(table, reps=reps, seed=seed)
+        save(plot_aggregates(aggregates_df, table, colors=colors, xlabel=opts.ylabel), "aggregates",
+             aggregate_reps or reps)  # fmt: skip
 
-    profile = stats.performance_profile(table, reps=reps, seed=seed)
-    save(plot_performance_profile(profile, table, colors=colors), "performance_profile", reps)
+    if "performance_profile" in score_figures:
+        profile = stats.performance_profile(table, reps=reps, seed=seed)
+        save(plot_performance_profile(profile, table, colors=colors), "performance_profile", reps)
 
-    if len(table.algos) >= 2:
+    if len(table.algos) >= 2 and "probability_of_improvement" in score_figures:
         if poi_df is None:
             poi_df = stats.probability_of_improvement(table, reps=reps, seed=seed)
         save(

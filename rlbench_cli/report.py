@@ -69,6 +69,12 @@ def suite_normalize(
     return flag
 
 
+def _submit(worker: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    from .figure_worker import Job
+
+    return Job(None, fn, args, kwargs) if worker is None else worker.submit(fn, *args, **kwargs)
+
+
 def make_report(
     suite: str,
     df: Any,
@@ -84,6 +90,7 @@ def make_report(
     step_kinds: dict[str, str] | None = None,
     options: Any = None,
     curves: bool = True,
+    worker: Any = None,
 ) -> Report:
     """Score runs, compute rliable statistics, write every figure and the leaderboard (md + csv).
 
@@ -99,6 +106,8 @@ def make_report(
         curves: Also draw the curves over training (``sample_efficiency`` and ``learning_curves``), which need
             the metric rows. With False, ``df`` may instead be per-run scores computed in SQL
             (``stats.SCORED_COLUMNS``, ``Store.run_scores``); every other figure and the leaderboard are the same.
+        worker: A ``figure_worker.FigureWorker`` that draws the score figures while the statistics of the next
+            ones are computed here; None draws each here, in turn. The files are the same either way.
     """
     from . import leaderboard, plots, stats
 
@@ -130,6 +139,7 @@ def make_report(
             )
             notes += [f"  {g.describe()} -> aggregates{'-' + g.name if g.name else ''}.{fmt}" for g in groups]
         paths: list[Path] = []
+        drawn: list[tuple[Any, Any, list[Path]]] = []
         frame = md = None
         for group in groups:
             rows = df.loc[df["env"].astype(str).isin(group.tasks)]
@@ -143,21 +153,35 @@ def make_report(
                 warnings.warn(f"task group {group.name or 'of every algorithm'}: {e}; its aggregate figures are "
                               "not drawn", stats.StatsWarning, stacklevel=2)  # fmt: skip
                 continue
-            agg = stats.aggregates(table, reps=reps, seed=seed)
+            # each figure is drawn (by the worker, if any) while the next statistic is bootstrapped here
+            figure_kw = {"reps": poi_reps, "aggregate_reps": reps, "group": group if len(groups) > 1 else None,
+                         "learning_curves": False, "sample_efficiency": False, **kw}  # fmt: skip
+            names = rows[["algo"]].drop_duplicates()  # what the score figures read of the rows (colours set)
             poi = (
                 stats.probability_of_improvement(table, reps=poi_reps, seed=seed)
                 if len(table.algos) > 1
                 else None
             )
-            paths += plots.write_all(suite, rows, table, out_dir, reps=poi_reps, aggregates_df=agg, poi_df=poi,
-                                     aggregate_reps=reps, group=group if len(groups) > 1 else None,
-                                     learning_curves=False, sample_efficiency=curves, **kw)  # fmt: skip
+            later = _submit(worker, plots.write_all, suite, names, table, out_dir, poi_df=poi,
+                            score_figures=("performance_profile", "probability_of_improvement"), **figure_kw)  # fmt: skip
+            agg = stats.aggregates(table, reps=reps, seed=seed)
+            first = _submit(worker, plots.write_all, suite, names, table, out_dir, aggregates_df=agg,
+                            score_figures=("aggregates",), **figure_kw)  # fmt: skip
+            curve_paths = []
+            if curves:
+                curve_paths = plots.write_all(suite, rows, table, out_dir, score_figures=(),
+                                              **{**figure_kw, "sample_efficiency": True})  # fmt: skip
+            drawn.append((first, later, curve_paths))
             if not group.name:  # the tasks every algorithm has: the leaderboard's table
                 frame = leaderboard.leaderboard(table, agg, poi)
                 header = leaderboard.header_lines(suite, table, reps=reps, seed=seed, poi_reps=poi_reps)
                 md = leaderboard.to_markdown(frame, header)
         if curves:
-            paths.append(plots.write_learning_curves(suite, df, metric, out_dir, reps=CURVE_REPS, **kw))
+            last = plots.write_learning_curves(suite, df, metric, out_dir, reps=CURVE_REPS, **kw)
+        for first, later, curve_paths in drawn:  # the files in write_all's order
+            paths += first.result() + later.result() + curve_paths
+        if curves:
+            paths.append(last)
         if data is None or frame is None:
             board = leaderboard.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
                                       normalize=normalize, reps=reps, seed=seed, per_task=True)  # fmt: skip

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import math
 from enum import Enum
 from pathlib import Path
@@ -185,22 +186,25 @@ def plot(
     Example, for a paper (TrueType fonts in the PDF): rlbench plot quickstart --format pdf --figsize 6,3.5 --title "Classic control" --ylabel "Normalised return"
     """
     from .. import plots, report
+    from ..figure_worker import FigureWorker
 
     size = parse_figsize(figsize)
     store = store_for(db)
     check_score_flags(score, drop_first)
-    with shared_reader(store) as reads:  # one connection for the reads, closed before the statistics
-        metric, rule, drop_first = report.suite_scoring(reads, suite, metric, score, drop_first)
-        if curves:
-            df, unfinished = load_metric(reads, suite, metric)
-        else:
-            df, unfinished = load_scores(reads, suite, metric, rule, drop_first)
-        norm, kinds = report.suite_normalize(reads, suite, normalize, metric), step_kinds(reads, suite)
-    out_dir = out or store.path.parent / "figures" / suite
-    options = plots.FigureOptions(title=title, xlabel=xlabel, ylabel=ylabel, figsize=size)
-    result = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first, normalize=norm,
-                                reps=reps, seed=seed, out_dir=out_dir, fmt=fmt.value, step_kinds=kinds,
-                                options=options, curves=curves)  # fmt: skip
+    # forked before the store is opened: the worker imports matplotlib and warms up while the scores load here
+    with FigureWorker.start(warm=plots.warm_up) or contextlib.nullcontext() as worker:
+        with shared_reader(store) as reads:  # one connection for the reads, closed before the statistics
+            metric, rule, drop_first = report.suite_scoring(reads, suite, metric, score, drop_first)
+            if curves:
+                df, unfinished = load_metric(reads, suite, metric)
+            else:
+                df, unfinished = load_scores(reads, suite, metric, rule, drop_first)
+            norm, kinds = report.suite_normalize(reads, suite, normalize, metric), step_kinds(reads, suite)
+        out_dir = out or store.path.parent / "figures" / suite
+        options = plots.FigureOptions(title=title, xlabel=xlabel, ylabel=ylabel, figsize=size)
+        result = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first, normalize=norm,
+                                    reps=reps, seed=seed, out_dir=out_dir, fmt=fmt.value, step_kinds=kinds,
+                                    options=options, curves=curves, worker=worker)  # fmt: skip
     if unfinished:
         typer.echo(f"warning: {unfinished} runs of {suite!r} are not finished and are left out", err=True)
     for w in result.warnings:

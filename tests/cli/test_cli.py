@@ -276,6 +276,9 @@ def test_plot_flags_reach_every_figure_and_task_groups_are_said(tmp_path, make_r
         return real(fig, path, dpi)
 
     monkeypatch.setattr(plots, "save_figure", save)
+    monkeypatch.setenv(
+        "RLBENCH_FIGURE_PROCESS", "0"
+    )  # every figure saved in this process, where save() sees it
     r = invoke("plot", "mix", "--db", db, "--reps", 200, "--out", tmp_path / "fig", "--format", "pdf",
                "--title", "My suite", "--xlabel", "Steps", "--ylabel", "Score", "--figsize", "5,3")  # fmt: skip
     assert r.exit_code == 0, r.output

@@ -92,22 +92,26 @@ def test_launch_overhead_quick(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="launcher (c) needs Ray: pip install -e '.[ray]'")
     out = run(ROOT / "benchmarks" / "launch_overhead.py", "--runs", "2", "--steps", "20", "--workers", "1",
               "--json", tmp_path / "overhead.json")  # fmt: skip
-    for label in ("(a) fresh python per run", "(b) rlbench local", "(c) rlbench ray (local Ray)"):
+    labels = ("(a) fresh python per run", "(b) rlbench local", "(c) rlbench ray (local Ray)",
+              "(d) rlbench ray (running)")  # fmt: skip
+    for label in labels:
         assert re.search(rf"^{re.escape(label)}\s+2\s+[\d.]+\s+[\d.]+\s+-?[\d.]+\s", out, re.M), out
     assert re.search(
         r"^ratio \(a\)/\(b\), per-run overhead: [\d.]+x \(target >= 50x: (met|NOT met)\)$", out, re.M
     )
     assert re.search(r"^ray per-run overhead: -?[\d.]+ ms all-in, -?[\d.]+ ms steady", out, re.M), out
-    for label in ("(b) rlbench local", "(c) rlbench ray (local Ray)"):  # where the per-run time goes
+    assert re.search(r"^ray per-run overhead on a running head: -?[\d.]+ ms all-in, -?[\d.]+ ms steady \(target "
+                     r"<= 50 ms all-in: (met|NOT met)\)$", out, re.M), out  # fmt: skip
+    for label in labels[1:]:  # where the per-run time goes
         parts = ("start-up", "dispatch", "return", "idle between runs", "shut-down")
         line = "".join(rf",? {p} -?[\d.]+" for p in parts)
         assert re.search(rf"^breakdown {re.escape(label)}, ms per run:{line}$", out, re.M), out
     assert (
         len(re.findall(r"^  database writes: \d+ transactions for \d+ writes, \d+ connections", out, re.M))
-        == 2
+        == 3
     )
     figures = json.loads((tmp_path / "overhead.json").read_text())
-    assert set(figures["sides"]) == {"a", "b", "c"} and all(
+    assert set(figures["sides"]) == {"a", "b", "c", "d"} and all(
         s["finished"] == 2 for s in figures["sides"].values()
     )
 
