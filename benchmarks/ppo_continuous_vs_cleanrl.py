@@ -30,6 +30,15 @@ Pendulum-v1, 98,304 steps x seeds 1-3, last-100 training returns:
   CleanRL -1185.0 +- 7.4; rlbench -604.9 +- 95.8 (eval -345.7); packed -635.3 +- 45.6 (eval -417.9);
   with bootstrap_truncated=false (CleanRL's semantics): rlbench -1182.2 +- 22.5, packed -1174.9 +- 73.5.
 Pendulum only ends by truncation, so bootstrapping it is what separates the two; without it they agree.
+HalfCheetah-v5, 999,424 steps x seeds 1-3 (2026-11-26, the same machine; the sides ran two or three at a time
+and were paused for other measurements, so their wall times say nothing), last-100 training returns:
+  CleanRL 1473.9 +- 23.6 (1440.8, 1493.6, 1487.2);
+  with bootstrap_truncated=false (CleanRL's semantics): rlbench 1429.0 +- 69.5 (1368.5, 1392.2, 1526.4; eval
+  1609.4 +- 73.1), packed 2027.1 +- 765.5 (1529.3, 3108.5, 1443.5): seed 2 of the pack left the ~1,500
+  plateau that every other run of these semantics stayed on;
+  rlbench's defaults (truncations bootstrapped): rlbench 3287.6 +- 1087.6 (1771.5, 4270.1, 3821.1; eval
+  3646.0 +- 1266.6), packed 2339.3 +- 874.1 (3573.8, 1665.9, 1778.1).
+HalfCheetah also only ends by truncation (1,000 steps), so bootstrapping there is worth twice the return.
 
     python benchmarks/ppo_continuous_vs_cleanrl.py            # Pendulum-v1, 100k steps x 3 seeds x 3 sides
     python benchmarks/ppo_continuous_vs_cleanrl.py --env HalfCheetah-v4 --steps 1000000   # needs the mujoco extra
