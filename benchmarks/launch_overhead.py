@@ -166,14 +166,12 @@ def rlbench_runs(
     cmd = [rlbench, "run", str(suite), "--db", str(db), "--workers", str(workers), "--json"]
     if executor != "local":
         cmd += ["--executor", executor]
-    if address is not None:
-        cmd += ["--address", address]
+    env = _env()
     if address is not None:
         from rlbench_cli.executors.ray import RAY_ENV
 
-        env = {**_env(), **RAY_ENV}
-    else:
-        env = _env()
+        cmd += ["--address", address]
+        env = {**env, **RAY_ENV}
     t0, t0_epoch = time.perf_counter(), time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp)
     wall, t1_epoch = time.perf_counter() - t0, time.time()

@@ -106,9 +106,7 @@ def _packed_worker(job: dict[str, Any]) -> None:
     ]
     folder = Path(job["folder"])
     t0 = time.perf_counter()
-    results = run_packed(
-        specs, [folder / s.run_id / "attempt-1" for s in specs], device=job.get("device", "cpu")
-    )
+    results = run_packed(specs, [folder / s.run_id / "attempt-1" for s in specs], device=job["device"])
     wall = time.perf_counter() - t0
     bad = [r for r in results if r["status"] != "finished"]
     if bad:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sys
 import threading
 import traceback
@@ -28,7 +29,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FigureWorker", "Job", "enabled"]
+__all__ = ["FigureWorker", "Job", "enabled", "submit"]
 
 
 def enabled() -> bool:
@@ -66,6 +67,11 @@ class Job:
         if self._error is not None:
             raise self._error
         return self._value
+
+
+def submit(worker: FigureWorker | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Job:
+    """``worker.submit(fn, *args, **kwargs)``, or, without a worker, the job run here at once."""
+    return Job(None, fn, args, kwargs) if worker is None else worker.submit(fn, *args, **kwargs)
 
 
 def _call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[Any, list, BaseException | None]:
@@ -118,14 +124,13 @@ class FigureWorker:
         """Sends ``fn(*args, **kwargs)`` to the child (drawn here if the child is gone)."""
         if not self._alive:
             return Job(None, fn, args, kwargs)
-        job = Job(self, fn, args, kwargs)
         try:
             pickle.dump((fn, args, kwargs), self._to, protocol=pickle.HIGHEST_PROTOCOL)
             self._to.flush()
         except (BrokenPipeError, OSError):
             self._lost()
-            job._finish(*_call(fn, args, kwargs))
-            return job
+            return Job(None, fn, args, kwargs)
+        job = Job(self, fn, args, kwargs)
         self._pending.append(job)
         return job
 
@@ -164,7 +169,7 @@ class FigureWorker:
         it and leaves unanswered jobs unanswered."""
         if not wait and self._alive:
             try:
-                os.kill(self._pid, 9)
+                os.kill(self._pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             self._pending = []
@@ -183,8 +188,6 @@ class FigureWorker:
 
 
 def _serve(jobs_fd: int, answers_fd: int, warm: Callable[[], Any] | None) -> None:
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     if warm is not None:
         try:

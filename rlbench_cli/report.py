@@ -69,12 +69,6 @@ def suite_normalize(
     return flag
 
 
-def _submit(worker: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    from .figure_worker import Job
-
-    return Job(None, fn, args, kwargs) if worker is None else worker.submit(fn, *args, **kwargs)
-
-
 def make_report(
     suite: str,
     df: Any,
@@ -110,6 +104,7 @@ def make_report(
             ones are computed here; None draws each here, in turn. The files are the same either way.
     """
     from . import leaderboard, plots, stats
+    from .figure_worker import submit
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -162,11 +157,11 @@ def make_report(
                 if len(table.algos) > 1
                 else None
             )
-            later = _submit(worker, plots.write_all, suite, names, table, out_dir, poi_df=poi,
-                            score_figures=("performance_profile", "probability_of_improvement"), **figure_kw)  # fmt: skip
+            later = submit(worker, plots.write_all, suite, names, table, out_dir, poi_df=poi,
+                           score_figures=("performance_profile", "probability_of_improvement"), **figure_kw)  # fmt: skip
             agg = stats.aggregates(table, reps=reps, seed=seed)
-            first = _submit(worker, plots.write_all, suite, names, table, out_dir, aggregates_df=agg,
-                            score_figures=("aggregates",), **figure_kw)  # fmt: skip
+            first = submit(worker, plots.write_all, suite, names, table, out_dir, aggregates_df=agg,
+                           score_figures=("aggregates",), **figure_kw)  # fmt: skip
             curve_paths = []
             if curves:
                 curve_paths = plots.write_all(suite, rows, table, out_dir, score_figures=(),

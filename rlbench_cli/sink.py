@@ -135,11 +135,8 @@ def _to_table(buf: list[tuple[Any, ...]]) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    if set(map(len, buf)) == {4}:  # only log_columns calls (a vectorised agent's loop): no split
-        mapping, columnar = [], buf
-    else:
-        mapping = [c for c in buf if len(c) == 3]
-        columnar = [c for c in buf if len(c) == 4]
+    mapping = [c for c in buf if len(c) == 3]
+    columnar = [c for c in buf if len(c) == 4] if mapping else buf  # only log_columns calls: no split
     parts = []
     if mapping:
         parts.append(_mapping_columns(mapping))
