@@ -10,6 +10,7 @@ throughput of 1 on one GPU.
 
     python benchmarks/gpu_packing.py                       # 8 PPO runs x 50,000 steps
     python benchmarks/gpu_packing.py --algo dqn --steps 20000 --executor ray
+    python benchmarks/gpu_packing.py --param cuda_graph=false   # ppo's updates without CUDA graphs
 
 It needs an NVIDIA GPU (nvidia-smi): without one it says so and exits 0 having measured nothing (packing
 on CPU-only machines is not what it measures). ``--executor ray`` starts a local Ray instance and packs with
@@ -35,13 +36,13 @@ PARAMS = {
 }
 
 
-def suite(name: str, algo: str, runs: int, steps: int, gpus_per_job: float) -> dict:
+def suite(name: str, algo: str, runs: int, steps: int, gpus_per_job: float, params: dict) -> dict:
     return {
         "name": name,
         "seeds": runs,
         "budget": {"steps": steps, "eval_every": steps, "eval_episodes": 5},
         "envs": ["CartPole-v1"],
-        "algorithms": [{"name": algo, "params": PARAMS[algo]}],
+        "algorithms": [{"name": algo, "params": {**PARAMS[algo], **params}}],
         "resources": {"gpus_per_job": gpus_per_job, "threads_per_job": 1},
     }
 
@@ -58,11 +59,11 @@ def run_seconds(db: Path) -> list[float]:
 
 
 def measure(folder: Path, algo: str, runs: int, steps: int, gpus_per_job: float,
-            executor: str) -> tuple[float, list[float]]:  # fmt: skip
+            executor: str, params: dict) -> tuple[float, list[float]]:  # fmt: skip
     """Wall seconds of ``rlbench run`` for the suite and each run's seconds; raises if any run fails."""
     name = f"pack{str(gpus_per_job).replace('.', '')}"
     path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(suite(name, algo, runs, steps, gpus_per_job)))
+    path.write_text(yaml.safe_dump(suite(name, algo, runs, steps, gpus_per_job, params)))
     t0 = time.perf_counter()
     proc = subprocess.run(
         ["rlbench", "run", str(path), "--db", str(folder / f"{name}.duckdb"), "--workers", str(runs),
@@ -86,7 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--steps", type=int, default=50_000)
     ap.add_argument("--executor", choices=["local", "ray"], default="local")
+    ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="an algorithm param for both sides (YAML value; repeatable), e.g. cuda_graph=false")  # fmt: skip
     args = ap.parse_args(argv)
+    params = {}
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            ap.error(f"--param {item!r}: write KEY=VALUE, e.g. --param cuda_graph=false")
+        params[key] = yaml.safe_load(value)
 
     from rlbench_cli.executors.base import detect_gpus
 
@@ -96,12 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     total = args.runs * args.steps
     print(
-        f"{args.runs} x {args.algo} CartPole-v1 x {args.steps:,} steps on {gpus} GPU(s), executor {args.executor}"
+        f"{args.runs} x {args.algo} CartPole-v1 x {args.steps:,} steps on {gpus} GPU(s), executor {args.executor}, "
+        f"params {dict(PARAMS[args.algo], **params)}"
     )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for g in (1.0, 0.25):
-            wall, secs = measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor)
+            wall, secs = measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor, params)
             rows.append((g, wall, total / wall))
             per_gpu = 1 if g >= 1 else int(1 / g)  # runs at a time on the one GPU
             outside = wall - sum(secs) / per_gpu  # wall not covered by runs: start-up, spawn, shut-down

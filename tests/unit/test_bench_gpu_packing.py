@@ -22,8 +22,8 @@ def _module():
 def test_the_two_suites_are_the_same_runs_packed_differently():
     mod = _module()
     for algo in ("ppo", "dqn"):
-        whole = parse_suite(mod.suite("a", algo, 8, 1000, 1.0))
-        quarter = parse_suite(mod.suite("a", algo, 8, 1000, 0.25))
+        whole = parse_suite(mod.suite("a", algo, 8, 1000, 1.0, {}))
+        quarter = parse_suite(mod.suite("a", algo, 8, 1000, 0.25, {}))
         assert (whole.resources.gpus_per_job, quarter.resources.gpus_per_job) == (1.0, 0.25)
         assert [r.run_id for r in expand(whole)] == [r.run_id for r in expand(quarter)]
         assert len(expand(whole)) == 8
@@ -35,3 +35,12 @@ def test_without_a_gpu_it_measures_nothing_and_says_so():
                        text=True, timeout=120, env=env)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "no NVIDIA GPU visible" in r.stdout and "steps/s" not in r.stdout
+
+
+def test_params_from_the_command_line_reach_both_suites():
+    mod = _module()
+    suite = parse_suite(mod.suite("a", "ppo", 2, 1000, 0.25, {"cuda_graph": False}))
+    assert suite.algorithms[0].params == {"num_envs": 4, "num_steps": 128, "cuda_graph": False}
+    r = subprocess.run([sys.executable, str(SCRIPT), "--param", "cuda_graph"], capture_output=True, text=True,
+                       timeout=120)  # fmt: skip
+    assert r.returncode == 2 and "--param 'cuda_graph': write KEY=VALUE" in r.stderr

@@ -1,0 +1,132 @@
+"""ppo's update (``_Update``): the eager path on CPU, and on a CUDA device each epoch replayed as a CUDA graph
+with the same results as the eager path (those tests run where a GPU is, and are skipped elsewhere)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from rlbench_cli.algos.base import RunContext
+from rlbench_cli.algos.ppo import PPO, PPOConfig, _Agent, _Update
+from rlbench_cli.grid import RunSpec
+from rlbench_cli.sink import ShardSink
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _pair(device: str, continuous: bool = False, **cfg_kw) -> tuple[list[_Update], PPOConfig]:
+    """Two updates (CUDA graph on, off) of agents with the same initial weights on ``device``."""
+    cfg = PPOConfig(**cfg_kw)
+    out = []
+    for graph in (True, False):
+        torch.manual_seed(0)
+        agent = _Agent(4, 2, continuous, cfg).to(device)
+        out.append(_Update(agent, dataclasses.replace(cfg, cuda_graph=graph), torch.device(device)))
+    return out, cfg
+
+
+def _batch(n: int, device: str, seed: int, continuous: bool = False) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    obs = torch.randn(n, 4, generator=g)
+    actions = torch.randn(n, 2, generator=g) if continuous else torch.randint(0, 2, (n,), generator=g)
+    logprobs = -torch.rand(n, generator=g) - 0.5
+    adv, returns, values = (torch.randn(n, generator=g) for _ in range(3))
+    return tuple(t.to(device) for t in (obs, actions, logprobs, adv, returns, values))
+
+
+def _close(a: _Update, b: _Update, stats_a: dict, stats_b: dict) -> None:
+    for pa_, pb in zip(a.agent.parameters(), b.agent.parameters(), strict=True):
+        torch.testing.assert_close(pa_, pb, rtol=1e-4, atol=1e-5)
+    assert stats_a.keys() == stats_b.keys()
+    for k in stats_a:
+        assert stats_a[k] == pytest.approx(stats_b[k], rel=1e-3, abs=1e-5), k
+
+
+def test_on_cpu_the_update_is_eager_and_its_state_is_portable():
+    (graph, eager), _ = _pair("cpu")
+    assert not graph.graphed and graph.graph is None
+    stats = [u.run(_batch(512, "cpu", 1), torch.Generator().manual_seed(3)) for u in (graph, eager)]
+    assert stats[0] == stats[1]  # cuda_graph does nothing on CPU: bitwise the same
+    assert set(stats[0]) == {"pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac"}
+    graph.set_lr(1e-3)
+    state = graph.state_dict()
+    assert state["param_groups"][0]["lr"] == 1e-3 and state["param_groups"][0]["capturable"] is False
+    (fresh, _), _ = _pair("cpu")
+    fresh.load_state_dict(state)
+    assert fresh.lr == 1e-3
+    moments = [fresh.optimizer.state[p]["exp_avg"] for p in fresh.agent.parameters()]
+    assert all(torch.equal(m, graph.optimizer.state[p]["exp_avg"])
+               for m, p in zip(moments, graph.agent.parameters(), strict=True))  # fmt: skip
+
+
+def test_cuda_graph_is_a_param_of_ppo():
+    assert PPOConfig.from_params({"cuda_graph": "false"}).cuda_graph is False
+    assert PPOConfig().cuda_graph is True
+
+
+@cuda
+@pytest.mark.parametrize("continuous", [False, True])
+def test_graph_replays_match_the_eager_update(continuous: bool):
+    (graph, eager), _ = _pair("cuda", continuous)
+    assert graph.graphed and not eager.graphed
+    for it, lr in enumerate((2.5e-4, 1.5e-4, 0.5e-4)):
+        batch = _batch(512, "cuda", it, continuous)
+        stats = []
+        for u in (graph, eager):
+            u.set_lr(lr)
+            stats.append(u.run(batch, torch.Generator().manual_seed(10 + it)))
+        assert graph.graph is not None  # captured at the first full batch, replayed since
+        _close(graph, eager, *stats)
+    # a short batch (a budget ending mid-iteration) goes eager with the same optimiser, and still agrees
+    short = _batch(200, "cuda", 9, continuous)
+    stats = [u.run(short, torch.Generator().manual_seed(99)) for u in (graph, eager)]
+    _close(graph, eager, *stats)
+
+
+@cuda
+def test_target_kl_stops_graph_epochs_where_eager_stops():
+    (graph, eager), _ = _pair("cuda", target_kl=1e-6, update_epochs=6)
+    for it in range(2):
+        batch = _batch(512, "cuda", it)
+        gens = [torch.Generator().manual_seed(5 + it) for _ in range(2)]
+        stats = [u.run(batch, g) for u, g in zip((graph, eager), gens, strict=True)]
+        _close(graph, eager, *stats)
+        assert gens[0].get_state().equal(gens[1].get_state())  # the same permutations drawn
+
+
+@cuda
+def test_a_graphed_checkpoint_resumes_on_cpu():
+    (graph, _), _ = _pair("cuda")
+    graph.set_lr(2e-4)
+    graph.run(_batch(512, "cuda", 0), torch.Generator().manual_seed(0))
+    state = graph.state_dict()
+    cfg = PPOConfig()
+    torch.manual_seed(0)
+    cpu = _Update(_Agent(4, 2, False, cfg), cfg, torch.device("cpu"))
+    cpu.load_state_dict(state)  # moments moved to the CPU, lr a float, not capturable
+    assert cpu.lr == pytest.approx(2e-4) and not cpu.optimizer.param_groups[0]["capturable"]
+    cpu.run(_batch(512, "cpu", 1), torch.Generator().manual_seed(1))
+    (again, _), _ = _pair("cuda")
+    again.load_state_dict(state)  # and back on a GPU: a tensor lr again, capturable
+    assert isinstance(again.optimizer.param_groups[0]["lr"], torch.Tensor) and again.lr == pytest.approx(2e-4)
+    again.run(_batch(512, "cuda", 1), torch.Generator().manual_seed(1))
+    assert again.graph is not None
+
+
+@cuda
+def test_a_ppo_run_on_cuda_learns_with_graphs(tmp_path: Path):
+    spec = RunSpec(suite="t", algo="ppo", algo_name="ppo", params={}, env_id="CartPole-v1", env_kwargs={},
+                   seed=0, budget={"steps": 20_000, "eval_every": 20_000, "eval_episodes": 5, "timeout": None})  # fmt: skip
+    sink = ShardSink(tmp_path / "run", background=False)
+    PPO().train(RunContext(spec=spec, sink=sink, device="cuda"))
+    sink.close()
+    df = pa.concat_tables(
+        [pq.read_table(p) for p in sorted((tmp_path / "run").glob("*.parquet"))]
+    ).to_pandas()
+    final = df[df["name"] == "eval/return"].sort_values("step")["value"].iloc[-1]
+    assert final > 100  # CartPole-v1 at 20k steps: CleanRL's ppo is well past random (~20)
