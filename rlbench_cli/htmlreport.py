@@ -98,8 +98,15 @@ def build_html(
     reps: int = 50_000,
     seed: int = 0,
     step_kinds: dict[str, str] | None = None,
+    worker: Any = None,
+    curves: bool = True,
 ) -> tuple[str, list[str]]:
-    """The page for ``suite`` and the warnings met on the way (tasks left out, runs dropped, ...)."""
+    """The page for ``suite`` and the warnings met on the way (tasks left out, runs dropped, ...).
+
+    The statistics are bootstrapped once, by ``report.make_report`` for the figures, and its leaderboard is
+    the page's; ``worker`` (a ``figure_worker.FigureWorker``) draws the figures beside the bootstraps.
+    ``curves=False`` reads per-run scores computed in the database (``Store.run_scores``) instead of every
+    metric row, and leaves out the curves over training: the same leaderboard, tables and score figures."""
     import pandas as pd
 
     from . import leaderboard, report, stats
@@ -113,8 +120,13 @@ def build_html(
         cfg_row = con.execute("SELECT config, source_path, description FROM suites WHERE name = ?",
                               [suite]).fetchall()[0]  # fmt: skip
         decisions, adaptive = store.decisions(con, suite)
-        table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
-        boundaries = store.phase_boundaries(con, suite)
+        if curves:
+            table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
+        else:
+            name, n = stats.parse_rule(rule)
+            table = store.run_scores(con, suite=suite, metric=metric, rule=name, n=n, drop_first=drop_first,
+                                     phase=stats.rule_phase(rule)[1])  # fmt: skip
+        boundaries = store.phase_boundaries(con, suite) if curves else {}
     df = table.to_pandas()
     config = json.loads(cfg_row[0]) if cfg_row[0] else {}
     notes: list[str] = []
@@ -131,16 +143,25 @@ def build_html(
                          f"<code>{_e(metric)}</code> yet ({_e(counts) or 'no runs'}): there is nothing to rank "
                          f"or draw. See <code>rlbench status {_e(suite)}</code>.</p>"))  # fmt: skip
     else:
-        df = df[["run_id", "algo", "env", "seed", "step", "value"]]
+        if curves:
+            df = df[["run_id", "algo", "env", "seed", "step", "value"]]
         if boundaries:  # offline-to-online runs' phase boundary, for score phases
             df = df.assign(boundary=df["run_id"].map(boundaries).astype(float))
+        with tempfile.TemporaryDirectory() as tmp:
+            made = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first,
+                                      normalize=normalize, reps=reps, seed=seed, out_dir=Path(tmp), fmt="svg",
+                                      step_kinds=step_kinds, worker=worker, curves=curves)  # fmt: skip
+            figs = [p for p in made.paths if p.suffix == ".svg"]
+            body = "".join(
+                f'<figure data-check="figure:{_e(p.stem)}">{_svg(p)}<figcaption>{_e(p.stem.replace("_", " "))}'
+                f"</figcaption></figure>" for p in figs)  # fmt: skip
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", stats.StatsWarning)
-            per_run = stats.run_scores(df, rule, drop_first)
+            per_run = stats.per_run_scores(df, rule, drop_first)
             scores = dict(zip(per_run["run_id"], per_run["score"]))
-            try:
-                board = leaderboard.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
-                                          normalize=normalize, reps=reps, seed=seed)  # fmt: skip
+            try:  # make_report's board; without one (no common tasks), build says why (before bootstrapping)
+                board = made.board or leaderboard.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
+                                                        normalize=normalize, reps=reps, seed=seed)  # fmt: skip
                 header = "".join(f"<li>{_e(h)}</li>" for h in board.header)
                 sections.append(("leaderboard", "Leaderboard", f"<ul>{header}</ul>"
                                  + _table(board.frame, "leaderboard", ("algo",))))  # fmt: skip
@@ -151,6 +172,7 @@ def build_html(
         notes += list(
             dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning))
         )
+        notes += [n for n in made.warnings if n not in notes]
         if decisions:
             frame = pd.DataFrame(decisions)[["task", "algo_a", "decision", "algo_b", "look", "runs_a", "runs_b",
                                              "mean_a", "mean_b"]]  # fmt: skip
@@ -159,15 +181,6 @@ def build_html(
                 f"<p>Family-wise error {_e(s.get('alpha'))} over every pair, task and look; batches of "
                 f"{_e(s.get('batch'))} runs, at most {_e(s.get('max_batches'))} looks. <i>larger</i>: A is better "
                 "than B.</p>" + _table(frame, "adastop", ("task", "algo_a", "decision", "algo_b")))))  # fmt: skip
-        with tempfile.TemporaryDirectory() as tmp:
-            made = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first,
-                                      normalize=normalize, reps=reps, seed=seed, out_dir=Path(tmp), fmt="svg",
-                                      step_kinds=step_kinds)  # fmt: skip
-            notes += [n for n in made.warnings if n not in notes]
-            figs = [p for p in made.paths if p.suffix == ".svg"]
-            body = "".join(
-                f'<figure data-check="figure:{_e(p.stem)}">{_svg(p)}<figcaption>{_e(p.stem.replace("_", " "))}'
-                f"</figcaption></figure>" for p in figs)  # fmt: skip
         sections.append(("figures", "Figures", body))
         sections.append(("per-task", "Per-task scores", _table(per_task.frame, "per-task", ("algo", "env"))))
     sections.append(("runs", "Runs", _run_table(runs, scores)))

@@ -424,14 +424,37 @@ def _aggregate_board(
     agg = stats.aggregates(table, reps=reps, seed=seed)
     poi_reps = min(reps, POI_REPS)
     poi = stats.probability_of_improvement(table, reps=poi_reps, seed=seed) if len(table.algos) > 1 else None
+    board = aggregate_board(suite, table, agg, poi, left_out, reps=reps, seed=seed)
+    if left_out:
+        warnings.warn(f"{_left_out_note(left_out)}; compare them task by task with --per-task",
+                      stats.StatsWarning, stacklevel=2)  # fmt: skip
+    return board
+
+
+def _left_out_note(left_out: dict[str, list[str]]) -> str:
+    why = "; ".join(f"{t} (no runs of {_few(algos)})" for t, algos in left_out.items())
+    return f"Tasks left out, as not every algorithm has runs there: {why}"
+
+
+def aggregate_board(
+    suite: str,
+    table: stats.ScoreTable,
+    agg: pd.DataFrame,
+    poi: pd.DataFrame | None,
+    left_out: dict[str, list[str]],
+    *,
+    reps: int,
+    seed: int,
+) -> Board:
+    """The ranked board from statistics already computed on the common tasks' ``table`` (``stats.aggregates``
+    with ``reps`` and ``seed``, the probability of improvement with ``min(reps, POI_REPS)``), as ``build``
+    makes it; ``left_out``: ``common_tasks``'s tasks some algorithm has no runs on, said in the header."""
+    poi_reps = min(reps, POI_REPS)
     frame = leaderboard(table, agg, poi)
     header = header_lines(suite, table, reps=reps, seed=seed, poi_reps=poi_reps)
     if left_out:
-        why = "; ".join(f"{t} (no runs of {_few(algos)})" for t, algos in left_out.items())
-        note = f"Tasks left out, as not every algorithm has runs there: {why}"
-        warnings.warn(f"{note}; compare them task by task with --per-task", stats.StatsWarning, stacklevel=2)
         at = next((i + 1 for i, line in enumerate(header) if line.startswith("Runs:")), len(header))
-        header.insert(at, note)
+        header.insert(at, _left_out_note(left_out))
     meta = _meta(suite, table, header, kind="aggregate", tasks=list(table.tasks), left_out_tasks=left_out,
                  reps=reps, poi_reps=poi_reps, seed=seed, confidence=0.95)  # fmt: skip
     return Board("aggregate", frame, header, meta)

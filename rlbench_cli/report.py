@@ -20,6 +20,7 @@ class Report:
     leaderboard_md: str
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was drawn how (task groups), for stdout
+    board: Any = None  # the ranked leaderboard.Board of the common tasks, when there is one
 
 
 def _suite_config(store: Any, suite: str) -> dict[str, Any]:
@@ -135,7 +136,7 @@ def make_report(
             notes += [f"  {g.describe()} -> aggregates{'-' + g.name if g.name else ''}.{fmt}" for g in groups]
         paths: list[Path] = []
         drawn: list[tuple[Any, Any, list[Path]]] = []
-        frame = md = None
+        frame = md = board = None
         for group in groups:
             rows = df.loc[df["env"].astype(str).isin(group.tasks)]
             try:
@@ -168,7 +169,8 @@ def make_report(
                                               **{**figure_kw, "sample_efficiency": True})  # fmt: skip
             drawn.append((first, later, curve_paths))
             if not group.name:  # the tasks every algorithm has: the leaderboard's table
-                frame = leaderboard.leaderboard(table, agg, poi)
+                board = leaderboard.aggregate_board(suite, table, agg, poi, left_out, reps=reps, seed=seed)
+                frame = board.frame
                 header = leaderboard.header_lines(suite, table, reps=reps, seed=seed, poi_reps=poi_reps)
                 md = leaderboard.to_markdown(frame, header)
         if curves:
@@ -188,4 +190,4 @@ def make_report(
     messages = list(
         dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning))
     )
-    return Report(paths=paths, leaderboard_md=md, warnings=messages, notes=notes)
+    return Report(paths=paths, leaderboard_md=md, warnings=messages, notes=notes, board=board)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -36,23 +37,38 @@ def report(
     normalize: NormalizeOpt = "auto",
     reps: RepsOpt = 50_000,
     seed: SeedOpt = 0,
+    curves: Annotated[
+        bool,
+        typer.Option(
+            "--curves/--no-curves",
+            help="also draw the curves over training (learning curves and sample efficiency), which read every "
+            "metric row; --no-curves scores runs in the database, much faster on large suites",
+        ),
+    ] = True,
 ) -> None:
     """One self-contained HTML page with a suite's whole result: leaderboard and intervals, AdaStop decisions,
     every figure, per-task table, runs (status, attempts, time, where they ran, score, errors), score rule,
     suite file and reproducibility manifest. It needs no network to view; send it as it is.
 
     Example: rlbench report quickstart --out quickstart.html
+
+    Large suites (thousands of runs): rlbench report SUITE --no-curves
     """
+    from .. import plots
     from .. import report as figures
+    from ..figure_worker import FigureWorker
     from ..htmlreport import build_html
     from .plot import step_kinds
 
     check_score_flags(score, drop_first)
     store = store_for(db)
-    metric, rule, drop_first = figures.suite_scoring(store, suite, metric, score, drop_first)
-    page, notes = build_html(store, suite, metric=metric, rule=rule, drop_first=drop_first,
-                             normalize=figures.suite_normalize(store, suite, normalize, metric), reps=reps, seed=seed,
-                             step_kinds=step_kinds(store, suite))  # fmt: skip
+    # forked before the store is opened, as in `rlbench plot`: it draws the figures beside the bootstraps
+    with FigureWorker.start(warm=plots.warm_up) or contextlib.nullcontext() as worker:
+        metric, rule, drop_first = figures.suite_scoring(store, suite, metric, score, drop_first)
+        page, notes = build_html(store, suite, metric=metric, rule=rule, drop_first=drop_first,
+                                 normalize=figures.suite_normalize(store, suite, normalize, metric), reps=reps,
+                                 seed=seed, step_kinds=step_kinds(store, suite), worker=worker,
+                                 curves=curves)  # fmt: skip
     path = out or store.path.parent / "reports" / f"{suite}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

@@ -1,0 +1,74 @@
+"""The HTML report bootstraps a suite's statistics once: its leaderboard is the one make_report computed for
+the figures, and equals `rlbench leaderboard`'s (leaderboard.build) on the same rows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlbench_cli import leaderboard, stats
+from rlbench_cli.htmlreport import _e, _table, build_html
+from rlbench_cli.store import Store
+
+
+def _runs(left_out: bool) -> list:
+    rng = np.random.default_rng(1)
+    runs = [(algo, env, seed, [(s, float(mu + 10 * s / 1000 + rng.normal(0, 5))) for s in (0, 500, 1000)])
+            for algo, mu in (("ppo", 100.0), ("dqn", 60.0)) for env in ("CartPole-v1", "Acrobot-v1")
+            for seed in range(3)]  # fmt: skip
+    if left_out:  # a task only ppo ran: left out of the ranking, said in the board's header
+        runs += [("ppo", "Pendulum-v1", seed, [(1000, -150.0 + seed)]) for seed in range(3)]
+    return runs
+
+
+def _page(tmp_path, make_results_db, monkeypatch, left_out: bool) -> tuple[str, list[str], int]:
+    db = tmp_path / "r.duckdb"
+    make_results_db(db, _runs(left_out), suite="s")
+    calls = []
+    real = stats.aggregates
+    monkeypatch.setattr(stats, "aggregates", lambda *a, **k: calls.append(1) or real(*a, **k))
+    page, notes = build_html(Store(db), "s", metric="eval/return", rule="final", drop_first=0, normalize=None,
+                             reps=500, seed=0)  # fmt: skip
+    return page, notes, len(calls)
+
+
+def _expected(tmp_path) -> leaderboard.Board:
+    store = Store(tmp_path / "r.duckdb")
+    with store.reader() as con:
+        df = store.query_metrics(con, suite="s", metrics=["eval/return"], statuses=["finished"]).to_pandas()
+    return leaderboard.build("s", df[["run_id", "algo", "env", "seed", "step", "value"]], metric="eval/return",
+                             rule="final", normalize=None, reps=500, seed=0)  # fmt: skip
+
+
+def test_the_report_bootstraps_once_and_shows_the_leaderboards_numbers(
+    tmp_path, make_results_db, monkeypatch
+):
+    page, _, calls = _page(tmp_path, make_results_db, monkeypatch, left_out=False)
+    assert calls == 1  # the figures' aggregates, reused for the leaderboard
+    board = _expected(tmp_path)
+    assert board.frame[["iqm", "iqm_lower", "iqm_upper"]].notna().all().all()
+    assert _table(board.frame, "leaderboard", ("algo",)) in page  # the same numbers, cell for cell
+    assert "".join(f"<li>{_e(h)}</li>" for h in board.header) in page
+
+
+def test_a_left_out_task_is_said_in_the_header_and_notes(tmp_path, make_results_db, monkeypatch):
+    page, notes, calls = _page(tmp_path, make_results_db, monkeypatch, left_out=True)
+    assert calls == 2  # one per task group drawn (all algorithms; ppo alone), none for the leaderboard
+    assert _table(_expected(tmp_path).frame, "leaderboard", ("algo",)) in page
+    assert "Tasks left out, as not every algorithm has runs there: Pendulum-v1 (no runs of dqn)" in page
+    assert any("Pendulum-v1" in n for n in notes)
+
+
+def test_no_curves_scores_in_the_database_and_shows_the_same_tables(tmp_path, make_results_db, monkeypatch):
+    page, notes, _ = _page(tmp_path, make_results_db, monkeypatch, left_out=True)
+    lean, lean_notes = build_html(Store(tmp_path / "r.duckdb"), "s", metric="eval/return", rule="final",
+                                  drop_first=0, normalize=None, reps=500, seed=0, curves=False)  # fmt: skip
+
+    def section(html: str, anchor: str) -> str:
+        start = html.index(f'<section id="{anchor}">')
+        return html[start : html.index("</section>", start)]
+
+    for anchor in ("leaderboard", "per-task", "runs"):
+        assert section(lean, anchor) == section(page, anchor)
+    assert 'data-check="figure:aggregates"' in lean and 'data-check="figure:learning_curves"' not in lean
+    assert 'data-check="figure:learning_curves"' in page
+    assert lean_notes == notes
