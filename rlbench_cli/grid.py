@@ -1,7 +1,10 @@
 """Grid expansion: a Suite becomes a list of RunSpecs. Pure: no I/O, no randomness.
 
 The product is seeds x (algorithm entries x their sweep values) x tasks, less the tasks an entry leaves
-out with ``envs:`` (say, continuous tasks for a discrete-action algorithm). Tasks are the suite's envs
+out with ``envs:`` (say, continuous tasks for a discrete-action algorithm). A run's budget is the suite's,
+with the ``budget:`` fields of its task's entry and then of its algorithm's entry over it
+(``Suite.run_budget``); entries that share a label (on disjoint ``envs:``) are one algorithm with other
+settings per task. Tasks are the suite's envs
 (for online algorithms) and datasets (for offline ones; evaluated in the dataset's env). Each RunSpec has a
 run_id: a hash of its canonical JSON, so the same cell always gets the same id and re-running a suite
 can tell which cells are already done.
@@ -17,7 +20,7 @@ from typing import Any
 
 from .spec import AlgoSpec, DatasetSpec, EnvSpec, Suite, env_label
 
-__all__ = ["RunSpec", "expand", "canonical_json", "run_id_of"]
+__all__ = ["RunSpec", "expand", "canonical_json", "run_id_of", "steps_summary"]
 
 
 def canonical_json(obj: Any) -> str:
@@ -124,14 +127,13 @@ def _finetune(entry: AlgoSpec, task: EnvSpec | DatasetSpec) -> dict[str, Any] | 
 
 def expand(suite: Suite) -> list[RunSpec]:
     """All runs of a suite, ordered seed-major so a partial grid already covers every algorithm and env."""
-    algo_variants: list[tuple[str, str, dict[str, Any], str | None, str | None]] = []
-    entry_of: dict[str, AlgoSpec] = {}  # variant label -> its algorithm entry, whose `envs:` it runs on
+    # (label, entry) per variant; entries may share a label when they run on different tasks (spec checks)
+    algo_variants: list[tuple[str, AlgoSpec, dict[str, Any]]] = []
     for a in suite.algorithms:
         label = a.label or a.name
         keys = [k for k in suite.sweep if k.partition(".")[0] == label]
         if not keys:
-            algo_variants.append((label, a.name, dict(a.params), a.entrypoint, a.command))
-            entry_of[label] = a
+            algo_variants.append((label, a, dict(a.params)))
             continue
         for values in itertools.product(*(suite.sweep[k] for k in keys)):
             params = dict(a.params)
@@ -140,37 +142,44 @@ def expand(suite: Suite) -> list[RunSpec]:
                 p = k.partition(".")[2]
                 params[p] = v
                 tags.append(f"{p}={_fmt(v)}")
-            algo_variants.append((f"{label}[{','.join(tags)}]", a.name, params, a.entrypoint, a.command))
-            entry_of[algo_variants[-1][0]] = a
+            algo_variants.append((f"{label}[{','.join(tags)}]", a, params))
 
     # a dataset with data_mix is one task per mix
     tasks: list[tuple[EnvSpec | DatasetSpec, str | None]] = [(e, None) for e in suite.envs]
     tasks += [(d, m) for d in suite.datasets for m in (d.mixes or [None])]
-    budget = suite.budget.model_dump()
     score = suite.score.model_dump()
     resources = suite.resources.model_dump()
     return [
         RunSpec(
             suite=suite.name,
             algo=label,
-            algo_name=name,
+            algo_name=entry.name,
             params=params,
             env_id=task.id if isinstance(task, EnvSpec) else str(task.env),
             env_kwargs=dict(task.kwargs),
             env_wrappers=[w.model_dump() for w in task.wrappers],
             seed=seed,
-            budget=budget,
+            budget=suite.run_budget(entry, task),
             score=score,
             resources=resources,
-            entrypoint=entrypoint,
-            command=command,
+            entrypoint=entry.entrypoint,
+            command=entry.command,
             dataset=task.name if isinstance(task, DatasetSpec) else None,
             dataset_path=task.path if isinstance(task, DatasetSpec) else None,
-            finetune=_finetune(entry_of[label], task),
+            finetune=_finetune(entry, task),
             data_mix=mix,
         )
         for seed in suite.seed_list
-        for label, name, params, entrypoint, command in algo_variants
+        for label, entry, params in algo_variants
         for task, mix in tasks
-        if entry_of[label].runs_on(task)
+        if entry.runs_on(task)
     ]
+
+
+def steps_summary(runs: list[RunSpec]) -> str:
+    """How long the runs train, for a one-line summary: "500 steps each", or the range where entries' budgets
+    differ ("500 to 4,000 steps (entries' budgets)")."""
+    steps = sorted({int(r.budget["steps"]) for r in runs})
+    if len(steps) <= 1:
+        return f"{steps[0] if steps else 0:,} steps each"
+    return f"{steps[0]:,} to {steps[-1]:,} steps (entries' budgets)"

@@ -28,6 +28,7 @@ from .errors import SuiteInvalid
 
 __all__ = [
     "Budget",
+    "EntryBudget",
     "EnvSpec",
     "DatasetSpec",
     "AlgoSpec",
@@ -65,6 +66,17 @@ def env_label(env_id: str, kwargs: dict[str, Any], wrappers: list[str] = ()) -> 
     return label + "".join(f"+{w.rpartition(':')[2]}" for w in wrappers)
 
 
+def _checkpoint_every(v: Any) -> Any:
+    """A budget's ``checkpoint_every``: a positive number of steps or minutes like '10m' (or None)."""
+    if v is None:
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, int) and v < 1):
+        raise ValueError("checkpoint_every must be a positive number of steps or minutes like '10m'")
+    if isinstance(v, str) and not re.fullmatch(r"[0-9]+(\.[0-9]+)?m", v.strip()):
+        raise ValueError(f"checkpoint_every {v!r}: give steps (an integer) or minutes like '10m'")
+    return v
+
+
 class Budget(_Model):
     """How long each run trains and how it is evaluated."""
 
@@ -83,19 +95,53 @@ class Budget(_Model):
     @field_validator("checkpoint_every", mode="before")
     @classmethod
     def _checkpoint_every(cls, v: Any) -> Any:
-        if v is None:
-            return v
-        if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, int) and v < 1):
-            raise ValueError("checkpoint_every must be a positive number of steps or minutes like '10m'")
-        if isinstance(v, str) and not re.fullmatch(r"[0-9]+(\.[0-9]+)?m", v.strip()):
-            raise ValueError(f"checkpoint_every {v!r}: give steps (an integer) or minutes like '10m'")
-        return v
+        return _checkpoint_every(v)
 
     @model_validator(mode="after")
     def _eval_every_default(self) -> Budget:
         if self.eval_every is None:
             object.__setattr__(self, "eval_every", max(1, self.steps // 10))
         return self
+
+
+class EntryBudget(_Model):
+    """``budget:`` on an algorithm, env or dataset entry: the fields it gives replace the suite's for that
+    entry's runs (``Suite.run_budget``); the others come from the suite's budget."""
+
+    steps: int | None = Field(
+        None, gt=0, description="environment steps (online) or gradient steps (offline)"
+    )
+    eval_every: int | None = Field(
+        None, gt=0, description="evaluate every N steps; default: the suite's, else the merged steps / 10"
+    )
+    eval_episodes: int | None = Field(None, gt=0, le=10_000, description="episodes per evaluation")
+    checkpoint_every: int | str | None = Field(
+        None, description="save a checkpoint every N steps or every so many minutes ('10m')"
+    )
+
+    @field_validator("checkpoint_every", mode="before")
+    @classmethod
+    def _checkpoint_every(cls, v: Any) -> Any:
+        return _checkpoint_every(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_timeout(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "timeout" in v:
+            raise ValueError("timeout is the suite's alone (one limit for every run): set it in the suite's "
+                             "budget, not an entry's")  # fmt: skip
+        return v
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> EntryBudget:
+        if not self.given():
+            raise ValueError("an entry's budget is empty: give steps, eval_every, eval_episodes or "
+                             "checkpoint_every, or remove it")  # fmt: skip
+        return self
+
+    def given(self) -> dict[str, Any]:
+        """The fields this entry sets (a field written as null is not set)."""
+        return self.model_dump(exclude_unset=True, exclude_none=True)
 
 
 class WrapperSpec(_Model):
@@ -118,6 +164,9 @@ class EnvSpec(_Model):
     id: str = Field(min_length=1)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     wrappers: list[WrapperSpec] = Field(default_factory=list)
+    budget: EntryBudget | None = Field(
+        None, description="this env's runs: budget fields over the suite's (an algorithm entry's win)"
+    )
 
     _wrappers = field_validator("wrappers", mode="before")(_wrapper_list)
 
@@ -146,6 +195,9 @@ class DatasetSpec(_Model):
         default_factory=list,
         description="gymnasium wrappers (applied in order) of the env runs are evaluated and fine-tuned in; a "
         "dataset rlbench generates is also collected in the wrapped env",
+    )
+    budget: EntryBudget | None = Field(
+        None, description="this dataset's runs: budget fields over the suite's (an algorithm entry's win)"
     )
 
     _wrappers = field_validator("wrappers", mode="before")(_wrapper_list)
@@ -276,6 +328,9 @@ class AlgoSpec(_Model):
         description="the suite's envs or datasets this algorithm runs on (ids, labels for an env with "
         "kwargs, dataset names); default: all of its kind (envs for online algorithms, datasets for offline "
         "ones, both for your own code). E.g. a discrete-action algorithm in a suite with continuous tasks",
+    )
+    budget: EntryBudget | None = Field(
+        None, description="this algorithm's runs: budget fields over the suite's and the task's"
     )
     finetune: FinetuneSpec | None = Field(
         None,
@@ -542,11 +597,6 @@ class Suite(_Model):
     @model_validator(mode="after")
     def _cross_checks(self) -> Suite:
         labels = [a.label or a.name for a in self.algorithms]
-        dup = sorted({x for x in labels if labels.count(x) > 1})
-        if dup:
-            raise ValueError(
-                f"two algorithm entries are both called {dup[0]!r}: give one a different 'label'"
-            )
         if not self.envs and not self.datasets:
             raise ValueError("a suite needs envs (online tasks) or datasets (offline tasks); add one of them")
         env_labels = [e.label for e in self.envs]
@@ -579,6 +629,7 @@ class Suite(_Model):
                     f"algorithms[{i}].envs names {bad[0]!r}, which is not one of the suite's envs or datasets "
                     f"({names}); list only those"
                 )
+        self._shared_labels(labels)
         for key, values in self.sweep.items():
             algo, _, param = key.partition(".")
             if not param:
@@ -616,6 +667,38 @@ class Suite(_Model):
                         f"(algorithms: {', '.join(labels)})"
                     )
         return self
+
+    def run_budget(self, entry: AlgoSpec, task: EnvSpec | DatasetSpec) -> dict[str, Any]:
+        """The budget of ``entry``'s runs on ``task``: the suite's, then the task's ``budget:`` fields, then the
+        algorithm entry's (each over the last). eval_every left unset everywhere is the merged steps / 10."""
+        if entry.budget is None and task.budget is None:
+            return self.budget.model_dump()
+        fields = self.budget.model_dump(exclude_unset=True)
+        for over in (task.budget, entry.budget):
+            if over is not None:
+                fields.update(over.given())
+        return Budget(**fields).model_dump()
+
+    def _shared_labels(self, labels: list[str]) -> None:
+        """Entries may share a label (one algorithm with other settings on other tasks) when each lists its
+        tasks in ``envs:`` and no task is in two of them; otherwise a label is one entry's."""
+        tasks: list[EnvSpec | DatasetSpec] = [*self.envs, *self.datasets]
+        for x in sorted({x for x in labels if labels.count(x) > 1}):
+            idx = [i for i, y in enumerate(labels) if y == x]
+            if any(self.algorithms[i].envs is None for i in idx):
+                raise ValueError(f"two algorithm entries are both called {x!r}: give one a different 'label', or "
+                                 "give each an envs: list of its own tasks (one algorithm, other settings per "
+                                 "task)")  # fmt: skip
+            if len({self.algorithms[i].name for i in idx}) > 1:
+                raise ValueError(f"algorithm entries called {x!r} are different algorithms "
+                                 f"({', '.join(sorted({self.algorithms[i].name for i in idx}))}): give one a "
+                                 "different 'label'")  # fmt: skip
+            for t in tasks:
+                on = [i for i in idx if self.algorithms[i].runs_on(t)]
+                if len(on) > 1:
+                    raise ValueError(f"algorithms[{on[0]}] and algorithms[{on[1]}] are both called {x!r} and both "
+                                     f"run on {t.label!r}: list each task in one of their envs: lists, or give "
+                                     "one a different 'label'")  # fmt: skip
 
     @property
     def seed_list(self) -> list[int]:

@@ -228,7 +228,7 @@ def run(
 
     Example: rlbench run suites/quickstart.yaml --workers 2 --retries 1
     """
-    from ..grid import expand
+    from ..grid import expand, steps_summary
     from ..spec import load_suite
 
     if workers is not None and workers < 1:
@@ -269,10 +269,12 @@ def run(
         if json_out:
             typer.echo(json.dumps([s.to_dict() for s in specs], indent=1))
         else:
-            typer.echo(f"{suite.name}: {len(specs)} runs, {suite.budget.steps:,} steps each")
+            typer.echo(f"{suite.name}: {len(specs)} runs, {steps_summary(specs)}")
+            varied = len({s.budget["steps"] for s in specs}) > 1  # entries' budgets: say each run's
             for s in specs:
                 p = f" {json.dumps(s.params, sort_keys=True)}" if s.params else ""
-                typer.echo(f"  {s.run_id}  {s.algo:<24} {s.env:<20} seed={s.seed}{p}")
+                b = f" steps={s.budget['steps']}" if varied else ""
+                typer.echo(f"  {s.run_id}  {s.algo:<24} {s.env:<20} seed={s.seed}{b}{p}")
             if suite.resources.seeds_per_job > 1:
                 from ..packed import packable, plan_packs, unpackable
 

@@ -14,7 +14,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
 
     Example: rlbench validate suites/quickstart.yaml
     """
-    from ..grid import expand
+    from ..grid import expand, steps_summary
     from ..spec import load_suite
 
     for f in files:
@@ -32,8 +32,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
             pairs = len(runs) // seeds
             grid = f"{pairs} (algorithm config, task) pairs of {variants} configs and {what}"
         typer.echo(
-            f"ok: {f}: suite {suite.name!r}, {len(runs)} runs = {seeds} seeds x {grid}, "
-            f"{suite.budget.steps:,} steps each"
+            f"ok: {f}: suite {suite.name!r}, {len(runs)} runs = {seeds} seeds x {grid}, {steps_summary(runs)}"
         )
         n = suite.resources.seeds_per_job
         if n > 1:

@@ -110,3 +110,24 @@ def test_the_committed_lmrl_maze_reference_imports_with_its_normalisation(tmp_pa
     assert set(rows) == {"bc", "filtered_bc", "ilql", "ilql-shared"}
     assert rows["ilql"]["norm_min"] > 90 and rows["ilql"]["runs"] == 3
     assert rows["ilql"]["norm_mean"] > max(rows[a]["norm_mean"] for a in ("bc", "filtered_bc", "ilql-shared"))
+
+
+def test_the_committed_lmrl_small_reference_has_ilql_above_90_on_maze_fo(tmp_path):
+    """lmrl-small's ilql entry on Maze FO (its own value transformer, 4,000 steps: an entry budget) scores above 90
+    on average over its 3 seeds; every other cell keeps the suite's 500 steps."""
+    ref = Path(__file__).parents[2] / "results" / "reference" / "lmrl-small"
+    db = tmp_path / "db.duckdb"
+    r = invoke("fetch", "--from", f"bundle:{ref}", "--db", db)
+    assert r.exit_code == 0 and "48" in r.output, r.output
+    r = invoke("leaderboard", "lmrl-small", "--per-task", "--format", "json", "--db", db)
+    rows = [x for x in json.loads(r.output)["rows"] if x["task"] == "MazeFO-v0-mixed"]
+    by_algo = {x["algo"]: x for x in rows}
+    assert set(by_algo) == {"bc", "filtered_bc", "ilql"}
+    assert by_algo["ilql"]["runs"] == 3 and by_algo["ilql"]["norm_mean"] > 90
+    from rlbench_cli.spec import load_suite
+
+    steps = {
+        (a.name, tuple(a.envs or ())): (a.budget.steps if a.budget else None)
+        for a in load_suite(ref / "suite.yaml").algorithms
+    }
+    assert steps[("ilql", ("MazeFO-v0-mixed",))] == 4000
