@@ -28,6 +28,7 @@ only, never when rlbench itself is imported.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -39,6 +40,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -838,12 +840,36 @@ def _start_local(ray: Any, cpus: int, gpus: int) -> None:
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     _quiet_driver(ray)
     try:
-        ray.init(address="local", num_cpus=cpus, num_gpus=gpus, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)  # fmt: skip
+        with _no_api_server(ray):
+            ray.init(address="local", num_cpus=cpus, num_gpus=gpus, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)  # fmt: skip
     finally:
         for sig, handler in saved.items():
             if handler is not None:
                 signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _no_api_server(ray: Any) -> Iterator[None]:
+    """While ``ray.init`` starts rlbench's own instance: no API-server process. ``include_dashboard=False``
+    still starts one (for Ray's job and state APIs, which nothing of a run's short-lived instance serves) and
+    waits for it to register, a second or more of every start here. ``ray.nodes()`` and everything the
+    executor uses go through the GCS. A private hook of Ray, hence guarded: if it changes, Ray starts its API
+    server as before; ``RLBENCH_RAY_API_SERVER=1`` keeps it."""
+    node_cls = getattr(getattr(getattr(ray, "_private", None), "node", None), "Node", None)
+    original = getattr(node_cls, "start_api_server", None)
+    if original is None or os.environ.get("RLBENCH_RAY_API_SERVER") == "1":
+        yield
+        return
+
+    def skip(self: Any, *args: Any, **kwargs: Any) -> None:
+        self._webui_url = None
+
+    node_cls.start_api_server = skip
+    try:
+        yield
+    finally:
+        node_cls.start_api_server = original
 
 
 def _init(ray: Any, address: str) -> None:

@@ -233,3 +233,37 @@ def test_adaptive_seeds_run_on_ray_to_the_same_decisions_as_local(tmp_path, ray_
                        .stdout.strip().splitlines()[-1])  # fmt: skip
     assert on_ray["decisions"] == local["decisions"] and on_ray["runs"] == 8 and on_ray["batches_run"] == 2
     assert {e for (e,) in _rows(tmp_path / "r" / "ray.duckdb", "SELECT executor FROM runs")} == {"ray"}
+
+
+_API_SERVER_PROBE = """
+from rlbench_cli.executors.ray import _import_ray, _kill_monitor, _start_local
+ray = _import_ray()
+_start_local(ray, 1, 0)
+node = ray._private.worker._global_node
+print(sorted(node.all_processes))
+print(ray.get(ray.remote(lambda: 41 + 1).remote()))
+_kill_monitor(ray)
+ray.shutdown()
+"""
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_rlbenchs_own_ray_instance_starts_no_api_server_unless_asked(tmp_path, keep):
+    """The instance `rlbench run` starts for itself runs tasks without Ray's API-server ("dashboard") process,
+    which waits to register on every start; RLBENCH_RAY_API_SERVER=1 keeps it."""
+    import tempfile
+
+    ray_tmp = tempfile.mkdtemp(prefix="rlr", dir="/tmp")
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RLBENCH_RAY_API_SERVER": "1" if keep else "0"}
+    try:
+        r = subprocess.run([sys.executable, "-c", _API_SERVER_PROBE], capture_output=True, text=True, timeout=120,
+                           env=env, cwd=tmp_path)  # fmt: skip
+    finally:
+        import shutil
+
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    processes, answer = r.stdout.strip().splitlines()[-2:]
+    assert answer == "42"
+    assert "gcs_server" in processes and "raylet" in processes
+    assert ("'dashboard'" in processes) is keep, processes
