@@ -50,16 +50,13 @@ def test_the_report_bootstraps_once_and_shows_the_leaderboards_numbers(
     assert "".join(f"<li>{_e(h)}</li>" for h in board.header) in page
 
 
-def test_a_left_out_task_is_said_in_the_header_and_notes(tmp_path, make_results_db, monkeypatch):
+def test_a_left_out_task_is_said_and_no_curves_shows_the_same_tables(tmp_path, make_results_db, monkeypatch):
     page, notes, calls = _page(tmp_path, make_results_db, monkeypatch, left_out=True)
     assert calls == 2  # one per task group drawn (all algorithms; ppo alone), none for the leaderboard
     assert _table(_expected(tmp_path).frame, "leaderboard", ("algo",)) in page
     assert "Tasks left out, as not every algorithm has runs there: Pendulum-v1 (no runs of dqn)" in page
     assert any("Pendulum-v1" in n for n in notes)
-
-
-def test_no_curves_scores_in_the_database_and_shows_the_same_tables(tmp_path, make_results_db, monkeypatch):
-    page, notes, _ = _page(tmp_path, make_results_db, monkeypatch, left_out=True)
+    # --no-curves: scores from the database, the same tables and notes, no curves over training
     lean, lean_notes = build_html(Store(tmp_path / "r.duckdb"), "s", metric="eval/return", rule="final",
                                   drop_first=0, normalize=None, reps=500, seed=0, curves=False)  # fmt: skip
 
