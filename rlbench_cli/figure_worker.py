@@ -19,6 +19,7 @@ decides) and exits when this process closes the pipe or dies.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -29,7 +30,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FigureWorker", "Job", "enabled", "submit"]
+__all__ = ["FigureWorker", "Job", "enabled", "running", "submit"]
 
 
 def enabled() -> bool:
@@ -72,6 +73,12 @@ class Job:
 def submit(worker: FigureWorker | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Job:
     """``worker.submit(fn, *args, **kwargs)``, or, without a worker, the job run here at once."""
     return Job(None, fn, args, kwargs) if worker is None else worker.submit(fn, *args, **kwargs)
+
+
+def running(warm: Callable[[], Any] | None = None) -> contextlib.AbstractContextManager[FigureWorker | None]:
+    """``with running(warm) as worker:`` a started ``FigureWorker``, or None where none can run (draw here);
+    the worker is closed on leaving (killed on an error)."""
+    return FigureWorker.start(warm) or contextlib.nullcontext()
 
 
 def _call(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[Any, list, BaseException | None]:

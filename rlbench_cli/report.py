@@ -180,9 +180,9 @@ def make_report(
         if curves:
             paths.append(last)
         if data is None or frame is None:
-            board = leaderboard.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
-                                      normalize=normalize, reps=reps, seed=seed, per_task=True)  # fmt: skip
-            frame, md = board.frame, leaderboard.render(board, "md").rstrip("\n")
+            per_task = leaderboard.build(suite, df, metric=metric, rule=rule, drop_first=drop_first,
+                                         normalize=normalize, reps=reps, seed=seed, per_task=True)  # fmt: skip
+            frame, md = per_task.frame, leaderboard.render(per_task, "md").rstrip("\n")
     md = md.rstrip("\n")
     (out_dir / "leaderboard.md").write_text(md + "\n")
     leaderboard.to_csv(frame, out_dir / "leaderboard.csv")

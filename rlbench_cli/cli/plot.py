@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import contextlib
 import math
 from enum import Enum
 from pathlib import Path
@@ -186,13 +185,13 @@ def plot(
     Example, for a paper (TrueType fonts in the PDF): rlbench plot quickstart --format pdf --figsize 6,3.5 --title "Classic control" --ylabel "Normalised return"
     """
     from .. import plots, report
-    from ..figure_worker import FigureWorker
+    from ..figure_worker import running
 
     size = parse_figsize(figsize)
     store = store_for(db)
     check_score_flags(score, drop_first)
     # forked before the store is opened: the worker imports matplotlib and warms up while the scores load here
-    with FigureWorker.start(warm=plots.warm_up) or contextlib.nullcontext() as worker:
+    with running(warm=plots.warm_up) as worker:
         with shared_reader(store) as reads:  # one connection for the reads, closed before the statistics
             metric, rule, drop_first = report.suite_scoring(reads, suite, metric, score, drop_first)
             if curves:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -56,14 +55,14 @@ def report(
     """
     from .. import plots
     from .. import report as figures
-    from ..figure_worker import FigureWorker
+    from ..figure_worker import running
     from ..htmlreport import build_html
     from .plot import step_kinds
 
     check_score_flags(score, drop_first)
     store = store_for(db)
     # forked before the store is opened, as in `rlbench plot`: it draws the figures beside the bootstraps
-    with FigureWorker.start(warm=plots.warm_up) or contextlib.nullcontext() as worker:
+    with running(warm=plots.warm_up) as worker:
         metric, rule, drop_first = figures.suite_scoring(store, suite, metric, score, drop_first)
         page, notes = build_html(store, suite, metric=metric, rule=rule, drop_first=drop_first,
                                  normalize=figures.suite_normalize(store, suite, normalize, metric), reps=reps,

@@ -69,3 +69,16 @@ def test_a_left_out_task_is_said_and_no_curves_shows_the_same_tables(tmp_path, m
     assert 'data-check="figure:aggregates"' in lean and 'data-check="figure:learning_curves"' not in lean
     assert 'data-check="figure:learning_curves"' in page
     assert lean_notes == notes
+
+
+def test_without_common_tasks_the_leaderboard_section_says_why(tmp_path, make_results_db):
+    """No task has runs of every algorithm: the page says so where the ranking would be (make_report's
+    per-task fallback is not a ranked board)."""
+    runs = [("ppo", "CartPole-v1", s, [(1000, 100.0 + s)]) for s in range(3)]
+    runs += [("dqn", "Acrobot-v1", s, [(1000, -90.0 + s)]) for s in range(3)]
+    make_results_db(tmp_path / "r.duckdb", runs, suite="s")
+    page, _ = build_html(Store(tmp_path / "r.duckdb"), "s", metric="eval/return", rule="final", drop_first=0,
+                         normalize=None, reps=200, seed=0)  # fmt: skip
+    start = page.index('<section id="leaderboard">')
+    section = page[start : page.index("</section>", start)]
+    assert '<p class="note">' in section and "no task has runs of every algorithm" in section
