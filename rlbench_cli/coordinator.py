@@ -160,7 +160,6 @@ class _RunLock:
 @dataclass
 class _Op:
     fn: Callable[[Any], None]
-    run_id: str = ""  # a start of this run: it deletes the run's earlier rows
 
 
 @dataclass
@@ -168,6 +167,23 @@ class _Ingest:
     run_id: str
     attempt: int
     metrics: Path
+
+
+@dataclass
+class _Start:
+    run_id: str
+    attempt: int
+    manifest: dict[str, Any]
+
+
+@dataclass
+class _End:
+    run_id: str
+    status: str
+    outcome: dict[str, Any]
+
+
+_Write = _Op | _Ingest | _Start | _End
 
 
 class _Recorder:
@@ -181,19 +197,30 @@ class _Recorder:
     def __init__(self, store: Store, eager: bool = False):
         self.store = store
         self.eager = eager
-        self.ops: list[tuple[_Op | _Ingest, Callable[[], None] | None]] = []
+        self.ops: list[tuple[_Write, Callable[[], None] | None]] = []
         self.con: Any = None
         self.opened = 0.0
         self.released = -1e9
         self.last_flush = -1e9
         self.stats = {"flushes": 0, "ops": 0, "connects": 0, "write_s": 0.0, "connect_s": 0.0, "close_s": 0.0}
 
-    def add(
-        self, op: Callable[[Any], None], after: Callable[[], None] | None = None, run_id: str = ""
+    def add(self, op: Callable[[Any], None], after: Callable[[], None] | None = None) -> None:
+        """Queue ``op(con)``; ``after()`` runs once it is committed (e.g. the progress line saying so)."""
+        self.ops.append((_Op(op), after))
+        self._enqueued()
+
+    def start(self, run_id: str, attempt: int, manifest: dict[str, Any],
+              after: Callable[[], None] | None = None) -> None:  # fmt: skip
+        """Queue ``Store.start_attempt``; the starts, ingests and ends of a transaction go in a few statements
+        (``Store.start_attempts``, ``ingest_many``, ``end_attempts``), each run's in the order queued."""
+        self.ops.append((_Start(run_id, attempt, manifest), after))
+        self._enqueued()
+
+    def end(
+        self, run_id: str, status: str, outcome: dict[str, Any], after: Callable[[], None] | None = None
     ) -> None:
-        """Queue ``op(con)``; ``after()`` runs once it is committed (e.g. the progress line saying so).
-        ``run_id``: the run whose earlier rows ``op`` replaces (a start): queued ingests of it go first."""
-        self.ops.append((_Op(op, run_id), after))
+        """Queue ``Store.end_attempt`` (see ``start``)."""
+        self.ops.append((_End(run_id, status, outcome), after))
         self._enqueued()
 
     def ingest(self, job: Job) -> None:
@@ -240,16 +267,7 @@ class _Recorder:
         t0 = time.monotonic()
         try:
             with self.store.batch(self.con) as con:
-                ingests: list[_Ingest] = []
-                for op, _ in ops:
-                    if isinstance(op, _Ingest):
-                        ingests.append(op)
-                        continue
-                    if op.run_id and any(i.run_id == op.run_id for i in ingests):
-                        self._ingest(con, ingests)  # before the start that replaces that run's rows
-                        ingests = []
-                    op.fn(con)
-                self._ingest(con, ingests)
+                self._write(con, [op for op, _ in ops])
         except BaseException:
             self.ops = ops + self.ops  # nothing of them was recorded: still to do
             raise
@@ -261,9 +279,38 @@ class _Recorder:
             if after is not None:
                 after()
 
-    def _ingest(self, con: Any, ingests: list[_Ingest]) -> None:
-        if ingests:
-            self.store.ingest_many(con, [(i.run_id, i.attempt, list_shards(i.metrics)) for i in ingests])
+    def _write(self, con: Any, ops: list[_Write]) -> None:
+        """Record ``ops`` in segments: a segment's starts, then its ingests, then its ends, a statement or
+        three each. Writes of different runs commute, so only each run's own order matters: a run's start
+        after anything else of that run (a retry's start after the last attempt's ingest and end) opens a new
+        segment, as does an end of a run already ended in this one, or any other write (``add``)."""
+        starts: list[_Start] = []
+        ingests: list[_Ingest] = []
+        ends: list[_End] = []
+        seen: set[str] = set()
+        ended: set[str] = set()
+
+        def segment() -> None:
+            self.store.start_attempts(con, [(o.run_id, o.attempt, o.manifest) for o in starts])
+            if ingests:
+                self.store.ingest_many(con, [(i.run_id, i.attempt, list_shards(i.metrics)) for i in ingests])
+            self.store.end_attempts(con, [(o.run_id, o.status, o.outcome) for o in ends])
+            for done in (starts, ingests, ends, seen, ended):
+                done.clear()
+
+        for op in ops:
+            if isinstance(op, _Op) or (isinstance(op, _Start) and op.run_id in seen) or (
+                isinstance(op, _End) and op.run_id in ended
+            ):  # fmt: skip
+                segment()
+            if isinstance(op, _Op):
+                op.fn(con)
+                continue
+            (starts if isinstance(op, _Start) else ingests if isinstance(op, _Ingest) else ends).append(op)  # type: ignore[arg-type]
+            seen.add(op.run_id)
+            if isinstance(op, _End):
+                ended.add(op.run_id)
+        segment()
 
     def _release(self) -> None:
         if self.con is None:
@@ -595,10 +642,9 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
             in_flight.add(m.spec.run_id)
             manifest = {**base, "started_at": time.time(), "device": where.device, "host": where.host,
                         "executor": where.executor, "job_id": where.job_id}  # fmt: skip
-            rec.add(lambda con, m=m, manifest=manifest: store.start_attempt(con, m.spec.run_id, m.attempt, manifest),
-                    lambda m=m: report("started", {"spec": m.spec, "attempt": m.attempt, "device": where.device,
-                                                   "placement": where, "resume_step": _resume_step(job)}),
-                    run_id=m.spec.run_id)  # fmt: skip
+            rec.start(m.spec.run_id, m.attempt, manifest,
+                      lambda m=m: report("started", {"spec": m.spec, "attempt": m.attempt, "device": where.device,
+                                                     "placement": where, "resume_step": _resume_step(job)}))  # fmt: skip
 
     last_ingest = [time.monotonic()]
 
@@ -646,9 +692,7 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
         else:
             said = ("ended", {"spec": job.spec, "outcome": outcome, "attempt": job.attempt, "retry": retry,
                               "final": outcome.result.get("final_eval")})  # fmt: skip
-        rec.add(
-            lambda con: store.end_attempt(con, job.spec.run_id, outcome.status, end), lambda: report(*said)
-        )
+        rec.end(job.spec.run_id, outcome.status, end, lambda: report(*said))
         if requeued:
             return None
         in_flight.discard(job.spec.run_id)

@@ -491,7 +491,12 @@ class RayExecutor:
             else:
                 _start_local(ray, self.local_cpus, self.local_gpus)
                 self._started_local = True
-        remote = ray.remote(max_concurrency=4, num_cpus=self.cpus, num_gpus=self.gpus or None, max_restarts=0)
+        # On rlbench's own instance the actors' calls record no task events (for Ray's state API and dashboard,
+        # which nothing there reads; they cost the actor, the driver and the GCS CPU on every call); a
+        # cluster's dashboard shows them.
+        lean = self._started_local and os.environ.get("RLBENCH_RAY_API_SERVER") != "1"
+        remote = ray.remote(max_concurrency=4, num_cpus=self.cpus, num_gpus=self.gpus or None, max_restarts=0,
+                            enable_task_events=not lean)  # fmt: skip
         self._actor_cls = remote(RlbenchWorker)
         return ray
 
@@ -840,7 +845,7 @@ def _start_local(ray: Any, cpus: int, gpus: int) -> None:
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     _quiet_driver(ray)
     try:
-        with _no_api_server(ray):
+        with _lean_start(ray):
             ray.init(address="local", num_cpus=cpus, num_gpus=gpus, include_dashboard=False,
                      log_to_driver=False, configure_logging=False)  # fmt: skip
     finally:
@@ -850,26 +855,72 @@ def _start_local(ray: Any, cpus: int, gpus: int) -> None:
 
 
 @contextlib.contextmanager
-def _no_api_server(ray: Any) -> Iterator[None]:
-    """While ``ray.init`` starts rlbench's own instance: no API-server process. ``include_dashboard=False``
-    still starts one (for Ray's job and state APIs, which nothing of a run's short-lived instance serves) and
-    waits for it to register, a second or more of every start here. ``ray.nodes()`` and everything the
-    executor uses go through the GCS. A private hook of Ray, hence guarded: if it changes, Ray starts its API
-    server as before; ``RLBENCH_RAY_API_SERVER=1`` keeps it."""
-    node_cls = getattr(getattr(getattr(ray, "_private", None), "node", None), "Node", None)
-    original = getattr(node_cls, "start_api_server", None)
-    if original is None or os.environ.get("RLBENCH_RAY_API_SERVER") == "1":
+def _lean_start(ray: Any) -> Iterator[None]:
+    """While ``ray.init`` starts rlbench's own short-lived instance, three of Ray's start-up costs go, none of
+    which the executor needs (it uses only actors, ``ray.wait`` / ``ray.get`` and the GCS):
+
+    - no API-server ("dashboard") process: ``include_dashboard=False`` still starts one (for Ray's job and
+      state APIs) and waits for it to register, a second or more of every start here;
+    - the raylet's agents start in Ray's "minimal" mode, and the driver skips importing the dashboard's web
+      stack (aiohttp, ~0.3 s) only to find out whether they could do more;
+    - the driver waits for its raylet to register with the GCS by asking every 20 ms, where Ray's own wait
+      answers only at whole seconds (the raylet registers ~1 s after it starts, once its agents are up, so
+      the start often took up to a second longer than needed).
+
+    Private hooks of Ray, hence guarded: where one has changed, Ray does that part as before.
+    ``RLBENCH_RAY_API_SERVER=1`` keeps Ray's own start as it is."""
+    if os.environ.get("RLBENCH_RAY_API_SERVER") == "1":
         yield
         return
+    private = getattr(ray, "_private", None)
+    node_cls = getattr(getattr(private, "node", None), "Node", None)
+    utils, services = getattr(private, "utils", None), getattr(private, "services", None)
+    patches: list[tuple[Any, str, Any]] = []
 
-    def skip(self: Any, *args: Any, **kwargs: Any) -> None:
+    def skip_api_server(self: Any, *args: Any, **kwargs: Any) -> None:
         self._webui_url = None
 
-    node_cls.start_api_server = skip
+    def minimal_agents() -> str:
+        return "rlbench starts Ray's agents in minimal mode"
+
+    original_get_node = getattr(services, "get_node", None)
+
+    def get_node_when_registered(gcs_address: str, node_id: str) -> Any:
+        _wait_registered(gcs_address, node_id)
+        return original_get_node(gcs_address, node_id)  # type: ignore[misc]
+
+    for owner, name, replacement in ((node_cls, "start_api_server", skip_api_server),
+                                     (utils, "get_dashboard_dependency_error", minimal_agents),
+                                     (services, "get_node", get_node_when_registered)):  # fmt: skip
+        if callable(getattr(owner, name, None)):
+            patches.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, replacement)
     try:
         yield
     finally:
-        node_cls.start_api_server = original
+        for owner, name, original in reversed(patches):
+            setattr(owner, name, original)
+
+
+def _wait_registered(gcs_address: str, node_id: str, limit_s: float = 30.0, every_s: float = 0.02) -> None:
+    """Return once the GCS at ``gcs_address`` lists node ``node_id`` (the raylet has registered), asking every
+    ``every_s``; after ``limit_s``, or if the GCS client is not what this expects, return and let Ray's own
+    wait decide."""
+    try:
+        from ray._raylet import GcsClient
+
+        client = GcsClient(address=gcs_address)
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            if any(_hex(k) == node_id for k in client.get_all_node_info(timeout=5)):
+                return
+            time.sleep(every_s)
+    except Exception:  # noqa: BLE001 - only a faster path to Ray's own wait
+        return
+
+
+def _hex(node_key: Any) -> str:
+    return node_key.hex() if hasattr(node_key, "hex") else str(node_key)
 
 
 def _init(ray: Any, address: str) -> None:

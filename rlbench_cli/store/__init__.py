@@ -187,20 +187,38 @@ class Store:
 
         Their shard files stay on disk under their own attempt folder.
         """
+        self.start_attempts(con, [(run_id, attempt, manifest)])
+
+    def start_attempts(self, con: Any, items: Sequence[tuple[str, int, dict[str, Any]]]) -> None:
+        """``start_attempt`` for many runs (run_id, attempt, manifest), each run at most once, in three
+        statements whatever their number (three per run cost ~2 ms a run)."""
+        if not items:
+            return
+        ids = [run_id for run_id, _, _ in items]
+        marks = ", ".join(["?"] * len(ids))
+        rows = [
+            [run_id, attempt, m["started_at"], m.get("host"), m.get("device"), m.get("git_commit"),
+             m.get("git_dirty"), m.get("python"), json.dumps(m.get("packages", {})), m.get("executor", "local"),
+             m.get("job_id")]
+            for run_id, attempt, m in items
+        ]  # fmt: skip
         with self._transaction(con):
-            con.execute("DELETE FROM metrics WHERE run_id = ?", [run_id])
-            con.execute("DELETE FROM shards WHERE run_id = ?", [run_id])
+            con.execute(f"DELETE FROM metrics WHERE run_id IN ({marks})", ids)
+            con.execute(f"DELETE FROM shards WHERE run_id IN ({marks})", ids)
             con.execute(
-                """UPDATE runs SET status = 'running', attempts = ?, exit_code = NULL, error = NULL,
-                   started_at = to_timestamp(?), ended_at = NULL, duration_s = NULL, host = ?, device = ?,
-                   git_commit = ?, git_dirty = ?, python = ?, packages = ?, executor = ?, job_id = ?
-                   WHERE run_id = ?""",
-                [
-                    attempt, manifest["started_at"], manifest.get("host"), manifest.get("device"),
-                    manifest.get("git_commit"), manifest.get("git_dirty"), manifest.get("python"),
-                    json.dumps(manifest.get("packages", {})), manifest.get("executor", "local"),
-                    manifest.get("job_id"), run_id,
-                ],
+                """UPDATE runs SET status = 'running', attempts = v.attempts, exit_code = NULL, error = NULL,
+                   started_at = to_timestamp(v.started_at), ended_at = NULL, duration_s = NULL, host = v.host,
+                   device = v.device, git_commit = v.git_commit, git_dirty = v.git_dirty, python = v.python,
+                   packages = v.packages, executor = v.executor, job_id = v.job_id
+                   FROM (VALUES """
+                + ", ".join(
+                    ["(?, ?::INTEGER, ?::DOUBLE, ?::VARCHAR, ?::VARCHAR, ?::VARCHAR, ?::BOOLEAN, ?::VARCHAR, "
+                     "?::JSON, ?::VARCHAR, ?::VARCHAR)"] * len(rows)
+                )
+                + """) AS v(run_id, attempts, started_at, host, device, git_commit, git_dirty, python, packages,
+                          executor, job_id)
+                   WHERE runs.run_id = v.run_id""",
+                [x for row in rows for x in row],
             )  # fmt: skip
 
     def ingest_shards(self, con: Any, run_id: str, attempt: int, shards: Sequence[Path]) -> int:
@@ -253,14 +271,32 @@ class Store:
         return sum(counts)
 
     def end_attempt(self, con: Any, run_id: str, status: str, outcome: dict[str, Any]) -> None:
-        con.execute(
-            """UPDATE runs SET status = ?, exit_code = ?, error = ?, ended_at = to_timestamp(?),
-               duration_s = ? WHERE run_id = ?""",
+        self.end_attempts(con, [(run_id, status, outcome)])
+
+    def end_attempts(self, con: Any, items: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
+        """``end_attempt`` for many runs (run_id, status, outcome), each run at most once, in one statement."""
+        if not items:
+            return
+        rows = [
             [
-                status, outcome.get("exit_code"), outcome.get("error"), outcome.get("ended_at", time.time()),
-                outcome.get("duration_s"), run_id,
-            ],
-        )  # fmt: skip
+                run_id,
+                status,
+                o.get("exit_code"),
+                o.get("error"),
+                o.get("ended_at", time.time()),
+                o.get("duration_s"),
+            ]
+            for run_id, status, o in items
+        ]
+        con.execute(
+            """UPDATE runs SET status = v.status, exit_code = v.exit_code, error = v.error,
+               ended_at = to_timestamp(v.ended_at), duration_s = v.duration_s
+               FROM (VALUES """
+            + ", ".join(["(?, ?::VARCHAR, ?::INTEGER, ?::VARCHAR, ?::DOUBLE, ?::DOUBLE)"] * len(rows))
+            + """) AS v(run_id, status, exit_code, error, ended_at, duration_s)
+               WHERE runs.run_id = v.run_id""",
+            [x for row in rows for x in row],
+        )
 
     def import_runs(
         self,

@@ -235,12 +235,22 @@ def test_adaptive_seeds_run_on_ray_to_the_same_decisions_as_local(tmp_path, ray_
     assert {e for (e,) in _rows(tmp_path / "r" / "ray.duckdb", "SELECT executor FROM runs")} == {"ray"}
 
 
-_API_SERVER_PROBE = """
-from rlbench_cli.executors.ray import _import_ray, _kill_monitor, _start_local
+_LEAN_START_PROBE = """
+from rlbench_cli.executors.ray import RayExecutor, _import_ray, _kill_monitor
 ray = _import_ray()
-_start_local(ray, 1, 0)
+hooks = (ray._private.services.get_node, ray._private.utils.get_dashboard_dependency_error,
+         ray._private.node.Node.start_api_server)
+executor = RayExecutor(None, 1, 1, 0, 1, local_cpus=1)
+executor._connect()  # starts the local instance as `rlbench run` does
 node = ray._private.worker._global_node
 print(sorted(node.all_processes))
+raylet = node.all_processes["raylet"][0].process.pid
+args = open(f"/proc/{raylet}/cmdline", "rb").read().split(b"\\0")
+agents = [b"--minimal" in a for a in args if a.startswith(b"--dashboard_agent_command=")]
+print(agents)
+print(hooks == (ray._private.services.get_node, ray._private.utils.get_dashboard_dependency_error,
+                ray._private.node.Node.start_api_server))
+print(executor._actor_cls._default_options.get("enable_task_events"))
 print(ray.get(ray.remote(lambda: 41 + 1).remote()))
 _kill_monitor(ray)
 ray.shutdown()
@@ -248,22 +258,25 @@ ray.shutdown()
 
 
 @pytest.mark.parametrize("keep", [False, True])
-def test_rlbenchs_own_ray_instance_starts_no_api_server_unless_asked(tmp_path, keep):
-    """The instance `rlbench run` starts for itself runs tasks without Ray's API-server ("dashboard") process,
-    which waits to register on every start; RLBENCH_RAY_API_SERVER=1 keeps it."""
+def test_rlbenchs_own_ray_instance_starts_lean_unless_asked(tmp_path, keep):
+    """The instance `rlbench run` starts for itself runs tasks without Ray's API-server ("dashboard") process
+    and with its agents in minimal mode (both wait on every start), Ray's own functions are back after the
+    start, and the actors' calls record no task events; RLBENCH_RAY_API_SERVER=1 keeps Ray's own start."""
     import tempfile
 
     ray_tmp = tempfile.mkdtemp(prefix="rlr", dir="/tmp")
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RLBENCH_RAY_API_SERVER": "1" if keep else "0"}
     try:
-        r = subprocess.run([sys.executable, "-c", _API_SERVER_PROBE], capture_output=True, text=True, timeout=120,
+        r = subprocess.run([sys.executable, "-c", _LEAN_START_PROBE], capture_output=True, text=True, timeout=120,
                            env=env, cwd=tmp_path)  # fmt: skip
     finally:
         import shutil
 
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    processes, answer = r.stdout.strip().splitlines()[-2:]
-    assert answer == "42"
+    processes, agents, restored, task_events, answer = r.stdout.strip().splitlines()[-5:]
+    assert answer == "42" and restored == "True"
+    assert task_events == str(keep)  # the actors' calls record task events only on Ray's own start
     assert "gcs_server" in processes and "raylet" in processes
     assert ("'dashboard'" in processes) is keep, processes
+    assert keep or agents == "[True]", agents  # Ray's own start: minimal or not, as the install allows

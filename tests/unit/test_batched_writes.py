@@ -76,11 +76,9 @@ def test_the_recorder_writes_a_burst_in_one_transaction_and_reports_after_the_co
     rec = _Recorder(store)
     rec.last_flush = time.monotonic()  # inside the batching interval: the writes wait for the next tick
     for i, job in enumerate(jobs):
-        rec.add(lambda con, i=i: store.start_attempt(con, f"r{i}", 1, {"started_at": time.time()}),
-                lambda i=i: said.append(f"started r{i}"), run_id=f"r{i}")  # fmt: skip
+        rec.start(f"r{i}", 1, {"started_at": time.time()}, lambda i=i: said.append(f"started r{i}"))
         rec.ingest(job)
-        rec.add(lambda con, i=i: store.end_attempt(con, f"r{i}", "finished", {"duration_s": 1.0}),
-                lambda i=i: said.append(f"ended r{i}"))  # fmt: skip
+        rec.end(f"r{i}", "finished", {"duration_s": 1.0}, lambda i=i: said.append(f"ended r{i}"))
     assert said == [] and rec.stats["flushes"] == 0
     rec.close()
     assert rec.stats["flushes"] == 1 and rec.stats["ops"] == 12 and rec.stats["connects"] == 1
@@ -105,6 +103,7 @@ HOLDER = textwrap.dedent(
     con = duckdb.connect(sys.argv[1], read_only=True)
     open(sys.argv[2], "w").close()
     time.sleep(float(sys.argv[3]))
+    open(sys.argv[2] + ".releasing", "w").close()  # before the file is released, so a write after it sees it
     con.close()
     """
 )
@@ -121,10 +120,10 @@ def test_a_reader_in_another_process_never_blocks_the_loop_and_the_end_waits_for
         while not flag.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         rec = _Recorder(store)
-        rec.add(lambda con: store.start_attempt(con, "r0", 1, {"started_at": time.time()}), run_id="r0")
+        rec.start("r0", 1, {"started_at": time.time()})
         assert rec.ops and rec.con is None  # the file is held: the write waits in the queue, nothing raised
         rec.close()  # the end waits for the reader, then records
-        assert holder.poll() is not None
+        assert Path(f"{flag}.releasing").exists()
     finally:
         holder.wait(timeout=60)
     with store.reader() as con:
@@ -187,3 +186,68 @@ def test_one_runs_shards_go_in_in_the_order_given_and_each_files_rows_in_order(t
         assert store.ingest_shards(con, "r0", 1, list_shards(tmp_path / "metrics")) == 16
         assert [r[0] for r in con.execute("SELECT step FROM metrics").fetchall()] == expected
         assert store.ingest_shards(con, "r0", 1, list_shards(tmp_path / "metrics")) == 0
+
+
+def test_a_burst_with_retries_records_what_one_write_at_a_time_does(tmp_path):
+    """Starts, ingests and ends of one transaction go in a few statements (Store.start_attempts, ingest_many,
+    end_attempts); a retry's start in the same burst replaces its first attempt's rows, as it does one write at
+    a time, and every column comes out the same."""
+    folders = {(i, a): tmp_path / f"r{i}" / f"attempt-{a}" for i in range(3) for a in (1, 2)}
+    for (i, a), folder in folders.items():
+        _shards(folder, i * 10 + a, flushes=a)
+    t = time.time()
+    manifest = {"started_at": t, "host": "h", "device": "cpu", "git_commit": None, "git_dirty": True,
+                "python": "3.11", "packages": {"rlbench": "0"}, "executor": "ray", "job_id": None}  # fmt: skip
+    plan = [("start", 0, 1), ("start", 1, 1), ("ingest", 0, 1), ("end", 0, "failed"), ("start", 0, 2),
+            ("ingest", 1, 1), ("ingest", 0, 2), ("end", 0, "finished"), ("end", 1, "finished"),
+            ("start", 2, 1), ("op", 2, None), ("ingest", 2, 1), ("end", 2, "interrupted")]  # fmt: skip
+    attempt = {0: 1, 1: 1, 2: 1}
+
+    def outcome(status: str) -> dict:
+        return {"exit_code": None if status == "finished" else 1, "error": None if status == "finished" else "x",
+                "ended_at": t + 5, "duration_s": 2.5}  # fmt: skip
+
+    def note(con):
+        con.execute("UPDATE runs SET host = 'noted' WHERE run_id = 'r2'")
+
+    one, burst = Store(tmp_path / "one.duckdb"), Store(tmp_path / "burst.duckdb")
+    for store in (one, burst):
+        with store.writer() as con:
+            store.add_runs(con, [_run(i) for i in range(3)])
+    with one.writer() as con:  # one write at a time, each in its own statement(s)
+        for kind, i, x in plan:
+            if kind == "start":
+                attempt[i] = x
+                one.start_attempt(con, f"r{i}", x, {**manifest, "job_id": f"j{i}{x}"})
+            elif kind == "ingest":
+                one.ingest_shards(con, f"r{i}", x, list_shards(folders[(i, x)] / "metrics"))
+            elif kind == "end":
+                one.end_attempt(con, f"r{i}", x, outcome(x))
+            else:
+                note(con)
+    rec = _Recorder(burst)
+    rec.last_flush = time.monotonic()  # all in one transaction
+    for kind, i, x in plan:
+        if kind == "start":
+            rec.start(f"r{i}", x, {**manifest, "job_id": f"j{i}{x}"})
+        elif kind == "ingest":
+            rec.ingest(Job(expand_stub(i), folders[(i, x)], x))
+        elif kind == "end":
+            rec.end(f"r{i}", x, outcome(x))
+        else:
+            rec.add(note)
+    rec.close()
+    assert rec.stats["flushes"] == 1 and rec.stats["ops"] == len(plan)
+    for query in ("SELECT * FROM runs ORDER BY run_id", "SELECT * FROM metrics ORDER BY ALL",
+                  "SELECT run_id, attempt, shard, rows FROM shards ORDER BY ALL"):  # fmt: skip
+        with one.reader() as a, burst.reader() as b:
+            assert a.execute(query).fetchall() == b.execute(query).fetchall(), query
+    with burst.reader() as con:
+        runs = {r["run_id"]: r for r in burst.runs(con, "s")}
+        assert (
+            runs["r0"]["attempts"] == 2
+            and runs["r0"]["status"] == "finished"
+            and runs["r0"]["job_id"] == "j02"
+        )
+        assert runs["r2"]["host"] == "noted" and runs["r2"]["status"] == "interrupted"
+        assert con.execute("SELECT DISTINCT attempt FROM shards WHERE run_id = 'r0'").fetchall() == [(2,)]

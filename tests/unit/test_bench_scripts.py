@@ -116,6 +116,23 @@ def test_launch_overhead_quick(tmp_path: Path) -> None:
     )
 
 
+def test_launch_overhead_repeat_shows_the_median_repetition(tmp_path: Path) -> None:
+    out = run(ROOT / "benchmarks" / "launch_overhead.py", "--runs", "2", "--steps", "20", "--workers", "1",
+              "--sides", "b", "--repeat", "3", "--json", tmp_path / "overhead.json")  # fmt: skip
+    tries = [
+        float(x)
+        for x in re.findall(r"^  repetition \d: \(b\) rlbench local: (-?[\d.]+) ms per run$", out, re.M)
+    ]
+    assert len(tries) == 3, out
+    m = re.search(r"^\(b\) rlbench local\s+2\s+[\d.]+\s+[\d.]+\s+(-?[\d.]+)\s.*\(median of 3: (-?[\d.]+)-(-?[\d.]+)\)$",
+                  out, re.M)  # fmt: skip
+    assert m, out
+    assert float(m.group(1)) == sorted(tries)[1]
+    assert (float(m.group(2)), float(m.group(3))) == (min(tries), max(tries))
+    side = json.loads((tmp_path / "overhead.json").read_text())["sides"]["b"]
+    assert len(side["repetitions_ms"]) == 3 and side["overhead_ms"] == sorted(side["repetitions_ms"])[1]
+
+
 def test_stats_speed_runs_every_workload_and_replays_rliable(tmp_path: Path) -> None:
     out = run(ROOT / "benchmarks" / "stats_speed.py", "--reps", "200", "--poi-reps", "50", "--profile-reps", "100",
               "--algos", "3", "--runs", "3", "--tasks", "4", "--pairs", "2", "--taus", "9", "--repeat", "1", cwd=tmp_path)  # fmt: skip
