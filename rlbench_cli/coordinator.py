@@ -187,7 +187,8 @@ _Write = _Op | _Ingest | _Start | _End
 
 
 class _Recorder:
-    """The coordinator's writes, batched: ``add(op)`` queues a function of a writer connection; ``tick()``
+    """The coordinator's writes, batched: ``start``, ``ingest`` and ``end`` queue a run's (``add(op)`` any other
+    function of a writer connection); ``tick()``
     runs the queued ones in one transaction once BATCH_S has passed since the last, on a connection kept
     open across a burst of writes (no connect, schema check and close, ~60 ms, per write) and released
     after HOLD_S, then left closed for GAP_S. A reader holding the file never blocks the loop: the writes
@@ -299,17 +300,20 @@ class _Recorder:
                 done.clear()
 
         for op in ops:
-            if isinstance(op, _Op) or (isinstance(op, _Start) and op.run_id in seen) or (
-                isinstance(op, _End) and op.run_id in ended
-            ):  # fmt: skip
-                segment()
             if isinstance(op, _Op):
+                segment()
                 op.fn(con)
                 continue
-            (starts if isinstance(op, _Start) else ingests if isinstance(op, _Ingest) else ends).append(op)  # type: ignore[arg-type]
-            seen.add(op.run_id)
-            if isinstance(op, _End):
+            if op.run_id in (seen if isinstance(op, _Start) else ended if isinstance(op, _End) else ()):
+                segment()
+            if isinstance(op, _Start):
+                starts.append(op)
+            elif isinstance(op, _Ingest):
+                ingests.append(op)
+            else:
+                ends.append(op)
                 ended.add(op.run_id)
+            seen.add(op.run_id)
         segment()
 
     def _release(self) -> None:

@@ -494,7 +494,7 @@ class RayExecutor:
         # On rlbench's own instance the actors' calls record no task events (for Ray's state API and dashboard,
         # which nothing there reads; they cost the actor, the driver and the GCS CPU on every call); a
         # cluster's dashboard shows them.
-        lean = self._started_local and os.environ.get("RLBENCH_RAY_API_SERVER") != "1"
+        lean = self._started_local and not _rays_own_start()
         remote = ray.remote(max_concurrency=4, num_cpus=self.cpus, num_gpus=self.gpus or None, max_restarts=0,
                             enable_task_events=not lean)  # fmt: skip
         self._actor_cls = remote(RlbenchWorker)
@@ -869,13 +869,13 @@ def _lean_start(ray: Any) -> Iterator[None]:
 
     Private hooks of Ray, hence guarded: where one has changed, Ray does that part as before.
     ``RLBENCH_RAY_API_SERVER=1`` keeps Ray's own start as it is."""
-    if os.environ.get("RLBENCH_RAY_API_SERVER") == "1":
+    if _rays_own_start():
         yield
         return
     private = getattr(ray, "_private", None)
     node_cls = getattr(getattr(private, "node", None), "Node", None)
     utils, services = getattr(private, "utils", None), getattr(private, "services", None)
-    patches: list[tuple[Any, str, Any]] = []
+    original: dict[str, Any] = {}
 
     def skip_api_server(self: Any, *args: Any, **kwargs: Any) -> None:
         self._webui_url = None
@@ -883,23 +883,28 @@ def _lean_start(ray: Any) -> Iterator[None]:
     def minimal_agents() -> str:
         return "rlbench starts Ray's agents in minimal mode"
 
-    original_get_node = getattr(services, "get_node", None)
-
     def get_node_when_registered(gcs_address: str, node_id: str) -> Any:
         _wait_registered(gcs_address, node_id)
-        return original_get_node(gcs_address, node_id)  # type: ignore[misc]
+        return original["get_node"](gcs_address, node_id)
 
-    for owner, name, replacement in ((node_cls, "start_api_server", skip_api_server),
-                                     (utils, "get_dashboard_dependency_error", minimal_agents),
-                                     (services, "get_node", get_node_when_registered)):  # fmt: skip
+    patched = ((node_cls, "start_api_server", skip_api_server),
+               (utils, "get_dashboard_dependency_error", minimal_agents),
+               (services, "get_node", get_node_when_registered))  # fmt: skip
+    for owner, name, replacement in patched:
         if callable(getattr(owner, name, None)):
-            patches.append((owner, name, getattr(owner, name)))
+            original[name] = getattr(owner, name)
             setattr(owner, name, replacement)
     try:
         yield
     finally:
-        for owner, name, original in reversed(patches):
-            setattr(owner, name, original)
+        for owner, name, _ in patched:
+            if name in original:
+                setattr(owner, name, original[name])
+
+
+def _rays_own_start() -> bool:
+    """``RLBENCH_RAY_API_SERVER=1``: rlbench's own Ray instance starts as Ray starts it (see ``_lean_start``)."""
+    return os.environ.get("RLBENCH_RAY_API_SERVER") == "1"
 
 
 def _wait_registered(gcs_address: str, node_id: str, limit_s: float = 30.0, every_s: float = 0.02) -> None:
@@ -912,15 +917,14 @@ def _wait_registered(gcs_address: str, node_id: str, limit_s: float = 30.0, ever
         client = GcsClient(address=gcs_address)
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
-            if any(_hex(k) == node_id for k in client.get_all_node_info(timeout=5)):
+            if any(
+                (k.hex() if hasattr(k, "hex") else str(k)) == node_id
+                for k in client.get_all_node_info(timeout=5)
+            ):
                 return
             time.sleep(every_s)
     except Exception:  # noqa: BLE001 - only a faster path to Ray's own wait
         return
-
-
-def _hex(node_key: Any) -> str:
-    return node_key.hex() if hasattr(node_key, "hex") else str(node_key)
 
 
 def _init(ray: Any, address: str) -> None:
