@@ -360,6 +360,25 @@ def _unrecorded_attempt(store: Store, root: Path, r: dict[str, Any]) -> int | No
     return found
 
 
+def set_aside(folder: Path) -> Path | None:
+    """Rename an attempt folder that already holds files, before its attempt starts, to a name beside it
+    (``attempt-N.stale-<time>``; nothing is deleted), and return the new path; None if it is empty or absent.
+    An attempt starts in an empty folder, so no shard left there by another database's run (two database
+    files next to each other share the runs folder) is ingested as this attempt's. This database's own
+    started-but-unrecorded attempts were recovered before (``_recover``), so they are never planned again."""
+    try:
+        next(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError, StopIteration):
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    dest, n = folder.with_name(f"{folder.name}.stale-{stamp}"), 1
+    while dest.exists():
+        n += 1
+        dest = folder.with_name(f"{folder.name}.stale-{stamp}-{n}")
+    folder.rename(dest)
+    return dest
+
+
 def _recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> tuple[int, list[Any]]:
     """Close runs a dead coordinator left 'running'. Returns how many had in fact finished, and the runs
     still queued or running in Slurm (``recover_slurm``: those are left 'running', not interrupted)."""
@@ -620,14 +639,29 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
     base = manifest_base(Path(source).resolve().parent if source else Path.cwd())
     first_attempt = {s.run_id: attempts[s.run_id] + 1 for s in todo}
 
-    def job_of(specs_: list[RunSpec], attempt_of: Callable[[RunSpec], int]) -> Job:
+    aside: list[Path] = []  # attempt folders found holding files when their attempt was planned
+
+    def say_aside() -> None:
+        if aside:
+            report("note", {"msg": f"{len(aside)} attempt folder(s) held files this database never recorded "
+                                   f"(another database's runs next to it): kept aside as {aside[0]}"
+                                   + (" and the like" if len(aside) > 1 else "")})  # fmt: skip
+            aside.clear()
+
+    def job_of(specs_: list[RunSpec], attempt_of: Callable[[RunSpec], int], say: bool = True) -> Job:
         members = [Job(s, attempt_dir(root, s, attempt=attempt_of(s)), attempt_of(s)) for s in specs_]
+        aside.extend(p for m in members if (p := set_aside(m.folder)) is not None)
+        if say:
+            say_aside()
         if len(members) == 1:
             return members[0]
         return Job(members[0].spec, members[0].folder, members[0].attempt, pack=members)
 
     per_job = suite.resources.seeds_per_job
-    jobs = [job_of(group, lambda s: first_attempt[s.run_id]) for group in plan_packs(todo, per_job)]
+    jobs = [
+        job_of(group, lambda s: first_attempt[s.run_id], say=False) for group in plan_packs(todo, per_job)
+    ]
+    say_aside()  # one note for all of them
     by_id = {s.run_id: s for s in specs}
     if live:  # already in Slurm: waited for, never submitted again
         first_attempt.update({s.run_id: s.attempt for s in live})
@@ -701,8 +735,8 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
             return None
         in_flight.discard(job.spec.run_id)
         if retry:
-            nxt = attempt_of_retry[job.spec.run_id] = job.attempt + 1
-            return Job(job.spec, attempt_dir(root, job.spec, attempt=nxt), nxt)
+            attempt_of_retry[job.spec.run_id] = job.attempt + 1
+            return job_of([job.spec], lambda s: attempt_of_retry[s.run_id])
         if outcome.status == "finished":
             summary.finished += 1
         elif outcome.status == "interrupted":

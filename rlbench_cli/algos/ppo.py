@@ -49,7 +49,14 @@ the running episode returns and the normalisation statistics. A resumed run cont
 never stopped (on CPU).
 
 Evaluation uses the shared ``ctx.maybe_evaluate`` with a deterministic policy (argmax / Gaussian mean)
-run by torch under ``no_grad`` on ``ctx.device``. Runs are deterministic for a given seed on CPU.
+run by torch under ``no_grad`` on the CPU; on a GPU by the rollout's NumPy copy of the actor, which holds
+the same weights, so an evaluation step is no trip to the device and back. Runs are deterministic for a
+given seed on CPU.
+
+On a GPU every blocking copy between host and device waits for the work queued on the device, and when
+several runs share it (``gpus_per_job`` < 1) also for the other runs' turns on it. An iteration therefore
+crosses in five copies whatever its size: its batch there, the values back, advantages and returns there,
+every epoch's permutations there, then the update's statistics and the actor's new weights back together.
 
 The policy handed to evaluation is a ``PPOPolicy``: callable on an observation batch (the deterministic
 action), ``sample(obs)`` draws from the policy as training does, and ``save(path)`` writes a checkpoint
@@ -287,19 +294,60 @@ class _NumpyActor:
         self.act = np.tanh if activation == "tanh" else (lambda h: np.maximum(h, 0.0, out=h))
         self.refresh()
 
-    def refresh(self) -> None:
+    def tensors(self) -> list[torch.Tensor]:
+        """The actor's weights, biases (and log-std), in the order ``load`` takes them."""
         linears = [m for m in self.agent.actor if isinstance(m, nn.Linear)]
-        self.layers = [
-            (m.weight.detach().cpu().numpy().T.copy(), m.bias.detach().cpu().numpy().copy()) for m in linears
-        ]
-        if self.agent.actor_logstd is not None:
-            self.std = np.exp(self.agent.actor_logstd.detach().cpu().numpy()[0])
+        out = [t for m in linears for t in (m.weight, m.bias)]
+        return out if self.agent.actor_logstd is None else [*out, self.agent.actor_logstd]
+
+    def load(self, arrays: list[np.ndarray]) -> None:
+        """Take the weights from host copies of ``tensors()`` (fetched with other values in one transfer)."""
+        n = len(arrays) - (self.agent.actor_logstd is not None)
+        self.layers = [(arrays[i].T.copy(), arrays[i + 1].copy()) for i in range(0, n, 2)]
+        if n < len(arrays):
+            self.std = np.exp(arrays[-1][0])
+
+    def refresh(self) -> None:
+        self.load(_to_host(self.tensors()))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         *hidden, (w, b) = self.layers
         for wh, bh in hidden:
             x = self.act(x @ wh + bh)
         return x @ w + b
+
+
+def _to_device(arrays: list[np.ndarray], device: torch.device) -> list[torch.Tensor]:
+    """``arrays`` as tensors on ``device`` through one host-to-device copy.
+
+    A blocking copy to a GPU waits for everything queued on the device before it; when several runs share
+    a GPU (``gpus_per_job`` < 1) each such wait can also wait for the other runs' turns on it. So the
+    arrays are laid out in one byte buffer (each at an 8-byte-aligned offset), copied once, and viewed
+    back as their dtypes and shapes on the device. On CPU the copy is a no-op and the values are the same.
+    """
+    offsets, total = [], 0
+    for a in arrays:
+        offsets.append(total)
+        total += -(-a.nbytes // 8) * 8
+    host = np.empty(total, np.uint8)
+    for a, off in zip(arrays, offsets, strict=True):
+        host[off : off + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    buf = torch.from_numpy(host).to(device)
+    return [buf[off : off + a.nbytes].view(_TORCH_DTYPES[a.dtype]).view(a.shape)
+            for a, off in zip(arrays, offsets, strict=True)]  # fmt: skip
+
+
+def _to_host(tensors: list[torch.Tensor]) -> list[np.ndarray]:
+    """Host copies of float32 ``tensors`` (any shapes, one device) through one device-to-host copy."""
+    flat = torch.cat([t.detach().reshape(-1) for t in tensors]).cpu().numpy()
+    out, off = [], 0
+    for t in tensors:
+        out.append(flat[off : off + t.numel()].reshape(t.shape))
+        off += t.numel()
+    return out
+
+
+_TORCH_DTYPES = {np.dtype(d): t for d, t in ((np.float32, torch.float32), (np.int64, torch.int64))}
 
 
 class _RunningMeanStd:
@@ -371,9 +419,10 @@ class PPOPolicy:
         space: _ActionSpec,
         obs_rms: _RunningMeanStd | None,
         device: torch.device,
+        host_actor: _NumpyActor | None = None,
     ):
         self.agent, self.cfg, self.obs_shape, self.space = agent, cfg, obs_shape, space
-        self.obs_rms, self.device = obs_rms, device
+        self.obs_rms, self.device, self.host_actor = obs_rms, device, host_actor
         self.obs_dim = int(np.prod(obs_shape))
 
     def normalize(self, raw: np.ndarray) -> np.ndarray:
@@ -385,6 +434,8 @@ class PPOPolicy:
 
     def _actor_out(self, obs: np.ndarray) -> np.ndarray:
         x = self.normalize(np.asarray(obs, np.float32).reshape(len(obs), self.obs_dim))
+        if self.host_actor is not None:  # training's NumPy copy of the actor: no trip to the device a step
+            return self.host_actor(x)
         with torch.no_grad():
             return self.agent.actor(torch.as_tensor(x, dtype=torch.float32, device=self.device)).cpu().numpy()
 
@@ -403,7 +454,8 @@ class PPOPolicy:
         rng = rng if rng is not None else np.random.default_rng()
         out = self._actor_out(obs)
         if self.space.continuous:
-            std = np.exp(self.agent.actor_logstd.detach().cpu().numpy()[0])
+            h = self.host_actor
+            std = h.std if h is not None else np.exp(self.agent.actor_logstd.detach().cpu().numpy()[0])
             return self._to_env(out + std * rng.standard_normal(out.shape).astype(np.float32), len(obs))
         cdf = np.exp(out - out.max(1, keepdims=True)).cumsum(1)
         u = rng.random(len(out))[:, None] * cdf[:, -1:]
@@ -565,24 +617,39 @@ class _Update:
     def run(self, batch: tuple[torch.Tensor, ...], perm_gen: torch.Generator) -> dict[str, float]:
         """Update on ``batch`` (obs, actions, log-probs, advantages, returns, values) with permutations from
         ``perm_gen``; the last minibatch's losses and the mean clip fraction, as floats."""
+        stats = self.run_tensors(batch, perm_gen)
+        return {k: float(v) for k, v in zip(stats, _to_host(list(stats.values())), strict=True)}
+
+    def run_tensors(
+        self, batch: tuple[torch.Tensor, ...], perm_gen: torch.Generator
+    ) -> dict[str, torch.Tensor]:
+        """``run``'s statistics as 0-d tensors on the device, so the caller fetches them with other values in
+        one transfer. Without ``target_kl`` no epoch needs a value on the host: every epoch's permutation is
+        drawn first (the same draws in the same order) and copied to the device at once."""
         cfg = self.cfg
         n = len(batch[0])
         n_mb = min(cfg.num_minibatches, n)
         use_graph = self.graphed and n % n_mb == 0 and self._ready(batch, n_mb)
+        perms: Any = None
+        if cfg.target_kl is None:
+            drawn = [torch.randperm(n, generator=perm_gen) for _ in range(cfg.update_epochs)]
+            perms = torch.stack(drawn).to(self.device)
         clipfracs: list[torch.Tensor] = []
-        for _epoch in range(cfg.update_epochs):
-            perm = torch.randperm(n, generator=perm_gen)
+        for epoch in range(cfg.update_epochs):
+            perm = (
+                perms[epoch] if perms is not None else torch.randperm(n, generator=perm_gen).to(self.device)
+            )
             if use_graph:
                 self.static[-1].copy_(perm)
                 self.graph.replay()
                 out = self.out
             else:
-                out = self._epoch(batch, torch.tensor_split(perm.to(self.device), n_mb))
+                out = self._epoch(batch, torch.tensor_split(perm, n_mb))
             clipfracs.append(out["clipfrac"].clone() if use_graph else out["clipfrac"])
             if cfg.target_kl is not None and out["approx_kl"].item() > cfg.target_kl:
                 break
-        stats = {k: out[k].item() for k in ("pg_loss", "v_loss", "entropy", "approx_kl")}
-        stats["clipfrac"] = torch.cat(clipfracs).mean().item()
+        stats = {k: out[k] for k in ("pg_loss", "v_loss", "entropy", "approx_kl")}
+        stats["clipfrac"] = torch.cat(clipfracs).mean()
         return stats
 
     def _ready(self, batch: tuple[torch.Tensor, ...], n_mb: int) -> bool:
@@ -676,7 +743,9 @@ class PPO:
         ret_rms = _RunningMeanStd() if cfg.normalize_reward else None
         disc_ret = np.zeros(n_envs, np.float64)
 
-        policy = PPOPolicy(agent, cfg, obs_shape, space, obs_rms, device)
+        # on a GPU, evaluation acts through the NumPy actor too (a device round trip per step otherwise)
+        policy = PPOPolicy(agent, cfg, obs_shape, space, obs_rms, device,
+                           host_actor=np_actor if device.type != "cpu" else None)  # fmt: skip
         norm_obs = policy.normalize
 
         # Preallocated rollout storage (NumPy; handed to torch once per iteration).
@@ -773,16 +842,17 @@ class PPO:
                 next_obs = norm_obs(raw_obs)
 
             # -- values, log-probs, GAE --------------------------------------------------------------
+            # the device is reached through few copies (see _to_device): one there, one back, one there
             n = steps_now * n_envs
-            b_obs = torch.from_numpy(obs_buf[:steps_now].reshape(n, obs_dim)).to(device)
-            b_actions = torch.from_numpy(act_buf[:steps_now].reshape(n, *act_buf.shape[2:])).to(device)
             extra = [next_obs]
             if trunc_obs:
                 extra.append(norm_obs(np.stack(trunc_obs)))
+            b_obs, b_actions, extra_obs = _to_device([
+                obs_buf[:steps_now].reshape(n, obs_dim), act_buf[:steps_now].reshape(n, *act_buf.shape[2:]),
+                np.concatenate(extra).astype(np.float32, copy=False)], device)  # fmt: skip
             with torch.no_grad():
                 b_logprobs, _ = agent.logprob_entropy(b_obs, b_actions)
-                v_all = agent.value(torch.cat([b_obs, torch.from_numpy(np.concatenate(extra)).to(device)]))
-                v_all = v_all.cpu().numpy()
+                (v_all,) = _to_host([agent.value(torch.cat([b_obs, extra_obs]))])
             values = v_all[:n].reshape(steps_now, n_envs)
             next_value = v_all[n : n + n_envs]
             rewards = rew_buf[:steps_now].copy()
@@ -797,13 +867,15 @@ class PPO:
                 last = delta + cfg.gamma * cfg.gae_lambda * not_done[t] * last
                 advantages[t] = last
             returns = advantages + values
-            b_adv = torch.from_numpy(advantages.reshape(n)).to(device)
-            b_returns = torch.from_numpy(returns.reshape(n)).to(device)
-            b_values = torch.from_numpy(values.reshape(n)).to(device)
+            b_adv, b_returns, b_values = _to_device(
+                [advantages.reshape(n), returns.reshape(n), values.reshape(n)], device
+            )
 
-            # -- update -----------------------------------------------------------------------------
-            stats = update.run((b_obs, b_actions, b_logprobs, b_adv, b_returns, b_values), perm_gen)
-            np_actor.refresh()
+            # -- update: its statistics and the actor's new weights come back in one copy ------------
+            stat_t = update.run_tensors((b_obs, b_actions, b_logprobs, b_adv, b_returns, b_values), perm_gen)
+            fetched = _to_host([*stat_t.values(), *np_actor.tensors()])
+            stats = {k: float(v) for k, v in zip(stat_t, fetched)}
+            np_actor.load(fetched[len(stat_t) :])
 
             var_y = float(np.var(returns))
             explained_var = float("nan") if var_y == 0 else 1.0 - float(np.var(returns - values)) / var_y

@@ -161,12 +161,25 @@ def test_a_run_whose_start_was_never_recorded_is_recovered_not_run_again(tmp_pat
     assert n == rows_on_disk > 0
     assert not attempt_dir(db.parent / "runs", specs[0], attempt=2).exists()  # not run again
 
-    # another database next to this one shares the runs folder: its runs are its own, nothing is adopted
+    # another database next to this one shares the runs folder: its runs are its own, nothing is adopted,
+    # and its attempts start in empty folders: the first database's files are kept aside, never ingested
     other = tmp_path / "other.duckdb"
-    r = CliRunner().invoke(app, ["run", str(suite_file), "--db", str(other), "--workers", "1", "--json"])
+    r = CliRunner().invoke(app, ["run", str(suite_file), "--db", str(other), "--workers", "1"])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output.strip().splitlines()[-1])
-    assert out["recovered"] == 0 and out["finished"] == 2
+    assert "recovered" not in r.output and "2 finished, 0 failed" in r.output
+    other_store = Store(other)
+    with other_store.reader() as con:
+        assert {r["status"] for r in other_store.runs(con, "unrec")} == {"finished"}
+        sql = "SELECT count(*) FROM metrics WHERE run_id = ?"
+        assert con.execute(sql, [specs[0].run_id]).fetchall()[0][0] == rows_on_disk  # once, not twice
+
+    def training(st: Store) -> list[tuple]:  # the seeded rows (not sys/: timings)
+        return [r for r in _rows(st) if not r[2].startswith("sys/")]
+
+    assert training(other_store) == training(store)
+    assert "2 attempt folder(s) held files this database never recorded" in r.output
+    aside = sorted(folder.parent.glob("attempt-1.stale-*"))
+    assert len(aside) == 1 and len(list_shards(aside[0] / "metrics")) == len(list_shards(folder / "metrics"))
 
 
 def test_one_runs_shards_go_in_in_the_order_given_and_each_files_rows_in_order(tmp_path):

@@ -6,13 +6,24 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 
 from rlbench_cli.algos.base import RunContext
-from rlbench_cli.algos.ppo import PPO, PPOConfig, _Agent, _Update
+from rlbench_cli.algos.ppo import (
+    PPO,
+    PPOConfig,
+    PPOPolicy,
+    _Agent,
+    _NumpyActor,
+    _spaces,
+    _to_device,
+    _to_host,
+    _Update,
+)
 from rlbench_cli.grid import RunSpec
 from rlbench_cli.sink import ShardSink
 
@@ -62,6 +73,74 @@ def test_on_cpu_the_update_is_eager_and_its_state_is_portable():
     moments = [fresh.optimizer.state[p]["exp_avg"] for p in fresh.agent.parameters()]
     assert all(torch.equal(m, graph.optimizer.state[p]["exp_avg"])
                for m, p in zip(moments, graph.agent.parameters(), strict=True))  # fmt: skip
+
+
+def test_drawing_every_epochs_permutation_first_updates_as_drawing_each_in_turn():
+    # without target_kl the permutations are drawn up front and copied at once; an unreachable target_kl
+    # takes the path that draws one per epoch (and could stop early): bitwise the same update on CPU
+    (upfront, _), _ = _pair("cpu")
+    (in_turn, _), _ = _pair("cpu", target_kl=1e9)
+    gens = [torch.Generator().manual_seed(4) for _ in range(2)]
+    for it in range(2):
+        stats = [u.run(_batch(512, "cpu", it), g) for u, g in zip((upfront, in_turn), gens, strict=True)]
+        assert stats[0] == stats[1]
+    assert gens[0].get_state().equal(gens[1].get_state())
+    for a, b in zip(upfront.agent.parameters(), in_turn.agent.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def _round_trip(device: str) -> None:
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((7, 3)).astype(np.float32), rng.integers(0, 5, 7),  # odd sizes: padding
+              rng.standard_normal((1, 5)).astype(np.float32)[:, ::2], np.float32(rng.standard_normal(3))]  # fmt: skip
+    out = _to_device(arrays, torch.device(device))
+    for a, t in zip(arrays, out, strict=True):
+        assert t.device.type == device and t.shape == a.shape and t.numpy(force=True).dtype == a.dtype
+        np.testing.assert_array_equal(t.cpu().numpy(), a)
+    back = _to_host([out[0], out[2], torch.tensor(2.5, device=device)])
+    np.testing.assert_array_equal(back[0], arrays[0])
+    np.testing.assert_array_equal(back[1], arrays[2])
+    assert back[2].shape == () and float(back[2]) == 2.5
+
+
+def test_host_and_device_values_travel_in_one_copy_each_way_unchanged():
+    _round_trip("cpu")
+    cfg = PPOConfig()
+    agent = _Agent(4, 2, True, cfg)
+    actor = _NumpyActor(agent, cfg.activation)
+    layers, std = actor.layers, actor.std
+    actor.load(_to_host(actor.tensors()))  # what a training iteration does with the fetched weights
+    assert all(np.array_equal(a, b) for x, y in zip(layers, actor.layers, strict=True) for a, b in zip(x, y))
+    assert np.array_equal(std, actor.std) and layers[0][0].shape == (4, 64)  # (in, out): x @ w
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_a_policy_acting_through_the_numpy_actor_acts_as_the_torch_one(env_id: str):
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    space, obs_shape = _spaces(env.observation_space, env.action_space)
+    cfg = PPOConfig.from_params({}, continuous=space.continuous)
+    torch.manual_seed(1)
+    agent = _Agent(int(np.prod(obs_shape)), space.n_act, space.continuous, cfg)
+    with torch.no_grad():
+        for p in agent.parameters():
+            p.add_(torch.randn_like(p) * 0.5)  # away from the near-uniform initial policy
+    args = (agent, cfg, obs_shape, space, None, torch.device("cpu"))
+    on_torch, on_numpy = PPOPolicy(*args), PPOPolicy(*args, host_actor=_NumpyActor(agent, cfg.activation))
+    env.observation_space.seed(0)
+    obs = np.stack([env.observation_space.sample() for _ in range(256)])
+    if space.continuous:
+        np.testing.assert_allclose(on_numpy(obs), on_torch(obs), rtol=1e-5, atol=1e-6)
+    else:
+        assert (on_numpy(obs) == on_torch(obs)).mean() > 0.99  # argmax: the same but for float near-ties
+    draws = [pol.sample(obs, np.random.default_rng(3)) for pol in (on_torch, on_numpy)]
+    np.testing.assert_allclose(*draws, rtol=1e-5, atol=1e-6)
+
+
+@cuda
+def test_host_and_device_values_travel_in_one_copy_each_way_unchanged_on_cuda():
+    _round_trip("cuda")
 
 
 def test_cuda_graph_is_a_param_of_ppo():
