@@ -44,11 +44,17 @@ def _json_value(v: Any) -> Any:
     return v
 
 
-def cell(v: Any) -> str:
-    """One value as the text table shows it (floats with 6 significant digits)."""
+def cell(v: Any, column: str = "") -> str:
+    """One value as the text table shows it (floats with 6 significant digits; a ``wall_time`` that is a
+    Unix time, as a UTC date and time to the millisecond, where 6 digits would not tell two apart)."""
     if isinstance(v, float):
+        if column == "wall_time" and v >= _UNIX_2001:
+            return _dt.datetime.fromtimestamp(v, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
         return f"{v:.6g}"
     return "" if v is None else str(v)
+
+
+_UNIX_2001 = 978_307_200.0  # smaller wall times are seconds from a run's start (some imports): numbers
 
 
 def _plain_for_csv(table: Any) -> Any:
@@ -89,9 +95,10 @@ def write_table(table: Any, fmt: OutFormat, output: Path | None) -> None:
         text = json.dumps([{k: _json_value(v) for k, v in r.items()} for r in rows], default=str)
     else:
         cols = table.column_names
-        widths = {c: max([len(c)] + [len(cell(r[c])) for r in rows]) for c in cols}
+        shown = [{c: cell(r[c], c) for c in cols} for r in rows]
+        widths = {c: max([len(c)] + [len(r[c]) for r in shown]) for c in cols}
         lines = ["  ".join(c.ljust(widths[c]) for c in cols).rstrip()]
-        lines += ["  ".join(cell(r[c]).ljust(widths[c]) for c in cols).rstrip() for r in rows]
+        lines += ["  ".join(r[c].ljust(widths[c]) for c in cols).rstrip() for r in shown]
         text = "\n".join(lines)
     if output is not None:
         output.write_text(text + "\n")

@@ -271,3 +271,21 @@ def test_leaderboard_csv_is_plain_with_a_sidecar(db, tmp_path):
     assert r.exit_code == 0
     assert pd.read_csv(io.StringIO(r.stdout)).columns[0] == "algo"
     assert "# Suite: q" in r.stderr and "#" not in r.stdout
+
+
+def test_the_text_table_shows_wall_time_as_a_utc_time_and_json_keeps_the_number(db):
+    import datetime as dt
+    import re
+
+    r = invoke("fetch", "--db", db, "--suite", "q", "--algo", "ppo", "--metric", "eval/return")
+    assert r.exit_code == 0, r.output + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[-1] == "wall_time"
+    shown = [ln.split("  ")[-1].strip() for ln in lines[1:]]
+    assert shown and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}", s) for s in shown), shown
+    raw = fetch_json("--db", db, "--suite", "q", "--algo", "ppo", "--metric", "eval/return")
+    first = dt.datetime.fromtimestamp(raw[0]["wall_time"], dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    assert isinstance(raw[0]["wall_time"], float) and first[:-3] in shown
+    from rlbench_cli.cli.output import cell
+
+    assert cell(12.5, "wall_time") == "12.5" and cell(1.7957e9, "value") == "1.7957e+09"  # not a Unix time
