@@ -364,8 +364,9 @@ def set_aside(folder: Path) -> Path | None:
     """Rename an attempt folder that already holds files, before its attempt starts, to a name beside it
     (``attempt-N.stale-<time>``; nothing is deleted), and return the new path; None if it is empty or absent.
     An attempt starts in an empty folder, so no shard left there by another database's run (two database
-    files next to each other share the runs folder) is ingested as this attempt's. This database's own
-    started-but-unrecorded attempts were recovered before (``_recover``), so they are never planned again."""
+    files next to each other share the runs folder) is ingested as this attempt's; and a first attempt
+    finds no checkpoint to resume (``checkpoint.stale-<time>``). This database's own started-but-unrecorded
+    attempts were recovered before (``_recover``), so they are never planned again."""
     try:
         next(folder.iterdir())
     except (FileNotFoundError, NotADirectoryError, StopIteration):
@@ -643,14 +644,18 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
 
     def say_aside() -> None:
         if aside:
-            report("note", {"msg": f"{len(aside)} attempt folder(s) held files this database never recorded "
+            report("note", {"msg": f"{len(aside)} run folder(s) held files this database never recorded "
                                    f"(another database's runs next to it): kept aside as {aside[0]}"
                                    + (" and the like" if len(aside) > 1 else "")})  # fmt: skip
             aside.clear()
 
     def job_of(specs_: list[RunSpec], attempt_of: Callable[[RunSpec], int], say: bool = True) -> Job:
         members = [Job(s, attempt_dir(root, s, attempt=attempt_of(s)), attempt_of(s)) for s in specs_]
-        aside.extend(p for m in members if (p := set_aside(m.folder)) is not None)
+        # a first attempt resumes nothing: a checkpoint folder there is another database's run's too
+        stale = [m.folder for m in members] + [
+            m.folder.parent / "checkpoint" for m in members if m.attempt == 1
+        ]
+        aside.extend(p for f in stale if (p := set_aside(f)) is not None)
         if say:
             say_aside()
         if len(members) == 1:

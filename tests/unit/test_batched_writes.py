@@ -164,6 +164,8 @@ def test_a_run_whose_start_was_never_recorded_is_recovered_not_run_again(tmp_pat
     # another database next to this one shares the runs folder: its runs are its own, nothing is adopted,
     # and its attempts start in empty folders: the first database's files are kept aside, never ingested
     other = tmp_path / "other.duckdb"
+    (folder.parent / "checkpoint").mkdir()
+    (folder.parent / "checkpoint" / "step-20.pt").write_bytes(b"the first database's")
     r = CliRunner().invoke(app, ["run", str(suite_file), "--db", str(other), "--workers", "1"])
     assert r.exit_code == 0, r.output
     assert "recovered" not in r.output and "2 finished, 0 failed" in r.output
@@ -177,7 +179,10 @@ def test_a_run_whose_start_was_never_recorded_is_recovered_not_run_again(tmp_pat
         return [r for r in _rows(st) if not r[2].startswith("sys/")]
 
     assert training(other_store) == training(store)
-    assert "2 attempt folder(s) held files this database never recorded" in r.output
+    assert "3 run folder(s) held files this database never recorded" in r.output
+    checkpoints = [p.name for p in folder.parent.glob("checkpoint*")]  # the other's, kept aside, not resumed
+    assert len(checkpoints) == 1 and checkpoints[0].startswith("checkpoint.stale-")
+    assert (folder.parent / checkpoints[0] / "step-20.pt").read_bytes() == b"the first database's"
     aside = sorted(folder.parent.glob("attempt-1.stale-*"))
     assert len(aside) == 1 and len(list_shards(aside[0] / "metrics")) == len(list_shards(folder / "metrics"))
 
