@@ -108,18 +108,35 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.runs} x {args.algo} CartPole-v1 x {args.steps:,} steps on {gpus} GPU(s), executor {args.executor}, "
         f"params {dict(PARAMS[args.algo], **params)}"
     )
-    rows = []
+    sides = []
     with tempfile.TemporaryDirectory() as tmp:
         for g in (1.0, 0.25):
             wall, secs = measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor, params)
-            rows.append((g, wall, total / wall))
-            per_gpu = 1 if g >= 1 else int(1 / g)  # runs at a time on the one GPU
-            outside = wall - sum(secs) / per_gpu  # wall not covered by runs: start-up, spawn, shut-down
-            print(f"  gpus_per_job={g:<5g} wall {wall:7.1f} s   {total / wall:9,.0f} env steps/s   run "
-                  f"{statistics.median(secs):5.1f} s each (median), ~{outside:.1f} s outside runs")  # fmt: skip
-    ratio = rows[1][2] / rows[0][2]
-    print(f"packing 4 runs per GPU: {ratio:.2f}x the throughput of one run per GPU (target >= 3x)")
+            sides.append((g, wall, secs))
+            print(report(sides, total)[len(sides) - 1])  # this side's line, as soon as it is measured
+    print("\n".join(report(sides, total)[2:]))
     return 0
+
+
+def report(sides: list[tuple[float, float, list[float]]], total: int) -> list[str]:
+    """The lines for (gpus_per_job, wall seconds, each run's seconds) of the whole-GPU side, then the packed
+    one: a line per side, then the packing ratio of the whole command (the target's) and within the runs
+    (how much slower a run gets when it shares the GPU, start-up and shut-down left out)."""
+    lines = []
+    for g, wall, secs in sides:
+        per_gpu = 1 if g >= 1 else int(1 / g)  # runs at a time on the one GPU
+        outside = wall - sum(secs) / per_gpu  # wall not covered by runs: start-up, spawn, shut-down
+        lines.append(f"  gpus_per_job={g:<5g} wall {wall:7.1f} s   {total / wall:9,.0f} env steps/s   run "
+                     f"{statistics.median(secs):5.1f} s each (median), ~{outside:.1f} s outside runs")  # fmt: skip
+    if len(sides) < 2:
+        return lines
+    (_, wall1, secs1), (g, wall4, secs4) = sides
+    per_gpu, alone, shared = int(1 / g), statistics.median(secs1), statistics.median(secs4)
+    lines.append(f"packing {per_gpu} runs per GPU: {wall1 / wall4:.2f}x the throughput of one run per GPU "
+                 f"(target >= 3x)")  # fmt: skip
+    lines.append(f"within the runs: {per_gpu * alone / shared:.2f}x ({per_gpu} sharing the GPU take {shared:.1f} s "
+                 f"each, one alone {alone:.1f} s; {per_gpu}x if sharing cost nothing)")  # fmt: skip
+    return lines
 
 
 if __name__ == "__main__":

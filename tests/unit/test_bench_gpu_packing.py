@@ -44,3 +44,31 @@ def test_params_from_the_command_line_reach_both_suites():
     r = subprocess.run([sys.executable, str(SCRIPT), "--param", "cuda_graph"], capture_output=True, text=True,
                        timeout=120)  # fmt: skip
     assert r.returncode == 2 and "--param 'cuda_graph': write KEY=VALUE" in r.stderr
+
+
+def test_the_report_gives_the_commands_ratio_and_the_ratio_within_the_runs():
+    mod = _module()
+    # the H200's figures for graphed ppo: 8 runs of 1.4 s one at a time, four sharing the GPU at 5.2 s each
+    lines = mod.report([(1.0, 20.07, [1.4] * 8), (0.25, 16.6, [5.2] * 8)], 8 * 50_000)
+    assert len(lines) == 4
+    assert (
+        "gpus_per_job=1 " in lines[0]
+        and "19,930 env steps/s" in lines[0]
+        and "~8.9 s outside runs" in lines[0]
+    )
+    assert "gpus_per_job=0.25" in lines[1] and "~6.2 s outside runs" in lines[1]
+    assert lines[2] == "packing 4 runs per GPU: 1.21x the throughput of one run per GPU (target >= 3x)"
+    assert lines[3].startswith("within the runs: 1.08x (4 sharing the GPU take 5.2 s each, one alone 1.4 s;")
+
+
+def test_main_prints_each_side_as_it_is_measured_then_the_ratios(monkeypatch, capsys):
+    import rlbench_cli.executors.base as base
+
+    mod = _module()
+    monkeypatch.setattr(base, "detect_gpus", lambda: 1)  # the printing, not a GPU's figures
+    walls = {1.0: (20.07, [1.4] * 8), 0.25: (16.6, [5.2] * 8)}
+    monkeypatch.setattr(mod, "measure", lambda folder, algo, runs, steps, g, executor, params: walls[g])
+    assert mod.main(["--runs", "8", "--steps", "50000"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("8 x ppo CartPole-v1 x 50,000 steps on 1 GPU(s)")
+    assert out[1:] == mod.report([(g, *walls[g]) for g in (1.0, 0.25)], 8 * 50_000)
