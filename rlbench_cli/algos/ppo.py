@@ -56,7 +56,8 @@ given seed on CPU.
 On a GPU every blocking copy between host and device waits for the work queued on the device, and when
 several runs share it (``gpus_per_job`` < 1) also for the other runs' turns on it. An iteration therefore
 crosses in five copies whatever its size: its batch there, the values back, advantages and returns there,
-every epoch's permutations there, then the update's statistics and the actor's new weights back together.
+every epoch's permutations there, then the update's statistics and the actor's new weights back together
+(with ``target_kl``, two more an epoch: its permutation there and its approx_kl back for the check).
 
 The policy handed to evaluation is a ``PPOPolicy``: callable on an observation batch (the deterministic
 action), ``sample(obs)`` draws from the policy as training does, and ``save(path)`` writes a checkpoint
