@@ -204,9 +204,9 @@ class RlbenchWorker:
 
     @staticmethod
     def _collect(folder: Path, sent: set[str], final: bool) -> list[tuple[str, bytes]]:
-        # The latest checkpoint is read BEFORE the shards are listed: every shard it names was flushed
-        # before it was saved, so the coordinator never holds a checkpoint without the rows it continues.
-        ckpt = _latest_checkpoint(folder.parent, sent)
+        # The checkpoints are read BEFORE the shards are listed: every shard they name was flushed
+        # before they were saved, so the coordinator never holds a checkpoint without the rows it continues.
+        ckpts = _new_checkpoints(folder.parent, sent)
         out = []
         metrics = folder / "metrics"
         names = sorted(p.name for p in metrics.glob("*.parquet")) if metrics.is_dir() else []
@@ -225,9 +225,8 @@ class RlbenchWorker:
                 with open(log, "rb") as fh:
                     fh.seek(max(0, log.stat().st_size - MAX_LOG_BYTES))
                     out.append(("output.log", fh.read()))
-        if ckpt is not None:
-            out.append(ckpt)  # last: written after the shards it continues
-            sent.add(ckpt[0])
+        out += ckpts  # last: written after the shards they continue
+        sent.update(rel for rel, _ in ckpts)
         return out
 
 
@@ -266,7 +265,7 @@ def _leftovers(folder: str, have: list[str]) -> list[tuple[str, bytes]]:
     folder."""
     path, out = Path(folder), []
     _settled(path / "output.log")
-    ckpt = _latest_checkpoint(path.parent, set(have))
+    ckpts = _new_checkpoints(path.parent, set(have))
     metrics = path / "metrics"
     for f in sorted(metrics.glob("*.parquet")) if metrics.is_dir() else []:
         if f"metrics/{f.name}" not in have:
@@ -276,25 +275,29 @@ def _leftovers(folder: str, have: list[str]) -> list[tuple[str, bytes]]:
         if p.is_file() and rel not in have:
             data = p.read_bytes()
             out.append((rel, data[-MAX_LOG_BYTES:]))
-    if ckpt is not None:
-        out.append(ckpt)
+    out += ckpts
     shutil.rmtree(path.parent, ignore_errors=True)
     return out
 
 
-def _latest_checkpoint(run_folder: Path, have: set[str]) -> tuple[str, bytes] | None:
-    """The run's latest checkpoint file as ("checkpoint/step-S.pt", bytes), unless ``have`` has it."""
+def _new_checkpoints(run_folder: Path, have: set[str]) -> list[tuple[str, bytes]]:
+    """The run's checkpoint files on this node that ``have`` lacks, oldest first, as ("checkpoint/step-S.pt",
+    bytes). A run keeps only its latest one; a seed of a packed job keeps the one before too until every seed
+    has saved the new one (``algos.base.resume_together``), and that one must reach the coordinator as well:
+    a poll in the middle of one pack save, then one in the middle of a later save, would otherwise bring seeds
+    only checkpoints of different steps, and the pack, lost with its node, would start over."""
     from ..checkpoint import list_checkpoints
 
-    for _, path in list_checkpoints(run_folder / "checkpoint"):
+    out = []
+    for _, path in reversed(list_checkpoints(run_folder / "checkpoint")):
         rel = f"checkpoint/{path.name}"
         if rel in have:
-            return None
-        try:
-            return rel, path.read_bytes()
-        except FileNotFoundError:  # replaced by a newer one meanwhile
             continue
-    return None
+        try:
+            out.append((rel, path.read_bytes()))
+        except FileNotFoundError:  # pruned meanwhile: a newer one is there
+            continue
+    return out
 
 
 def _carry(job: Job, every_checkpoint: bool = False) -> list[tuple[str, bytes]]:

@@ -61,3 +61,53 @@ def test_checks_before_anything_is_recorded():
     pytest.importorskip("ray")
     with pytest.raises(UsageError, match=r"--address 127.0.0.1:1: no Ray cluster answers at 127.0.0.1:1"):
         rx.create(Suite(**base), 4, None, None, {"address": "127.0.0.1:1"})
+
+
+def _save(run: Path, step: int) -> None:
+    d = run / "checkpoint"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"step-{step}.pt").write_bytes(f"{run.name} at {step}".encode())
+
+
+def _prune(run: Path, below: int) -> None:
+    for p in (run / "checkpoint").glob("step-*.pt"):
+        if int(p.stem.split("-")[1]) < below:
+            p.unlink()
+
+
+def test_a_packs_seeds_keep_a_common_checkpoint_on_the_coordinator_whenever_the_polls_land(tmp_path: Path):
+    # on the node a pack saves seed 0's checkpoint, then seed 1's, and drops the older ones once both have the
+    # new one (algos.base.resume_together); the actor's polls may land mid-save and skip whole saves. Here
+    # polls land in the middle of the save at step 2 and of the one at step 4 (step 3 never polled): the
+    # coordinator's copies (its newest two per seed) must still hold a step both seeds have, or the pack
+    # starts over when its node is lost
+    from rlbench_cli.checkpoint import list_checkpoints
+
+    node = [tmp_path / "node" / f"seed{k}" / "attempt-1" for k in (0, 1)]
+    coord = [tmp_path / "coordinator" / f"seed{k}" / "attempt-1" for k in (0, 1)]
+    sent: list[set[str]] = [set(), set()]
+    for f in node + coord:
+        (f / "metrics").mkdir(parents=True)
+
+    def poll() -> None:
+        for k in (0, 1):
+            rx._write_files(
+                coord[k], rx.RlbenchWorker._collect(node[k], sent[k], final=False), keep=rx.KEEP_PACKED
+            )
+
+    def pack_save(step: int, then_poll_after_seed0: bool = False) -> None:
+        _save(node[0].parent, step)
+        if then_poll_after_seed0:
+            poll()
+        _save(node[1].parent, step)
+        for f in node:
+            _prune(f.parent, step)
+
+    pack_save(1)
+    poll()
+    pack_save(2, then_poll_after_seed0=True)
+    pack_save(3)
+    pack_save(4, then_poll_after_seed0=True)
+    kept = [{step for step, _ in list_checkpoints(f.parent / "checkpoint")} for f in coord]
+    assert kept[0] & kept[1] == {3}, kept  # the newest step both seeds had on the node at the last poll
+    assert (coord[1].parent / "checkpoint" / "step-3.pt").read_bytes() == b"seed1 at 3"
