@@ -113,21 +113,24 @@ def main(argv: list[str] | None = None) -> int:
         for g in (1.0, 0.25):
             wall, secs = measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor, params)
             sides.append((g, wall, secs))
-            print(report(sides, total)[len(sides) - 1])  # this side's line, as soon as it is measured
-    print("\n".join(report(sides, total)[2:]))
+            print(side_line(g, wall, secs, total))  # as soon as it is measured
+    print("\n".join(report(sides, total)[len(sides) :]))
     return 0
+
+
+def side_line(g: float, wall: float, secs: list[float], total: int) -> str:
+    """One side's line: its wall time, throughput, each run's own seconds and the wall outside the runs."""
+    per_gpu = 1 if g >= 1 else int(1 / g)  # runs at a time on the one GPU
+    outside = wall - sum(secs) / per_gpu  # wall not covered by runs: start-up, spawn, shut-down
+    return (f"  gpus_per_job={g:<5g} wall {wall:7.1f} s   {total / wall:9,.0f} env steps/s   run "
+            f"{statistics.median(secs):5.1f} s each (median), ~{outside:.1f} s outside runs")  # fmt: skip
 
 
 def report(sides: list[tuple[float, float, list[float]]], total: int) -> list[str]:
     """The lines for (gpus_per_job, wall seconds, each run's seconds) of the whole-GPU side, then the packed
     one: a line per side, then the packing ratio of the whole command (the target's) and within the runs
     (how much slower a run gets when it shares the GPU, start-up and shut-down left out)."""
-    lines = []
-    for g, wall, secs in sides:
-        per_gpu = 1 if g >= 1 else int(1 / g)  # runs at a time on the one GPU
-        outside = wall - sum(secs) / per_gpu  # wall not covered by runs: start-up, spawn, shut-down
-        lines.append(f"  gpus_per_job={g:<5g} wall {wall:7.1f} s   {total / wall:9,.0f} env steps/s   run "
-                     f"{statistics.median(secs):5.1f} s each (median), ~{outside:.1f} s outside runs")  # fmt: skip
+    lines = [side_line(g, wall, secs, total) for g, wall, secs in sides]
     if len(sides) < 2:
         return lines
     (_, wall1, secs1), (g, wall4, secs4) = sides

@@ -280,16 +280,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for side in sides:
         ranked = sorted(tries[side], key=lambda r: r["overhead_ms"])
         res = ranked[(len(ranked) - 1) // 2]  # the median repetition (the lower middle one for an even count)
-        if len(ranked) > 1:
-            res["repetitions_ms"] = [r["overhead_ms"] for r in tries[side]]
-        out["sides"][side] = res
-        steady = f"{res['steady_ms']:.1f}" if "steady_ms" in res else "-"
-        one_off = f"{res['one_off_s']:.1f}" if "one_off_s" in res else "-"
         spread = ""
         if len(ranked) > 1:
+            res["repetitions_ms"] = [r["overhead_ms"] for r in tries[side]]
             spread = (
                 f"  (median of {len(ranked)}: {ranked[0]['overhead_ms']:.1f}-{ranked[-1]['overhead_ms']:.1f})"
             )
+        out["sides"][side] = res
+        steady = f"{res['steady_ms']:.1f}" if "steady_ms" in res else "-"
+        one_off = f"{res['one_off_s']:.1f}" if "one_off_s" in res else "-"
         print(f"{labels[side]:<30} {res['finished']:>5} {res['wall_s']:>8.1f} {res['in_run_s']:>9.2f} "
               f"{res['overhead_ms']:>16.1f} {one_off:>10} {steady:>10}{spread}", flush=True)  # fmt: skip
     for side in sides:

@@ -649,23 +649,19 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
                                    + (" and the like" if len(aside) > 1 else "")})  # fmt: skip
             aside.clear()
 
-    def job_of(specs_: list[RunSpec], attempt_of: Callable[[RunSpec], int], say: bool = True) -> Job:
+    def job_of(specs_: list[RunSpec], attempt_of: Callable[[RunSpec], int]) -> Job:
         members = [Job(s, attempt_dir(root, s, attempt=attempt_of(s)), attempt_of(s)) for s in specs_]
         # a first attempt resumes nothing: a checkpoint folder there is another database's run's too
         stale = [m.folder for m in members] + [
             m.folder.parent / "checkpoint" for m in members if m.attempt == 1
         ]
         aside.extend(p for f in stale if (p := set_aside(f)) is not None)
-        if say:
-            say_aside()
         if len(members) == 1:
             return members[0]
         return Job(members[0].spec, members[0].folder, members[0].attempt, pack=members)
 
     per_job = suite.resources.seeds_per_job
-    jobs = [
-        job_of(group, lambda s: first_attempt[s.run_id], say=False) for group in plan_packs(todo, per_job)
-    ]
+    jobs = [job_of(group, lambda s: first_attempt[s.run_id]) for group in plan_packs(todo, per_job)]
     say_aside()  # one note for all of them
     by_id = {s.run_id: s for s in specs}
     if live:  # already in Slurm: waited for, never submitted again
@@ -700,23 +696,29 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
         rec.tick()
 
     def on_end(job: Job, outcome: Outcome) -> Job | None:
+        """Record a job's end; its runs to try again, as one job (a pack's seeds stay packed), or None."""
         if not job.pack:
-            return end_one(job, outcome)
-        results = outcome.result.get("pack_results")
-        retry = []
-        for i, m in enumerate(job.pack):
-            r = results[i] if results else None  # none: the job itself died; every seed shares its end
-            again = end_one(m, Outcome(r["status"], r.get("exit_code"), r.get("error"), r.get("duration_s", 0.0), r)
-                            if r is not None else Outcome(outcome.status, outcome.exit_code, outcome.error,
-                                                          outcome.duration_s, outcome.result))  # fmt: skip
-            if again is not None:
-                retry.append(again.spec)
-        return job_of(retry, lambda s: attempt_of_retry[s.run_id]) if retry else None
+            retry = [job.spec] if end_one(job, outcome) else []
+        else:
+            results = outcome.result.get("pack_results")
+            retry = []
+            for i, m in enumerate(job.pack):
+                r = results[i] if results else None  # none: the job itself died; every seed shares its end
+                if end_one(m, Outcome(r["status"], r.get("exit_code"), r.get("error"), r.get("duration_s", 0.0), r)
+                           if r is not None else Outcome(outcome.status, outcome.exit_code, outcome.error,
+                                                         outcome.duration_s, outcome.result)):  # fmt: skip
+                    retry.append(m.spec)
+        if not retry:
+            return None
+        again = job_of(retry, lambda s: attempt_of_retry[s.run_id])
+        say_aside()
+        return again
 
     attempt_of_retry: dict[str, int] = {}
     lost: dict[str, int] = {}  # run id -> attempts lost with their node, retried apart from --retries
 
-    def end_one(job: Job, outcome: Outcome) -> Job | None:
+    def end_one(job: Job, outcome: Outcome) -> bool:
+        """Record one run's end (or requeue); True if it is to be tried again (``attempt_of_retry``)."""
         end = {"exit_code": outcome.exit_code, "error": outcome.error, "duration_s": outcome.duration_s,
                "ended_at": time.time()}  # fmt: skip
         rec.ingest(job)
@@ -737,11 +739,11 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
                               "final": outcome.result.get("final_eval")})  # fmt: skip
         rec.end(job.spec.run_id, outcome.status, end, lambda: report(*said))
         if requeued:
-            return None
+            return False
         in_flight.discard(job.spec.run_id)
         if retry:
             attempt_of_retry[job.spec.run_id] = job.attempt + 1
-            return job_of([job.spec], lambda s: attempt_of_retry[s.run_id])
+            return True
         if outcome.status == "finished":
             summary.finished += 1
         elif outcome.status == "interrupted":
@@ -749,7 +751,7 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
         else:
             summary.failed += 1
             summary.failures.append((job.spec, outcome.error or "failed"))
-        return None
+        return False
 
     try:
         runner.run(jobs, on_start, on_end, on_tick, tick_every=TICK_S, stop=stop)
