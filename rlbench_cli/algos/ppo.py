@@ -39,7 +39,8 @@ During a rollout the weights are fixed, so the actor's forward pass for sampling
 copy of the weights taken after each update (a few microseconds per step instead of tens for the torch
 dispatch of a tiny MLP); actions are sampled with a NumPy generator seeded from the run seed. Values and
 log-probabilities of the collected batch are then computed by torch in one batched forward pass, so the
-quantities PPO optimises come from the same network and code path as the update. Buffers are
+quantities PPO optimises come from the same network and code path as the update; its values too on CPU,
+and away from the CPU by a NumPy copy of the critic kept beside the actor's (see below). Buffers are
 preallocated; a rollout step does one NumPy forward and one Python call per env.
 
 Checkpoints (``budget.checkpoint_every``) are taken at iteration boundaries, after the iteration's metrics
@@ -55,9 +56,12 @@ given seed on CPU.
 
 On a GPU every blocking copy between host and device waits for the work queued on the device, and when
 several runs share it (``gpus_per_job`` < 1) also for the other runs' turns on it. An iteration therefore
-crosses in five copies whatever its size: its batch there, the values back, advantages and returns there,
-every epoch's permutations there, then the update's statistics and the actor's new weights back together
-(with ``target_kl``, two more an epoch: its permutation there and its approx_kl back for the check).
+waits for the device once whatever its size. The host computes the batch's values with its NumPy copy of
+the critic and the advantages, then sends the batch, its advantages, returns and values and every epoch's
+permutation in one copy from a pinned buffer, which the host does not wait for; the log-probabilities and
+the update are queued behind it, and the update's statistics and both networks' new weights come back in
+one copy, the iteration's one wait (with ``target_kl``, two more copies an epoch: its permutation there
+and its approx_kl back for the check).
 
 The policy handed to evaluation is a ``PPOPolicy``: callable on an observation batch (the deterministic
 action), ``sample(obs)`` draws from the policy as training does, and ``save(path)`` writes a checkpoint
@@ -288,54 +292,119 @@ _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 class _NumpyActor:
-    """A frozen NumPy copy of the actor for sampling during a rollout (weights refreshed per update)."""
+    """A frozen NumPy copy of the actor for sampling during a rollout (weights refreshed per update); with
+    ``critic``, of the critic too, for the batch's values on the host (``value``)."""
 
-    def __init__(self, agent: _Agent, activation: str):
-        self.agent = agent
+    def __init__(self, agent: _Agent, activation: str, critic: bool = False):
+        self.agent, self.critic = agent, critic
         self.act = np.tanh if activation == "tanh" else (lambda h: np.maximum(h, 0.0, out=h))
         self.refresh()
 
     def tensors(self) -> list[torch.Tensor]:
-        """The actor's weights, biases (and log-std), in the order ``load`` takes them."""
-        linears = [m for m in self.agent.actor if isinstance(m, nn.Linear)]
-        out = [t for m in linears for t in (m.weight, m.bias)]
-        return out if self.agent.actor_logstd is None else [*out, self.agent.actor_logstd]
+        """The actor's weights, biases (and log-std), then the critic's if kept, in the order ``load`` takes
+        them."""
+        agent = self.agent
+        out = _linear_tensors(agent.actor)
+        if agent.actor_logstd is not None:
+            out.append(agent.actor_logstd)
+        return out + _linear_tensors(agent.critic) if self.critic else out
 
     def load(self, arrays: list[np.ndarray]) -> None:
         """Take the weights from host copies of ``tensors()`` (fetched with other values in one transfer)."""
-        n = len(arrays) - (self.agent.actor_logstd is not None)
-        self.layers = [(arrays[i].T.copy(), arrays[i + 1].copy()) for i in range(0, n, 2)]
-        if n < len(arrays):
-            self.std = np.exp(arrays[-1][0])
+        n = len(_linear_tensors(self.agent.actor))
+        self.layers = _numpy_layers(arrays[:n])
+        if self.agent.actor_logstd is not None:
+            self.std = np.exp(arrays[n][0])
+            n += 1
+        self.critic_layers = _numpy_layers(arrays[n:])
 
     def refresh(self) -> None:
         self.load(_to_host(self.tensors()))
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        *hidden, (w, b) = self.layers
+    def _forward(self, layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
+        *hidden, (w, b) = layers
         for wh, bh in hidden:
             x = self.act(x @ wh + bh)
         return x @ w + b
 
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return self._forward(self.layers, x)
 
-def _to_device(arrays: list[np.ndarray], device: torch.device) -> list[torch.Tensor]:
+    def value(self, x: np.ndarray) -> np.ndarray:
+        """The critic's values of ``x`` (float32, one per row); needs ``critic``."""
+        return self._forward(self.critic_layers, x)[:, 0]
+
+
+def _host_side(device: torch.device) -> bool:
+    """Whether training keeps NumPy copies of both networks on the host, refreshed by the one copy back
+    after each update, so that the rollout, the batch's values and evaluation need no trip to the device
+    and an iteration waits for the device once (see _to_device): away from the CPU. On CPU torch computes
+    the values and evaluates (the rollout samples through the NumPy actor either way)."""
+    return device.type != "cpu"
+
+
+def _linear_tensors(mlp: nn.Sequential) -> list[torch.Tensor]:
+    return [t for m in mlp if isinstance(m, nn.Linear) for t in (m.weight, m.bias)]
+
+
+def _numpy_layers(arrays: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(weight, bias) pairs as ``x @ w + b`` takes them: each weight transposed to (in, out)."""
+    return [(arrays[i].T.copy(), arrays[i + 1].copy()) for i in range(0, len(arrays), 2)]
+
+
+def _to_device(
+    arrays: list[np.ndarray], device: torch.device, staging: _Staging | None = None
+) -> list[torch.Tensor]:
     """``arrays`` as tensors on ``device`` through one host-to-device copy.
 
     A blocking copy to a GPU waits for everything queued on the device before it; when several runs share
     a GPU (``gpus_per_job`` < 1) each such wait can also wait for the other runs' turns on it. So the
     arrays are laid out in one byte buffer (each at an 8-byte-aligned offset), copied once, and viewed
-    back as their dtypes and shapes on the device. On CPU the copy is a no-op and the values are the same.
+    back as their dtypes and shapes on the device. With ``staging`` on a CUDA device that buffer is pinned
+    and reused, and the copy is queued without waiting for it. On CPU the copy is a no-op and the values
+    are the same.
     """
     offsets, total = [], 0
     for a in arrays:
         offsets.append(total)
         total += -(-a.nbytes // 8) * 8
-    host = np.empty(total, np.uint8)
+    host = staging.buffer(total) if staging is not None else torch.empty(total, dtype=torch.uint8)
+    view = host.numpy()
     for a, off in zip(arrays, offsets, strict=True):
-        host[off : off + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-    buf = torch.from_numpy(host).to(device)
+        view[off : off + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    buf = staging.send(host) if staging is not None else host.to(device)
     return [buf[off : off + a.nbytes].view(_TORCH_DTYPES[a.dtype]).view(a.shape)
             for a, off in zip(arrays, offsets, strict=True)]  # fmt: skip
+
+
+class _Staging:
+    """A reusable host buffer for ``_to_device``: on a CUDA device pinned, so the copy out of it is queued
+    on the stream and the host goes on without waiting (the kernels that read the values are queued after
+    it). The buffer is written again only once that copy is done (an event). Elsewhere a fresh buffer each
+    time: on CPU the tensors are views of it."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.pinned = device.type == "cuda"
+        self.host = torch.empty(0, dtype=torch.uint8)
+        self.copied: Any = None  # a CUDA event recorded after the last copy out of ``host``
+
+    def buffer(self, nbytes: int) -> torch.Tensor:
+        if not self.pinned:
+            return torch.empty(nbytes, dtype=torch.uint8)
+        if self.copied is not None:
+            self.copied.synchronize()
+        if len(self.host) < nbytes:
+            self.host = torch.empty(max(nbytes, 2 * len(self.host)), dtype=torch.uint8, pin_memory=True)
+        return self.host[:nbytes]
+
+    def send(self, host: torch.Tensor) -> torch.Tensor:
+        if not self.pinned:
+            return host.to(self.device)
+        out = host.to(self.device, non_blocking=True)
+        self.copied = torch.cuda.Event()
+        self.copied.record()
+        return out
 
 
 def _to_host(tensors: list[torch.Tensor]) -> list[np.ndarray]:
@@ -537,6 +606,7 @@ class _Update:
         if self.graphed:  # a graph reads the learning rate from device memory, so annealing can change it
             lr = torch.tensor(cfg.learning_rate, dtype=torch.float32, device=device)
         self.optimizer = _adam(agent, lr, device, capturable=self.graphed)
+        self._lr = float(cfg.learning_rate)  # the host's copy: reading a tensor lr would wait for the device
         self.graph: Any = None
         self.static: tuple[torch.Tensor, ...] = ()  # batch buffers, then the permutation
         self.out: dict[str, torch.Tensor] = {}
@@ -545,9 +615,10 @@ class _Update:
 
     @property
     def lr(self) -> float:
-        return float(self.optimizer.param_groups[0]["lr"])
+        return self._lr
 
     def set_lr(self, lr: float) -> None:
+        self._lr = float(lr)
         for group in self.optimizer.param_groups:
             if isinstance(group["lr"], torch.Tensor):
                 group["lr"].fill_(lr)
@@ -569,6 +640,7 @@ class _Update:
                 lr.fill_(float(group["lr"]))
                 group["lr"] = lr
             group["capturable"] = capturable
+        self._lr = float(state["param_groups"][0]["lr"])
 
     # -- the update ---------------------------------------------------------------------------------------
 
@@ -621,20 +693,28 @@ class _Update:
         stats = self.run_tensors(batch, perm_gen)
         return {k: float(v) for k, v in zip(stats, _to_host(list(stats.values())), strict=True)}
 
+    def draw_perms(self, n: int, perm_gen: torch.Generator) -> np.ndarray | None:
+        """Every epoch's permutation of a batch of ``n``, drawn up front (``update_epochs`` x ``n``), or None
+        with ``target_kl``: then an epoch may stop the update, and each is drawn in turn."""
+        if self.cfg.target_kl is not None:
+            return None
+        return torch.stack(
+            [torch.randperm(n, generator=perm_gen) for _ in range(self.cfg.update_epochs)]
+        ).numpy()
+
     def run_tensors(
-        self, batch: tuple[torch.Tensor, ...], perm_gen: torch.Generator
+        self, batch: tuple[torch.Tensor, ...], perm_gen: torch.Generator, perms: torch.Tensor | None = None
     ) -> dict[str, torch.Tensor]:
         """``run``'s statistics as 0-d tensors on the device, so the caller fetches them with other values in
         one transfer. Without ``target_kl`` no epoch needs a value on the host: every epoch's permutation is
-        drawn first (the same draws in the same order) and copied to the device at once."""
+        drawn first (``draw_perms``, the same draws in the same order) and reaches the device at once, in
+        ``perms`` when the caller sent it with the batch."""
         cfg = self.cfg
         n = len(batch[0])
         n_mb = min(cfg.num_minibatches, n)
         use_graph = self.graphed and n % n_mb == 0 and self._ready(batch, n_mb)
-        perms: Any = None
-        if cfg.target_kl is None:
-            drawn = [torch.randperm(n, generator=perm_gen) for _ in range(cfg.update_epochs)]
-            perms = torch.stack(drawn).to(self.device)
+        if perms is None and cfg.target_kl is None:
+            perms = torch.from_numpy(self.draw_perms(n, perm_gen)).to(self.device)  # type: ignore[arg-type]
         clipfracs: list[torch.Tensor] = []
         for epoch in range(cfg.update_epochs):
             perm = (
@@ -738,7 +818,9 @@ class PPO:
 
         agent = _Agent(obs_dim, n_act, continuous, cfg).to(device)
         update = _Update(agent, cfg, device)
-        np_actor = _NumpyActor(agent, cfg.activation)
+        on_host = _host_side(device)
+        np_actor = _NumpyActor(agent, cfg.activation, critic=on_host)
+        staging = _Staging(device)
 
         obs_rms = _RunningMeanStd((obs_dim,)) if cfg.normalize_obs else None
         ret_rms = _RunningMeanStd() if cfg.normalize_reward else None
@@ -746,7 +828,7 @@ class PPO:
 
         # on a GPU, evaluation acts through the NumPy actor too (a device round trip per step otherwise)
         policy = PPOPolicy(agent, cfg, obs_shape, space, obs_rms, device,
-                           host_actor=np_actor if device.type != "cpu" else None)  # fmt: skip
+                           host_actor=np_actor if on_host else None)  # fmt: skip
         norm_obs = policy.normalize
 
         # Preallocated rollout storage (NumPy; handed to torch once per iteration).
@@ -842,18 +924,19 @@ class PPO:
                     obs_rms.update(raw_obs)
                 next_obs = norm_obs(raw_obs)
 
-            # -- values, log-probs, GAE --------------------------------------------------------------
-            # the device is reached through few copies (see _to_device): one there, one back, one there
+            # -- values, GAE, log-probs --------------------------------------------------------------
+            # one copy to the device (the batch, its advantages and every epoch's permutation), one back
             n = steps_now * n_envs
-            extra = [next_obs]
+            obs_np = obs_buf[:steps_now].reshape(n, obs_dim)
+            to_value = [obs_np, next_obs]
             if trunc_obs:
-                extra.append(norm_obs(np.stack(trunc_obs)))
-            b_obs, b_actions, extra_obs = _to_device([
-                obs_buf[:steps_now].reshape(n, obs_dim), act_buf[:steps_now].reshape(n, *act_buf.shape[2:]),
-                np.concatenate(extra).astype(np.float32, copy=False)], device)  # fmt: skip
-            with torch.no_grad():
-                b_logprobs, _ = agent.logprob_entropy(b_obs, b_actions)
-                (v_all,) = _to_host([agent.value(torch.cat([b_obs, extra_obs]))])
+                to_value.append(norm_obs(np.stack(trunc_obs)))
+            to_value_np = np.concatenate(to_value).astype(np.float32, copy=False)
+            if on_host:
+                v_all = np_actor.value(to_value_np)
+            else:
+                with torch.no_grad():
+                    v_all = agent.value(torch.from_numpy(to_value_np)).numpy()
             values = v_all[:n].reshape(steps_now, n_envs)
             next_value = v_all[n : n + n_envs]
             rewards = rew_buf[:steps_now].copy()
@@ -868,12 +951,17 @@ class PPO:
                 last = delta + cfg.gamma * cfg.gae_lambda * not_done[t] * last
                 advantages[t] = last
             returns = advantages + values
-            b_adv, b_returns, b_values = _to_device(
-                [advantages.reshape(n), returns.reshape(n), values.reshape(n)], device
-            )
+            perms_np = update.draw_perms(n, perm_gen)
+            b_obs, b_actions, b_adv, b_returns, b_values, *b_perms = _to_device(
+                [obs_np, act_buf[:steps_now].reshape(n, *act_buf.shape[2:]), advantages.reshape(n),
+                 returns.reshape(n), values.reshape(n), *([] if perms_np is None else [perms_np])],
+                device, staging)  # fmt: skip
+            with torch.no_grad():
+                b_logprobs, _ = agent.logprob_entropy(b_obs, b_actions)
 
-            # -- update: its statistics and the actor's new weights come back in one copy ------------
-            stat_t = update.run_tensors((b_obs, b_actions, b_logprobs, b_adv, b_returns, b_values), perm_gen)
+            # -- update: its statistics and the networks' new weights come back in one copy ----------
+            batch = (b_obs, b_actions, b_logprobs, b_adv, b_returns, b_values)
+            stat_t = update.run_tensors(batch, perm_gen, b_perms[0] if b_perms else None)
             fetched = _to_host([*stat_t.values(), *np_actor.tensors()])
             stats = {k: float(v) for k, v in zip(stat_t, fetched)}
             np_actor.load(fetched[len(stat_t) :])

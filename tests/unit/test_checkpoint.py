@@ -209,6 +209,32 @@ def test_ppo_resumes_bitwise(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(metrics_of(uninterrupted(tmp_path / "plain", plain)), straight)
 
 
+def test_ppo_with_values_on_the_host_resumes_bitwise_and_starts_as_torch_values_do(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Away from the CPU ppo computes the batch's values with its NumPy copy of the critic (one wait for the
+    device an iteration); the same path forced on CPU: resumed equals uninterrupted bitwise (the copy is
+    refreshed from the resumed weights), and the first iteration's losses equal torch's values' to float
+    rounding (the runs then drift apart as float runs do)."""
+    from rlbench_cli.algos import ppo
+
+    spec = _spec("ppo", steps=2048, eval_every=512, every=1024)
+    on_torch = metrics_of(uninterrupted(tmp_path / "torch", spec))
+    monkeypatch.setattr(ppo, "_host_side", lambda device: True)
+    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=1)
+    assert r2["resumed_from_step"] == 1024
+    resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
+    assert_continuous(resumed, spec)
+    pd.testing.assert_frame_equal(resumed, straight)
+
+    def first(df: pd.DataFrame) -> pd.Series:
+        return df[(df["step"] == 512) & df["name"].str.startswith("train/")].set_index("name")["value"]
+
+    host, torch_ = first(straight), first(on_torch)
+    assert len(host) >= 7 and host.index.equals(torch_.index)
+    np.testing.assert_allclose(host.values, torch_.values, rtol=1e-4, atol=1e-6)
+
+
 def test_ppo_on_mujoco_resumes_bitwise(tmp_path: Path) -> None:
     """MuJoCo envs are EzPickle (pickled as constructor arguments): the checkpoint keeps their state."""
     pytest.importorskip("mujoco")

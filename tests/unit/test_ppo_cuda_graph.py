@@ -20,6 +20,7 @@ from rlbench_cli.algos.ppo import (
     _Agent,
     _NumpyActor,
     _spaces,
+    _Staging,
     _to_device,
     _to_host,
     _Update,
@@ -112,6 +113,32 @@ def test_host_and_device_values_travel_in_one_copy_each_way_unchanged():
     actor.load(_to_host(actor.tensors()))  # what a training iteration does with the fetched weights
     assert all(np.array_equal(a, b) for x, y in zip(layers, actor.layers, strict=True) for a, b in zip(x, y))
     assert np.array_equal(std, actor.std) and layers[0][0].shape == (4, 64)  # (in, out): x @ w
+    assert actor.critic_layers == []  # the critic's copy is kept only where asked for (off the CPU)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_the_numpy_critic_values_observations_as_the_torch_critic(activation: str):
+    cfg = PPOConfig(activation=activation)
+    torch.manual_seed(2)
+    agent = _Agent(4, 2, False, cfg)
+    with torch.no_grad():
+        for p in agent.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+    both = _NumpyActor(agent, cfg.activation, critic=True)
+    assert len(both.tensors()) == 12  # the actor's 3 layers, then the critic's
+    x = np.random.default_rng(0).standard_normal((300, 4)).astype(np.float32)
+    with torch.no_grad():
+        expected = agent.value(torch.from_numpy(x)).numpy()
+    got = both.value(x)
+    assert got.shape == (300,) and got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():  # an update changes the weights: the next fetch's copy values as the new critic
+        for p in agent.critic.parameters():
+            p.mul_(0.5)
+        expected = agent.value(torch.from_numpy(x)).numpy()
+    both.load(_to_host(both.tensors()))
+    np.testing.assert_allclose(both.value(x), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(both(x), _NumpyActor(agent, cfg.activation)(x), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
@@ -141,6 +168,21 @@ def test_a_policy_acting_through_the_numpy_actor_acts_as_the_torch_one(env_id: s
 @cuda
 def test_host_and_device_values_travel_in_one_copy_each_way_unchanged_on_cuda():
     _round_trip("cuda")
+
+
+@cuda
+def test_copies_from_the_pinned_staging_buffer_are_not_overwritten_before_they_land():
+    device = torch.device("cuda")
+    staging = _Staging(device)
+    rng = np.random.default_rng(1)
+    sent = []
+    for size in (1000, 10, 5000, 5000, 3):  # the buffer grows, and is reused while copies may be queued
+        arrays = [rng.standard_normal(size).astype(np.float32), rng.integers(0, 9, (size, 2))]
+        sent.append((arrays, _to_device(arrays, device, staging)))
+        assert staging.host.is_pinned()
+    for arrays, tensors in sent:
+        for a, t in zip(arrays, tensors, strict=True):
+            np.testing.assert_array_equal(t.cpu().numpy(), a)
 
 
 def test_cuda_graph_is_a_param_of_ppo():
