@@ -401,9 +401,9 @@ class _Staging:
     def send(self, host: torch.Tensor) -> torch.Tensor:
         if not self.pinned:
             return host.to(self.device)
-        out = host.to(self.device, non_blocking=True)
+        out = host.to(self.device, non_blocking=True)  # queued on the device's current stream
         self.copied = torch.cuda.Event()
-        self.copied.record()
+        self.copied.record(torch.cuda.current_stream(self.device))
         return out
 
 
