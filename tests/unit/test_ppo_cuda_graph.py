@@ -165,6 +165,34 @@ def test_a_policy_acting_through_the_numpy_actor_acts_as_the_torch_one(env_id: s
     np.testing.assert_allclose(*draws, rtol=1e-5, atol=1e-6)
 
 
+def test_away_from_the_cpu_an_iteration_copies_once_each_way(tmp_path: Path, monkeypatch):
+    # the host path (a GPU's) forced on CPU: each iteration sends one copy to the device (batch, advantages,
+    # returns, values and the permutations) and fetches one back (statistics and both networks' weights)
+    from rlbench_cli.algos import ppo
+
+    calls: dict[str, int] = {"to_device": 0, "to_host": 0, "draw_perms": 0}
+
+    def counted(name: str, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(ppo, "_host_side", lambda device: True)
+    monkeypatch.setattr(ppo, "_to_device", counted("to_device", ppo._to_device))
+    monkeypatch.setattr(ppo, "_to_host", counted("to_host", ppo._to_host))
+    monkeypatch.setattr(ppo._Update, "draw_perms", counted("draw_perms", ppo._Update.draw_perms))
+    spec = RunSpec(suite="t", algo="ppo", algo_name="ppo", params={"num_envs": 4, "num_steps": 128}, env_id="CartPole-v1",
+                   env_kwargs={}, seed=0, budget={"steps": 2048, "eval_every": 1024, "eval_episodes": 2, "timeout": None})  # fmt: skip
+    sink = ShardSink(tmp_path / "run", background=False)
+    PPO().train(RunContext(spec=spec, sink=sink, device="cpu"))
+    sink.close()
+    iterations = 2048 // (4 * 128)
+    # one fetch more: the NumPy copies' first weights; evaluation (3 times) goes through them, no copy
+    assert calls == {"to_device": iterations, "to_host": iterations + 1, "draw_perms": iterations}
+
+
 @cuda
 def test_host_and_device_values_travel_in_one_copy_each_way_unchanged_on_cuda():
     _round_trip("cuda")
