@@ -29,6 +29,12 @@ along a leading seed axis so that one NumPy or torch call serves all seeds:
   plain envs (a test checks this). gymnasium's own ``CartPoleVectorEnv`` is not used: it autoresets on the
   next step. Any other env is a list of plain envs, stepped one by one as ppo.py does.
 
+On a GPU an iteration reaches the device in four copies whatever N is (``ppo._to_device``): the batch
+there, the values back, the advantages, returns, values and every epoch's permutations there, and the
+actor's new weights with every seed's statistics back; a seed's evaluation acts through its row of the
+stacked NumPy actor, with no trip to the device a step. The values stay on the device: for N seeds the
+host would pay N critics' forward passes.
+
 Random streams: a seed's numbers depend on its seed only
 --------------------------------------------------------
 One process cannot ``seed_everything`` N times, so every random draw of seed ``s`` comes from a stream
@@ -74,7 +80,17 @@ from torch import nn
 
 from ..checkpoint import dumps_envs, loads_envs
 from .base import RunContext, resume_together
-from .ppo import PPOConfig, PPOPolicy, _Agent, _RunningMeanStd, _spaces
+from .ppo import (
+    PPOConfig,
+    PPOPolicy,
+    _Agent,
+    _host_side,
+    _RunningMeanStd,
+    _spaces,
+    _Staging,
+    _to_device,
+    _to_host,
+)
 
 __all__ = ["PACKABLE", "train_packed", "can_vectorise_cartpole"]
 
@@ -297,19 +313,46 @@ class _NumpyStackedActor:
         self.act = np.tanh if activation == "tanh" else (lambda h: np.maximum(h, 0.0, out=h))
         self.refresh()
 
+    def tensors(self) -> list[torch.Tensor]:
+        """The actor's stacked weights and biases (and log-std), in the order ``load`` takes them."""
+        out = [t for wb in self.agent.actor_layers() for t in wb]
+        return out if self.agent.logstd is None else [*out, self.agent.logstd]
+
+    def load(self, arrays: list[np.ndarray]) -> None:
+        """Take the weights from host copies of ``tensors()`` (fetched with other values in one transfer)."""
+        n = len(arrays) - (self.agent.logstd is not None)
+        self.layers = [(arrays[i].transpose(0, 2, 1).copy(), arrays[i + 1].copy()) for i in range(0, n, 2)]
+        if n < len(arrays):
+            self.std = np.exp(arrays[-1])  # (N, 1, n_act)
+
     def refresh(self) -> None:
-        self.layers = [
-            (w.detach().cpu().numpy().transpose(0, 2, 1).copy(), b.detach().cpu().numpy().copy())
-            for w, b in self.agent.actor_layers()
-        ]
-        if self.agent.logstd is not None:
-            self.std = np.exp(self.agent.logstd.detach().cpu().numpy())  # (N, 1, n_act)
+        self.load(_to_host(self.tensors()))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         *hidden, (w, b) = self.layers
         for wh, bh in hidden:
             x = self.act(x @ wh + bh)
         return x @ w + b
+
+
+class _SeedActor:
+    """One seed's slice of the stacked NumPy actor, acting as ``ppo._NumpyActor`` does for one run: what a
+    seed's policy evaluates with away from the CPU (no trip to the device a step). ``index`` gives the
+    seed's current row (failed seeds leave the stacks)."""
+
+    def __init__(self, actor: _NumpyStackedActor, index: Callable[[], int]):
+        self.actor, self.index = actor, index
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        k = self.index()
+        *hidden, (w, b) = self.actor.layers
+        for wh, bh in hidden:
+            x = self.actor.act(x @ wh[k] + bh[k])
+        return x @ w[k] + b[k]
+
+    @property
+    def std(self) -> np.ndarray:
+        return self.actor.std[self.index()]
 
 
 class _StackedRMS:
@@ -525,10 +568,10 @@ class _Seed:
     failure: str | None = None
 
 
-def _by_seed(a: np.ndarray, device: torch.device) -> torch.Tensor:
-    """(T, N, E) rollout array -> (N, T * E) tensor, each seed's rows in ppo.py's (t, env) order."""
+def _by_seed(a: np.ndarray) -> np.ndarray:
+    """(T, N, E) rollout array -> (N, T * E), each seed's rows in ppo.py's (t, env) order."""
     t, n, e = a.shape
-    return torch.from_numpy(np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(n, t * e)).to(device)
+    return np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(n, t * e)
 
 
 # -- training -----------------------------------------------------------------------------------------------
@@ -629,8 +672,12 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
         if obs_rms is not None and seed.obs_rms is not None:
             obs_rms.copy_into(k, seed.obs_rms)
 
+    # away from the CPU a seed evaluates through its slice of the NumPy actor, as ppo does (ppo._host_side)
+    on_host = _host_side(device)
+    staging = _Staging(device)
     for s in seeds:
-        s.policy = _PackedPolicy(s.agent, cfg, obs_shape, space, s.obs_rms, device,
+        host = _SeedActor(np_actor, lambda s=s: seeds.index(s)) if on_host else None
+        s.policy = _PackedPolicy(s.agent, cfg, obs_shape, space, s.obs_rms, device, host,
                                  sync=lambda s=s: sync(s))  # fmt: skip
 
     def norm_obs(raw: np.ndarray) -> np.ndarray:  # raw (N, B, obs_dim); PPOPolicy.normalize per seed
@@ -758,13 +805,9 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
             next_obs = norm_obs(raw_obs)
 
         # -- values, log-probs, GAE (per seed; seed axis first for torch) ---------------------------------
+        # the device is reached in three copies (ppo._to_device): the batch there, the values back, the
+        # advantages, returns, values and every epoch's permutations there; and one back after the update
         n = steps_now * E
-        b_obs = torch.from_numpy(obs_buf.transpose(1, 0, 2, 3).reshape(N, n, obs_dim)).to(device)
-        b_actions = torch.from_numpy(
-            np.ascontiguousarray(act_buf.transpose(1, 0, *range(2, act_buf.ndim))).reshape(
-                N, n, *act_buf.shape[3:]
-            )
-        ).to(device)
         per_seed_trunc: list[list[int]] = [[] for _ in range(N)]
         for j, (_, k, _) in enumerate(trunc_at):
             per_seed_trunc[k].append(j)
@@ -777,9 +820,13 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
                 for c, j in enumerate(js):
                     raw_trunc[k, c] = trunc_obs[j]
             extra[:, E:] = norm_obs(raw_trunc)
+        b_obs, b_actions, extra_t = _to_device([
+            obs_buf.transpose(1, 0, 2, 3).reshape(N, n, obs_dim),
+            np.ascontiguousarray(act_buf.transpose(1, 0, *range(2, act_buf.ndim))).reshape(N, n, *act_buf.shape[3:]),
+            extra], device, staging)  # fmt: skip
         with torch.no_grad():
             b_logprobs, _ = net.logprob_entropy(b_obs, b_actions)
-            v_all = net.value(torch.cat([b_obs, torch.from_numpy(extra).to(device)], 1)).cpu().numpy()
+            (v_all,) = _to_host([net.value(torch.cat([b_obs, extra_t], 1))])
         values = v_all[:, :n].reshape(N, steps_now, E).transpose(1, 0, 2)
         next_value = v_all[:, n : n + E]
         rewards = rew_buf.copy()
@@ -797,7 +844,15 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
             advantages[t] = last
         returns = advantages + values
 
-        b_adv, b_returns, b_values = (_by_seed(a, device) for a in (advantages, returns, values))
+        # without target_kl every epoch's permutations are drawn first (each seed's own generator, in the
+        # same order) and sent with the batch; with it they are drawn an epoch at a time (seeds may stop)
+        drawn = None
+        if cfg.target_kl is None:
+            drawn = np.stack([np.stack([torch.randperm(n, generator=s.perm_gen).numpy() for s in seeds])
+                              for _ in range(cfg.update_epochs)])  # fmt: skip
+        b_adv, b_returns, b_values, *b_perms = _to_device(
+            [*(_by_seed(a) for a in (advantages, returns, values)), *([] if drawn is None else [drawn])],
+            device, staging)  # fmt: skip
 
         # -- update: one Adam over the stacks, per-seed losses, per-seed gradient-norm clip ---------------
         params = net.parameters()
@@ -812,7 +867,10 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
         clip_cnt = torch.zeros(N, device=device)
         bad = torch.zeros(N, 3, dtype=torch.bool, device=device)  # non-finite pg / v / entropy loss
         for _epoch in range(cfg.update_epochs):
-            perms = torch.stack([torch.randperm(n, generator=s.perm_gen) for s in seeds]).to(device)
+            if b_perms:
+                perms = b_perms[0][_epoch]
+            else:
+                perms = torch.stack([torch.randperm(n, generator=s.perm_gen) for s in seeds]).to(device)
             # this epoch's batch in each seed's permuted order, gathered once; minibatches are then slices
             e_obs, e_act, e_logp = b_obs[rows, perms], b_actions[rows, perms], b_logprobs[rows, perms]
             e_adv, e_ret, e_val = b_adv[rows, perms], b_returns[rows, perms], b_values[rows, perms]
@@ -876,14 +934,17 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
                     p[r] = value
                     optimizer.state[p]["exp_avg"][r] = m1
                     optimizer.state[p]["exp_avg_sq"][r] = m2
-        np_actor.refresh()
+        # the actor's new weights, each seed's statistics and its non-finite flags: one copy back
+        stats = torch.cat([last_metrics, (clip_sum / clip_cnt)[:, None], bad.float()], 1)
+        *weights, stats_np = _to_host([*np_actor.tensors(), stats])
+        np_actor.load(weights)
         for s in seeds:
             assert s.policy is not None
             s.policy.stale = True
 
         # -- per-seed metrics, failures, evaluation ----------------------------------------------------------
-        logged = torch.cat([last_metrics, (clip_sum / clip_cnt)[:, None]], 1).tolist()
-        bad_np = bad.cpu().numpy()
+        logged = stats_np[:, :5].tolist()
+        bad_np = stats_np[:, 5:] > 0.5
         failed: list[int] = []
         for k, s in enumerate(seeds):
             ret_k, val_k = np.ascontiguousarray(returns[:, k]), np.ascontiguousarray(values[:, k])

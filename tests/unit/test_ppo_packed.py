@@ -237,6 +237,40 @@ def test_a_diverging_seed_fails_and_the_others_finish(tmp_path: Path) -> None:
         assert np.isfinite(losses["value"]).all() == (spec.seed != 7)
 
 
+_HOST_CASES = {  # env, params, seeds, steps, make_spec's other arguments
+    "cartpole": ("CartPole-v1", CARTPOLE, (0, 1, 2), 1024, {}),
+    "pendulum": ("Pendulum-v1", PENDULUM, (0, 1), 1024, {}),
+    "a-seed-diverges": ("rlbench-test/NaNRewardCartPole-v0", {"num_steps": 32}, (0, 7, 20), 512,
+                        {"env_kwargs": {"poison": [7]}, "eval_every": 256}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(_HOST_CASES))
+def test_away_from_the_cpu_each_seed_evaluates_through_its_slice_of_the_numpy_actor(
+    tmp_path: Path, monkeypatch, case: str
+) -> None:
+    """The GPU's path forced on CPU: a seed's evaluation acts through its row of the stacked NumPy actor (no
+    device round trip a step), also after a failed seed has left the stacks; training is untouched."""
+    from rlbench_cli.algos import ppo_packed
+
+    env_id, params, seeds, steps, kw = _HOST_CASES[case]
+    specs = [make_spec(env_id, params, s, steps=steps, **kw) for s in seeds]
+    out_torch, on_torch = packed(tmp_path, specs)
+    calls = []
+    monkeypatch.setattr(ppo_packed, "_host_side", lambda device: True)
+    monkeypatch.setattr(ppo_packed._SeedActor, "__call__",
+                        lambda self, x, f=ppo_packed._SeedActor.__call__: calls.append(self.index()) or f(self, x))  # fmt: skip
+    out_host, on_host = packed(tmp_path, specs)
+    assert out_host == out_torch and (case != "a-seed-diverges" or out_host[7] is not None)
+    assert set(calls) == set(range(len(seeds)))  # every seed's row was acted with
+    for seed in seeds:
+        a, b = on_torch[seed], on_host[seed]
+        train = ~a["name"].str.startswith("eval/")
+        pd.testing.assert_frame_equal(a[train], b[train])  # bitwise: training never reads the host copy
+        assert a["name"].tolist() == b["name"].tolist() and a["step"].tolist() == b["step"].tolist()
+        np.testing.assert_allclose(b["value"][~train], a["value"][~train], rtol=1e-4, atol=1e-3)
+
+
 def test_run_packed_stop_event_interrupts_every_seed(tmp_path: Path) -> None:
     specs = [make_spec("CartPole-v1", CARTPOLE, seed, steps=4096, eval_episodes=1) for seed in (0, 1)]
     folders = [tmp_path / str(s.seed) for s in specs]
