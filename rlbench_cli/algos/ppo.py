@@ -55,13 +55,14 @@ the same weights, so an evaluation step is no trip to the device and back. Runs 
 given seed on CPU.
 
 On a GPU every blocking copy between host and device waits for the work queued on the device, and when
-several runs share it (``gpus_per_job`` < 1) also for the other runs' turns on it. An iteration therefore
-waits for the device once whatever its size. The host computes the batch's values with its NumPy copy of
-the critic and the advantages, then sends the batch, its advantages, returns and values and every epoch's
-permutation in one copy from a pinned buffer, which the host does not wait for; the log-probabilities and
-the update are queued behind it, and the update's statistics and both networks' new weights come back in
-one copy, the iteration's one wait (with ``target_kl``, two more copies an epoch: its permutation there
-and its approx_kl back for the check).
+several runs share it (``gpus_per_job`` < 1) also for the other runs' turns on it. An iteration of a small
+network and batch therefore waits for the device once. The host computes the batch's values with its
+NumPy copy of the critic (when that is cheap, ``HOST_VALUES_MACS``; a larger batch is valued on the device,
+one more round trip) and the advantages, then sends the batch, its advantages, returns and values and every
+epoch's permutation in one copy from a pinned buffer, which the host does not wait for; the
+log-probabilities and the update are queued behind it, and the update's statistics and the networks' new
+weights come back in one copy, the iteration's one wait (with ``target_kl``, two more copies an epoch: its
+permutation there and its approx_kl back for the check).
 
 The policy handed to evaluation is a ``PPOPolicy``: callable on an observation batch (the deterministic
 action), ``sample(obs)`` draws from the policy as training does, and ``save(path)`` writes a checkpoint
@@ -336,11 +337,24 @@ class _NumpyActor:
 
 
 def _host_side(device: torch.device) -> bool:
-    """Whether training keeps NumPy copies of both networks on the host, refreshed by the one copy back
-    after each update, so that the rollout, the batch's values and evaluation need no trip to the device
-    and an iteration waits for the device once (see _to_device): away from the CPU. On CPU torch computes
-    the values and evaluates (the rollout samples through the NumPy actor either way)."""
+    """Whether training acts on the host through its NumPy copy of the actor everywhere, evaluation
+    included, and may value the batch there too (``_values_on_host``), so that an iteration waits for the
+    device once (see _to_device): away from the CPU. On CPU torch evaluates and computes the values (the
+    rollout samples through the NumPy actor either way)."""
     return device.type != "cpu"
+
+
+# The host values a batch itself when that takes about as long as a trip to the device and back (under a
+# millisecond of NumPy: a 512-row CartPole batch through 64x64 is 2.3M multiply-adds); a larger batch or
+# critic is valued on the device, at the price of one more wait an iteration.
+HOST_VALUES_MACS = 4_000_000
+
+
+def _values_on_host(device: torch.device, agent: _Agent, rows: int) -> bool:
+    """Whether a run's batch of ``rows`` is valued by the NumPy copy of the critic (``_host_side``, and
+    cheap: ``HOST_VALUES_MACS``) rather than on the device."""
+    macs = sum(m.in_features * m.out_features for m in agent.critic if isinstance(m, nn.Linear))
+    return _host_side(device) and rows * macs <= HOST_VALUES_MACS
 
 
 def _linear_tensors(mlp: nn.Sequential) -> list[torch.Tensor]:
@@ -819,7 +833,8 @@ class PPO:
         agent = _Agent(obs_dim, n_act, continuous, cfg).to(device)
         update = _Update(agent, cfg, device)
         on_host = _host_side(device)
-        np_actor = _NumpyActor(agent, cfg.activation, critic=on_host)
+        host_values = _values_on_host(device, agent, (cfg.num_steps + 1) * n_envs)
+        np_actor = _NumpyActor(agent, cfg.activation, critic=host_values)
         staging = _Staging(device)
 
         obs_rms = _RunningMeanStd((obs_dim,)) if cfg.normalize_obs else None
@@ -932,11 +947,11 @@ class PPO:
             if trunc_obs:
                 to_value.append(norm_obs(np.stack(trunc_obs)))
             to_value_np = np.concatenate(to_value).astype(np.float32, copy=False)
-            if on_host:
+            if host_values:
                 v_all = np_actor.value(to_value_np)
-            else:
+            else:  # on CPU both copies are no-ops
                 with torch.no_grad():
-                    v_all = agent.value(torch.from_numpy(to_value_np)).numpy()
+                    (v_all,) = _to_host([agent.value(_to_device([to_value_np], device, staging)[0])])
             values = v_all[:n].reshape(steps_now, n_envs)
             next_value = v_all[n : n + n_envs]
             rewards = rew_buf[:steps_now].copy()

@@ -165,9 +165,16 @@ def test_a_policy_acting_through_the_numpy_actor_acts_as_the_torch_one(env_id: s
     np.testing.assert_allclose(*draws, rtol=1e-5, atol=1e-6)
 
 
-def test_away_from_the_cpu_an_iteration_copies_once_each_way(tmp_path: Path, monkeypatch):
+@pytest.mark.parametrize(
+    "num_envs, num_steps, copies",
+    [(4, 128, 1), (1, 2048, 2)],  # 516 x 4,416 multiply-adds: valued on the host; 2,049 rows: on the device
+)
+def test_away_from_the_cpu_an_iteration_copies_once_each_way(
+    tmp_path: Path, monkeypatch, num_envs: int, num_steps: int, copies: int
+):
     # the host path (a GPU's) forced on CPU: each iteration sends one copy to the device (batch, advantages,
-    # returns, values and the permutations) and fetches one back (statistics and both networks' weights)
+    # returns, values and the permutations) and fetches one back (statistics and the networks' weights); a
+    # batch too large to value on the host cheaply makes one round trip more for its values
     from rlbench_cli.algos import ppo
 
     calls: dict[str, int] = {"to_device": 0, "to_host": 0, "draw_perms": 0}
@@ -183,14 +190,20 @@ def test_away_from_the_cpu_an_iteration_copies_once_each_way(tmp_path: Path, mon
     monkeypatch.setattr(ppo, "_to_device", counted("to_device", ppo._to_device))
     monkeypatch.setattr(ppo, "_to_host", counted("to_host", ppo._to_host))
     monkeypatch.setattr(ppo._Update, "draw_perms", counted("draw_perms", ppo._Update.draw_perms))
-    spec = RunSpec(suite="t", algo="ppo", algo_name="ppo", params={"num_envs": 4, "num_steps": 128}, env_id="CartPole-v1",
-                   env_kwargs={}, seed=0, budget={"steps": 2048, "eval_every": 1024, "eval_episodes": 2, "timeout": None})  # fmt: skip
+    params = {"num_envs": num_envs, "num_steps": num_steps}
+    spec = RunSpec(suite="t", algo="ppo", algo_name="ppo", params=params, env_id="CartPole-v1", env_kwargs={},
+                   seed=0, budget={"steps": 4096, "eval_every": 2048, "eval_episodes": 2, "timeout": None})  # fmt: skip
     sink = ShardSink(tmp_path / "run", background=False)
     PPO().train(RunContext(spec=spec, sink=sink, device="cpu"))
     sink.close()
-    iterations = 2048 // (4 * 128)
+    iterations = 4096 // (num_envs * num_steps)
     # one fetch more: the NumPy copies' first weights; evaluation (3 times) goes through them, no copy
-    assert calls == {"to_device": iterations, "to_host": iterations + 1, "draw_perms": iterations}
+    expected = {
+        "to_device": copies * iterations,
+        "to_host": copies * iterations + 1,
+        "draw_perms": iterations,
+    }
+    assert calls == expected
 
 
 @cuda
