@@ -322,18 +322,12 @@ class _NumpyActor:
     def refresh(self) -> None:
         self.load(_to_host(self.tensors()))
 
-    def _forward(self, layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
-        *hidden, (w, b) = layers
-        for wh, bh in hidden:
-            x = self.act(x @ wh + bh)
-        return x @ w + b
-
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        return self._forward(self.layers, x)
+        return _numpy_forward(self.layers, x, self.act)
 
     def value(self, x: np.ndarray) -> np.ndarray:
         """The critic's values of ``x`` (float32, one per row); needs ``critic``."""
-        return self._forward(self.critic_layers, x)[:, 0]
+        return _numpy_forward(self.critic_layers, x, self.act)[:, 0]
 
 
 def _host_side(device: torch.device) -> bool:
@@ -362,8 +356,17 @@ def _linear_tensors(mlp: nn.Sequential) -> list[torch.Tensor]:
 
 
 def _numpy_layers(arrays: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(weight, bias) pairs as ``x @ w + b`` takes them: each weight transposed to (in, out)."""
-    return [(arrays[i].T.copy(), arrays[i + 1].copy()) for i in range(0, len(arrays), 2)]
+    """(weight, bias) pairs as ``x @ w + b`` takes them: each weight's last two axes swapped to (in, out)
+    (a stack of seeds' weights keeps its leading seed axis)."""
+    return [(np.swapaxes(arrays[i], -1, -2).copy(), arrays[i + 1].copy()) for i in range(0, len(arrays), 2)]
+
+
+def _numpy_forward(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray, act: Any) -> np.ndarray:
+    """An MLP's forward pass in NumPy over ``_numpy_layers``: ``act`` after every layer but the last."""
+    *hidden, (w, b) = layers
+    for wh, bh in hidden:
+        x = act(x @ wh + bh)
+    return x @ w + b
 
 
 def _to_device(

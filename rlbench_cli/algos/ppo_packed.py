@@ -85,6 +85,8 @@ from .ppo import (
     PPOPolicy,
     _Agent,
     _host_side,
+    _numpy_forward,
+    _numpy_layers,
     _RunningMeanStd,
     _spaces,
     _Staging,
@@ -321,7 +323,7 @@ class _NumpyStackedActor:
     def load(self, arrays: list[np.ndarray]) -> None:
         """Take the weights from host copies of ``tensors()`` (fetched with other values in one transfer)."""
         n = len(arrays) - (self.agent.logstd is not None)
-        self.layers = [(arrays[i].transpose(0, 2, 1).copy(), arrays[i + 1].copy()) for i in range(0, n, 2)]
+        self.layers = _numpy_layers(arrays[:n])
         if n < len(arrays):
             self.std = np.exp(arrays[-1])  # (N, 1, n_act)
 
@@ -329,10 +331,7 @@ class _NumpyStackedActor:
         self.load(_to_host(self.tensors()))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        *hidden, (w, b) = self.layers
-        for wh, bh in hidden:
-            x = self.act(x @ wh + bh)
-        return x @ w + b
+        return _numpy_forward(self.layers, x, self.act)
 
 
 class _SeedActor:
@@ -345,10 +344,7 @@ class _SeedActor:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         k = self.index()
-        *hidden, (w, b) = self.actor.layers
-        for wh, bh in hidden:
-            x = self.actor.act(x @ wh[k] + bh[k])
-        return x @ w[k] + b[k]
+        return _numpy_forward([(w[k], b[k]) for w, b in self.actor.layers], x, self.actor.act)
 
     @property
     def std(self) -> np.ndarray:
@@ -866,9 +862,9 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
         clip_sum = torch.zeros(N, device=device)
         clip_cnt = torch.zeros(N, device=device)
         bad = torch.zeros(N, 3, dtype=torch.bool, device=device)  # non-finite pg / v / entropy loss
-        for _epoch in range(cfg.update_epochs):
+        for epoch in range(cfg.update_epochs):
             if b_perms:
-                perms = b_perms[0][_epoch]
+                perms = b_perms[0][epoch]
             else:
                 perms = torch.stack([torch.randperm(n, generator=s.perm_gen) for s in seeds]).to(device)
             # this epoch's batch in each seed's permuted order, gathered once; minibatches are then slices

@@ -44,6 +44,9 @@ def _json_value(v: Any) -> Any:
     return v
 
 
+_UNIX_2001 = 978_307_200.0  # smaller wall times are seconds from a run's start (some imports): numbers
+
+
 def cell(v: Any, column: str = "") -> str:
     """One value as the text table shows it (floats with 6 significant digits; a ``wall_time`` that is a
     Unix time, as a UTC date and time to the millisecond, where 6 digits would not tell two apart)."""
@@ -52,9 +55,6 @@ def cell(v: Any, column: str = "") -> str:
             return _dt.datetime.fromtimestamp(v, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
         return f"{v:.6g}"
     return "" if v is None else str(v)
-
-
-_UNIX_2001 = 978_307_200.0  # smaller wall times are seconds from a run's start (some imports): numbers
 
 
 def _plain_for_csv(table: Any) -> Any:
