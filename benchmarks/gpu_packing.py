@@ -11,16 +11,23 @@ throughput of 1 on one GPU.
     python benchmarks/gpu_packing.py                       # 8 PPO runs x 50,000 steps
     python benchmarks/gpu_packing.py --algo dqn --steps 20000 --executor ray
     python benchmarks/gpu_packing.py --param cuda_graph=false   # ppo's updates without CUDA graphs
+    python benchmarks/gpu_packing.py --mps                      # both sides under CUDA MPS
 
 It needs an NVIDIA GPU (nvidia-smi): without one it says so and exits 0 having measured nothing (packing
 on CPU-only machines is not what it measures). ``--executor ray`` starts a local Ray instance and packs with
-Ray's fractional GPUs instead of the local worker pool.
+Ray's fractional GPUs instead of the local worker pool. ``--mps`` starts a CUDA MPS control daemon of its
+own (``nvidia-cuda-mps-control -d``, its pipe and log folders in a temporary folder that only the two
+``rlbench run`` commands are pointed at) for both sides, and stops it at the end: under MPS the kernels of
+runs sharing a GPU run side by side instead of taking turns.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -58,8 +65,32 @@ def run_seconds(db: Path) -> list[float]:
         con.close()
 
 
+@contextlib.contextmanager
+def mps_daemon(folder: Path):
+    """A CUDA MPS control daemon of this script's own, its pipe and log folders under ``folder``; yields the
+    environment that points a process at it. Exits with a one-line message if the daemon cannot start."""
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        print("gpu_packing: --mps needs nvidia-cuda-mps-control on PATH (NVIDIA's driver utilities); "
+              "leave --mps out to measure without MPS", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=str(folder / "mps-pipe"),
+               CUDA_MPS_LOG_DIRECTORY=str(folder / "mps-log"))  # fmt: skip
+    for var in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+        Path(env[var]).mkdir(parents=True, exist_ok=True)
+    started = subprocess.run([control, "-d"], env=env, capture_output=True, text=True)
+    if started.returncode != 0:
+        why = (started.stderr or started.stdout).strip()
+        print(f"gpu_packing: --mps: nvidia-cuda-mps-control -d failed: {why}", file=sys.stderr)
+        raise SystemExit(2)
+    try:
+        yield env
+    finally:
+        subprocess.run([control], input="quit\n", env=env, capture_output=True, text=True, timeout=60)
+
+
 def measure(folder: Path, algo: str, runs: int, steps: int, gpus_per_job: float,
-            executor: str, params: dict) -> tuple[float, list[float]]:  # fmt: skip
+            executor: str, params: dict, env: dict | None = None) -> tuple[float, list[float]]:  # fmt: skip
     """Wall seconds of ``rlbench run`` for the suite and each run's seconds; raises if any run fails."""
     name = f"pack{str(gpus_per_job).replace('.', '')}"
     path = folder / f"{name}.yaml"
@@ -68,7 +99,7 @@ def measure(folder: Path, algo: str, runs: int, steps: int, gpus_per_job: float,
     proc = subprocess.run(
         ["rlbench", "run", str(path), "--db", str(folder / f"{name}.duckdb"), "--workers", str(runs),
          "--executor", executor, "--json"],
-        capture_output=True, text=True,
+        capture_output=True, text=True, env=env,
     )  # fmt: skip
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -89,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--executor", choices=["local", "ray"], default="local")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="an algorithm param for both sides (YAML value; repeatable), e.g. cuda_graph=false")  # fmt: skip
+    ap.add_argument("--mps", action="store_true",
+                    help="run both sides under a CUDA MPS daemon this script starts and stops")  # fmt: skip
     args = ap.parse_args(argv)
     params = {}
     for item in args.param:
@@ -106,12 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     total = args.runs * args.steps
     print(
         f"{args.runs} x {args.algo} CartPole-v1 x {args.steps:,} steps on {gpus} GPU(s), executor {args.executor}, "
-        f"params {dict(PARAMS[args.algo], **params)}"
+        f"params {dict(PARAMS[args.algo], **params)}" + (", under CUDA MPS" if args.mps else "")
     )
     sides = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        env = stack.enter_context(mps_daemon(Path(tmp))) if args.mps else None
         for g in (1.0, 0.25):
-            wall, secs = measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor, params)
+            wall, secs = measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor, params, env)
             sides.append((g, wall, secs))
             print(side_line(g, wall, secs, total))  # as soon as it is measured
     print("\n".join(report(sides, total)[len(sides) :]))

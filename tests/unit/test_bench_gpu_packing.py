@@ -67,8 +67,37 @@ def test_main_prints_each_side_as_it_is_measured_then_the_ratios(monkeypatch, ca
     mod = _module()
     monkeypatch.setattr(base, "detect_gpus", lambda: 1)  # the printing, not a GPU's figures
     walls = {1.0: (20.07, [1.4] * 8), 0.25: (16.6, [5.2] * 8)}
-    monkeypatch.setattr(mod, "measure", lambda folder, algo, runs, steps, g, executor, params: walls[g])
+    monkeypatch.setattr(mod, "measure", lambda folder, algo, runs, steps, g, executor, params, env: walls[g])
     assert mod.main(["--runs", "8", "--steps", "50000"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("8 x ppo CartPole-v1 x 50,000 steps on 1 GPU(s)")
     assert out[1:] == mod.report([(g, *walls[g]) for g in (1.0, 0.25)], 8 * 50_000)
+
+
+def test_mps_without_its_control_program_is_a_one_line_error(monkeypatch, tmp_path, capsys):
+    mod = _module()
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-cuda-mps-control here
+    try:
+        with mod.mps_daemon(tmp_path):
+            raise AssertionError("the daemon cannot have started")
+    except SystemExit as e:
+        assert e.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--mps needs nvidia-cuda-mps-control on PATH" in err
+
+
+def test_mps_daemon_is_started_for_the_runs_and_told_to_quit_after(monkeypatch, tmp_path):
+    """The glue around NVIDIA's control program (which needs a GPU): ``-d`` with private pipe and log
+    folders, the runs' environment pointing at them, ``quit`` on its standard input at the end."""
+    mod = _module()
+    calls = tmp_path / "calls"
+    control = tmp_path / "bin" / "nvidia-cuda-mps-control"
+    control.parent.mkdir()
+    control.write_text(f'#!/bin/sh\necho "$* pipe=$CUDA_MPS_PIPE_DIRECTORY in=$(cat)" >> {calls}\n')
+    control.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{control.parent}:/usr/bin:/bin")
+    with mod.mps_daemon(tmp_path / "t") as env:
+        assert Path(env["CUDA_MPS_PIPE_DIRECTORY"]).is_dir() and Path(env["CUDA_MPS_LOG_DIRECTORY"]).is_dir()
+        assert env["CUDA_MPS_PIPE_DIRECTORY"].startswith(str(tmp_path / "t"))
+        assert calls.read_text().splitlines() == [f"-d pipe={env['CUDA_MPS_PIPE_DIRECTORY']} in="]
+    assert calls.read_text().splitlines()[1] == f" pipe={env['CUDA_MPS_PIPE_DIRECTORY']} in=quit"
