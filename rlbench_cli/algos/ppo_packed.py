@@ -553,7 +553,7 @@ class _PackedPolicy(PPOPolicy):
         super().save(path)
 
 
-@dataclass
+@dataclass(eq=False)  # a seed is itself: ``seeds.index(seed)`` (its row, a step) compares identities
 class _Seed:
     ctx: RunContext
     rng: np.random.Generator  # action sampling, as ppo.py
