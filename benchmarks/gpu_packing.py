@@ -74,10 +74,10 @@ def mps_daemon(folder: Path):
         print("gpu_packing: --mps needs nvidia-cuda-mps-control on PATH (NVIDIA's driver utilities); "
               "leave --mps out to measure without MPS", file=sys.stderr)  # fmt: skip
         raise SystemExit(2)
-    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=str(folder / "mps-pipe"),
-               CUDA_MPS_LOG_DIRECTORY=str(folder / "mps-log"))  # fmt: skip
-    for var in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
-        Path(env[var]).mkdir(parents=True, exist_ok=True)
+    pipe, log = folder / "mps-pipe", folder / "mps-log"
+    for d in (pipe, log):
+        d.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=str(pipe), CUDA_MPS_LOG_DIRECTORY=str(log))
     started = subprocess.run([control, "-d"], env=env, capture_output=True, text=True)
     if started.returncode != 0:
         why = (started.stderr or started.stdout).strip()

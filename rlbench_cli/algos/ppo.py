@@ -369,27 +369,25 @@ def _numpy_forward(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray, a
     return x @ w + b
 
 
-def _to_device(
-    arrays: list[np.ndarray], device: torch.device, staging: _Staging | None = None
-) -> list[torch.Tensor]:
-    """``arrays`` as tensors on ``device`` through one host-to-device copy.
+def _to_device(arrays: list[np.ndarray], staging: _Staging) -> list[torch.Tensor]:
+    """``arrays`` as tensors on ``staging.device`` through one host-to-device copy.
 
     A blocking copy to a GPU waits for everything queued on the device before it; when several runs share
     a GPU (``gpus_per_job`` < 1) each such wait can also wait for the other runs' turns on it. So the
     arrays are laid out in one byte buffer (each at an 8-byte-aligned offset), copied once, and viewed
-    back as their dtypes and shapes on the device. With ``staging`` on a CUDA device that buffer is pinned
-    and reused, and the copy is queued without waiting for it. On CPU the copy is a no-op and the values
-    are the same.
+    back as their dtypes and shapes on the device. On a CUDA device the ``staging`` buffer is pinned and
+    reused, and the copy is queued without waiting for it. On CPU the copy is a no-op and the values are
+    the same.
     """
     offsets, total = [], 0
     for a in arrays:
         offsets.append(total)
         total += -(-a.nbytes // 8) * 8
-    host = staging.buffer(total) if staging is not None else torch.empty(total, dtype=torch.uint8)
+    host = staging.buffer(total)
     view = host.numpy()
     for a, off in zip(arrays, offsets, strict=True):
         view[off : off + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-    buf = staging.send(host) if staging is not None else host.to(device)
+    buf = staging.send(host)
     return [buf[off : off + a.nbytes].view(_TORCH_DTYPES[a.dtype]).view(a.shape)
             for a, off in zip(arrays, offsets, strict=True)]  # fmt: skip
 
@@ -954,7 +952,7 @@ class PPO:
                 v_all = np_actor.value(to_value_np)
             else:  # on CPU both copies are no-ops
                 with torch.no_grad():
-                    (v_all,) = _to_host([agent.value(_to_device([to_value_np], device, staging)[0])])
+                    (v_all,) = _to_host([agent.value(_to_device([to_value_np], staging)[0])])
             values = v_all[:n].reshape(steps_now, n_envs)
             next_value = v_all[n : n + n_envs]
             rewards = rew_buf[:steps_now].copy()
@@ -973,7 +971,7 @@ class PPO:
             b_obs, b_actions, b_adv, b_returns, b_values, *b_perms = _to_device(
                 [obs_np, act_buf[:steps_now].reshape(n, *act_buf.shape[2:]), advantages.reshape(n),
                  returns.reshape(n), values.reshape(n), *([] if perms_np is None else [perms_np])],
-                device, staging)  # fmt: skip
+                staging)  # fmt: skip
             with torch.no_grad():
                 b_logprobs, _ = agent.logprob_entropy(b_obs, b_actions)
 

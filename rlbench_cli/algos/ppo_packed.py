@@ -819,7 +819,7 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
         b_obs, b_actions, extra_t = _to_device([
             obs_buf.transpose(1, 0, 2, 3).reshape(N, n, obs_dim),
             np.ascontiguousarray(act_buf.transpose(1, 0, *range(2, act_buf.ndim))).reshape(N, n, *act_buf.shape[3:]),
-            extra], device, staging)  # fmt: skip
+            extra], staging)  # fmt: skip
         with torch.no_grad():
             b_logprobs, _ = net.logprob_entropy(b_obs, b_actions)
             (v_all,) = _to_host([net.value(torch.cat([b_obs, extra_t], 1))])
@@ -848,7 +848,7 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
                               for _ in range(cfg.update_epochs)])  # fmt: skip
         b_adv, b_returns, b_values, *b_perms = _to_device(
             [*(_by_seed(a) for a in (advantages, returns, values)), *([] if drawn is None else [drawn])],
-            device, staging)  # fmt: skip
+            staging)  # fmt: skip
 
         # -- update: one Adam over the stacks, per-seed losses, per-seed gradient-norm clip ---------------
         params = net.parameters()

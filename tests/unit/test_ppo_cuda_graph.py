@@ -94,7 +94,7 @@ def _round_trip(device: str) -> None:
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal((7, 3)).astype(np.float32), rng.integers(0, 5, 7),  # odd sizes: padding
               rng.standard_normal((1, 5)).astype(np.float32)[:, ::2], np.float32(rng.standard_normal(3))]  # fmt: skip
-    out = _to_device(arrays, torch.device(device))
+    out = _to_device(arrays, _Staging(torch.device(device)))
     for a, t in zip(arrays, out, strict=True):
         assert t.device.type == device and t.shape == a.shape and t.numpy(force=True).dtype == a.dtype
         np.testing.assert_array_equal(t.cpu().numpy(), a)
@@ -219,7 +219,7 @@ def test_copies_from_the_pinned_staging_buffer_are_not_overwritten_before_they_l
     sent = []
     for size in (1000, 10, 5000, 5000, 3):  # the buffer grows, and is reused while copies may be queued
         arrays = [rng.standard_normal(size).astype(np.float32), rng.integers(0, 9, (size, 2))]
-        sent.append((arrays, _to_device(arrays, device, staging)))
+        sent.append((arrays, _to_device(arrays, staging)))
         assert staging.host.is_pinned()
     for arrays, tensors in sent:
         for a, t in zip(arrays, tensors, strict=True):
