@@ -1,4 +1,5 @@
 import os
+import tempfile
 
 import pytest
 
@@ -8,15 +9,25 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 for _key, _value in {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
                      "RAY_AUTH_MODE": "disabled"}.items():  # fmt: skip
     os.environ.setdefault(_key, _value)
+# Two test workers (pytest-xdist) keep both cores busy: torch's OpenMP threads that spin while they wait for a
+# thread the other worker has descheduled made a 2-thread PPO run 2-6x slower; passive waiting avoids that.
+# Set before any test imports torch, and inherited by every `rlbench` subprocess and engine the tests start.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 _APT_UPDATED: list[bool] = []
+# Every apt-get of the tests and of tests/engines/slurm_up.sh holds this lock: under pytest-xdist two workers
+# may install at once, and dpkg refuses a second apt-get rather than waiting for the first
+APT_LOCK = os.path.join(tempfile.gettempdir(), "rlbench-apt.lock")
 
 
-def debian_package(package: str, present, why: str) -> None:
-    """Make sure Debian's ``package`` is there for a test that needs it (``present()`` says whether it is):
-    installed with apt-get when missing and this runs as root (CI machines start bare, as the Slurm and
-    chromium tests find them), else the test is skipped, saying what to install."""
+def debian_package(packages: str, present, why: str) -> None:
+    """Make sure Debian's ``packages`` (one, or several separated by spaces) are there for a test that needs
+    them (``present()`` says whether they are): installed with apt-get when missing and this runs as root (CI
+    machines start bare, as the Slurm and chromium tests find them), else the test is skipped, saying what to
+    install."""
+    import fcntl
     import shutil
     import subprocess
 
@@ -24,13 +35,16 @@ def debian_package(package: str, present, why: str) -> None:
         return
     if os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        if not _APT_UPDATED:
-            subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
-            _APT_UPDATED.append(True)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", package], env=env,
-                       capture_output=True, timeout=900)  # fmt: skip
+        with open(APT_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not present():  # another worker may have installed them while this one waited
+                if not _APT_UPDATED:
+                    subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
+                    _APT_UPDATED.append(True)
+                subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages.split()],
+                               env=env, capture_output=True, timeout=900)  # fmt: skip
     if not present():
-        pytest.skip(f"needs Debian's {package} ({why}): apt-get install {package}")
+        pytest.skip(f"needs Debian's {packages} ({why}): apt-get install {packages}")
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +67,16 @@ def wamerican():
     """Debian's word list, Wordle's default five-letter words."""
     debian_package("wamerican", lambda: os.path.exists("/usr/share/dict/american-english"),
                    "Wordle's default word list, /usr/share/dict/american-english")  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium (headless, for screenshots of the HTML report) and a font for it: its path."""
+    import shutil
+
+    debian_package("chromium fonts-dejavu-core", lambda: shutil.which("chromium") is not None,
+                   "to render the report")  # fmt: skip
+    return shutil.which("chromium")
 
 
 @pytest.fixture
@@ -103,3 +127,24 @@ def _make_results_db(db, runs, suite="s", status="finished", config=None, metric
 def make_results_db():
     """``make_results_db(db, runs, suite=..., status=..., config=...)``: see ``_make_results_db``."""
     return _make_results_db
+
+
+# Tests that start or use a real engine (the session's Ray head and Slurm cluster, Ray instances of their own in
+# /tmp/rlbench-ray, Slurm's fixed ports): under pytest-xdist they all go to one worker, one after another, as
+# in a serial run, so the session has one Ray head and one Slurm and no two of them start at once
+_ENGINE_MODULES = {"test_slurm.py", "test_engine_resume.py", "test_engine_packing.py", "test_ray_executor.py",
+                   "test_ray_node_loss.py"}  # fmt: skip
+_ENGINE_TESTS = {"test_launch_overhead_quick"}  # its side (c) starts rlbench's own Ray instance
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if (
+            item.path.name in _ENGINE_MODULES
+            or getattr(item, "originalname", item.name) in _ENGINE_TESTS
+            or params.get("executor") in ("ray", "slurm")
+            or {"ray_head", "slurm"} & set(getattr(item, "fixturenames", ()))
+        ):
+            item.add_marker(pytest.mark.xdist_group("engines"))

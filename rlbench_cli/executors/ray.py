@@ -68,6 +68,9 @@ KEEP_PACKED = 2  # checkpoints kept per run of a packed job on the coordinator's
 SALVAGE_TIMEOUT_S = (
     30.0  # fetching what a dead actor left on its node (a new worker process, slow on a busy node)
 )
+# a dead actor's node-local folder is left this long for the coordinator's salvage (which gives up after
+# SALVAGE_TIMEOUT_S) before a later actor on the node removes it
+ORPHAN_AGE_S = 10 * SALVAGE_TIMEOUT_S
 MAX_LOG_BYTES = 1 << 20  # output.log comes back whole up to this size, else its tail
 
 
@@ -231,17 +234,35 @@ class RlbenchWorker:
 
 
 def _actor_root() -> Path:
-    """This actor's node-local folder, <tmp>/rlbench-ray/<pid>; folders of actors no longer alive (killed, or
-    crashed, and salvaged or not) are removed on the way."""
+    """This actor's node-local folder, <tmp>/rlbench-ray/<pid>; folders of actors no longer alive that nothing
+    has written to for ``ORPHAN_AGE_S`` are removed on the way. A younger one may belong to an actor that has
+    just died: the coordinator's salvage task (``_leftovers``) reads and removes it, and an actor starting on
+    the same node meanwhile (another slot's replacement) must not take its output.log and shards first."""
     base = Path(tempfile.gettempdir()) / "rlbench-ray"
     base.mkdir(exist_ok=True)
     for old in base.iterdir():
-        if old.name.isdigit() and not Path(f"/proc/{old.name}").exists():
+        if (
+            old.name.isdigit()
+            and not Path(f"/proc/{old.name}").exists()
+            and _untouched_for(old, ORPHAN_AGE_S)
+        ):
             shutil.rmtree(old, ignore_errors=True)
     root = base / str(os.getpid())
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir()
     return root
+
+
+def _untouched_for(folder: Path, seconds: float) -> bool:
+    """Whether nothing in ``folder`` (itself included) was modified in the last ``seconds``."""
+    newest = 0.0
+    for where, dirs, files in os.walk(folder):
+        for name in [".", *dirs, *files]:
+            try:
+                newest = max(newest, os.stat(os.path.join(where, name), follow_symlinks=False).st_mtime)
+            except OSError:  # removed meanwhile
+                continue
+    return time.time() - newest > seconds
 
 
 def _settled(log: Path, quiet_s: float = 0.3, limit_s: float = 3.0) -> None:

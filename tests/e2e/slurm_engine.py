@@ -4,14 +4,16 @@ brought up once per session by ``tests/engines/slurm_up.sh`` and down at the end
 ``tests/e2e/conftest.py`` makes the ``slurm`` fixture every e2e module's (one cluster per session). It needs
 root (the script installs Debian's packages when they are missing and starts the daemons); without root or
 apt-get it skips, saying why. It exports
-SLURM_CONF, so every ``rlbench`` subprocess talks to this cluster. Set RLBENCH_TEST_SLURM_PORT to move its
-ports (slurmctld, +1 slurmd, +2 slurmdbd, +3 MariaDB; default 6917) off a cluster already on this machine.
+SLURM_CONF, so every ``rlbench`` subprocess talks to this cluster. Its ports (slurmctld, +1 slurmd, +2
+slurmdbd, +3 MariaDB) are the first four free ones from 6917 on; RLBENCH_TEST_SLURM_PORT fixes the first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -51,9 +53,25 @@ class SlurmCluster:
             time.sleep(0.2)
 
 
+def _free_ports(first: int = 6917, tries: int = 250) -> int:
+    """The first of four consecutive ports, from ``first`` on, that nothing on 127.0.0.1 holds now: another
+    test's server may have taken one of the default ones (the tests run two at a time)."""
+    for base in range(first, first + 4 * tries, 4):
+        try:
+            with contextlib.ExitStack() as stack:
+                for port in range(base, base + 4):
+                    s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                    s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError(f"no four free consecutive ports in {first}-{first + 4 * tries}")
+
+
 def _script_env(base: Path) -> dict[str, str]:
+    port = os.environ.get("RLBENCH_TEST_SLURM_PORT") or str(_free_ports())
     return {**os.environ, "SLURM_BASE": str(base), "WITH_DBD": "1", "FAKE_GPUS": "2", "SLURM_CPUS": "8",
-            "SLURM_PORT": os.environ.get("RLBENCH_TEST_SLURM_PORT", "6917")}  # fmt: skip
+            "SLURM_PORT": port}  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,6 @@
 checked as a person would see it at a laptop's width."""
 
 import json
-import os
-import shutil
 import subprocess
 
 import duckdb
@@ -14,20 +12,6 @@ from e2e_cli import rl
 pytestmark = pytest.mark.slow
 
 LAPTOP = (1366, 900)
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    exe = shutil.which("chromium")
-    if exe is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium", "fonts-dejavu-core"],
-                       env=env, capture_output=True, timeout=900)  # fmt: skip
-        exe = shutil.which("chromium")
-    if exe is None:
-        pytest.skip("needs Debian's chromium (apt-get install chromium) to render the report")
-    return exe
 
 
 def _chromium(exe, *args, timeout=120):

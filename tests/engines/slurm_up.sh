@@ -11,7 +11,10 @@ P=${SLURM_PORT:-6817}; PD=$((P+1)); PDBD=$((P+2)); PSQL=$((P+3))
 export DEBIAN_FRONTEND=noninteractive
 pk="slurmctld slurmd slurm-client munge"; [ "$WITH_DBD" = 1 ] && pk="$pk slurmdbd mariadb-server"
 if ! command -v slurmctld >/dev/null || { [ "$WITH_DBD" = 1 ] && ! command -v slurmdbd >/dev/null; }; then
+  # one apt-get at a time with the tests' own installs (tests/conftest.py's APT_LOCK): dpkg refuses a second
+  exec 9>>"${TMPDIR:-/tmp}/rlbench-apt.lock"; flock 9
   apt-get update -qq && apt-get install -y -qq --no-install-recommends $pk >/dev/null
+  flock -u 9; exec 9>&-
 fi
 mkdir -p $B/{state,spool,log,run,dev,mysql}
 # --- munge (package postinst creates /etc/munge/munge.key) ---

@@ -111,3 +111,40 @@ def test_a_packs_seeds_keep_a_common_checkpoint_on_the_coordinator_whenever_the_
     kept = [{step for step, _ in list_checkpoints(f.parent / "checkpoint")} for f in coord]
     assert kept[0] & kept[1] == {3}, kept  # the newest step both seeds had on the node at the last poll
     assert (coord[1].parent / "checkpoint" / "step-3.pt").read_bytes() == b"seed1 at 3"
+
+
+def test_a_starting_actor_leaves_a_just_dead_actors_folder_to_its_salvage(tmp_path: Path, monkeypatch):
+    """Two actors die at once; the first one's replacement starts while the coordinator still salvages the
+    second's output.log and shards from its node-local folder: the new actor must not remove that folder.
+    Folders of dead actors that nothing wrote to for ORPHAN_AGE_S are removed; a live actor's never."""
+    import os
+    import tempfile
+    import time
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    base = tmp_path / "rlbench-ray"
+    dead_pid = "99999999"  # above any pid_max: no such process
+    assert not Path(f"/proc/{dead_pid}").exists()
+    just_died = base / dead_pid / "suite" / "run" / "attempt-1"
+    just_died.mkdir(parents=True)
+    (just_died / "output.log").write_text("*** SIGSEGV received at time=1 on cpu 0 ***\n")
+    orphan = base / "99999998" / "suite" / "run" / "attempt-1"
+    orphan.mkdir(parents=True)
+    (orphan / "output.log").write_text("long ago\n")
+    alive = base / str(os.getppid()) / "suite"
+    alive.mkdir(parents=True)
+    old = time.time() - rx.ORPHAN_AGE_S - 60
+    for folder in (base / "99999998", base / str(os.getppid())):
+        for where, dirs, files in os.walk(folder):
+            for name in [".", *dirs, *files]:
+                os.utime(os.path.join(where, name), (old, old))
+
+    root = rx._actor_root()
+
+    assert root == base / str(os.getpid()) and root.is_dir()
+    assert (just_died / "output.log").read_text().startswith("*** SIGSEGV")  # left for the salvage
+    assert not (base / "99999998").exists()  # an orphan nobody salvaged
+    assert alive.is_dir()  # a running actor's
+    found = rx._leftovers(str(just_died), have=[])
+    assert dict(found)["output.log"].startswith(b"*** SIGSEGV")
+    assert not just_died.parent.exists()  # the salvage removes what it took
