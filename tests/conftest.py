@@ -127,24 +127,3 @@ def _make_results_db(db, runs, suite="s", status="finished", config=None, metric
 def make_results_db():
     """``make_results_db(db, runs, suite=..., status=..., config=...)``: see ``_make_results_db``."""
     return _make_results_db
-
-
-# Tests that start or use a real engine (the session's Ray head and Slurm cluster, Ray instances of their own in
-# /tmp/rlbench-ray, Slurm's fixed ports): under pytest-xdist they all go to one worker, one after another, as
-# in a serial run, so the session has one Ray head and one Slurm and no two of them start at once
-_ENGINE_MODULES = {"test_slurm.py", "test_engine_resume.py", "test_engine_packing.py", "test_ray_executor.py",
-                   "test_ray_node_loss.py"}  # fmt: skip
-_ENGINE_TESTS = {"test_launch_overhead_quick"}  # its side (c) starts rlbench's own Ray instance
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the markers
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if (
-            item.path.name in _ENGINE_MODULES
-            or getattr(item, "originalname", item.name) in _ENGINE_TESTS
-            or params.get("executor") in ("ray", "slurm")
-            or {"ray_head", "slurm"} & set(getattr(item, "fixturenames", ()))
-        ):
-            item.add_marker(pytest.mark.xdist_group("engines"))

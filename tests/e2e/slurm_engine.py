@@ -55,7 +55,7 @@ class SlurmCluster:
 
 def _free_ports(first: int = 6917, tries: int = 250) -> int:
     """The first of four consecutive ports, from ``first`` on, that nothing on 127.0.0.1 holds now: another
-    test's server may have taken one of the default ones (the tests run two at a time)."""
+    test's server, or the other test worker's own Slurm, may hold the default ones."""
     for base in range(first, first + 4 * tries, 4):
         try:
             with contextlib.ExitStack() as stack:
