@@ -255,14 +255,15 @@ def _actor_root() -> Path:
 
 def _untouched_for(folder: Path, seconds: float) -> bool:
     """Whether nothing in ``folder`` (itself included) was modified in the last ``seconds``."""
-    newest = 0.0
-    for where, dirs, files in os.walk(folder):
-        for name in [".", *dirs, *files]:
+    since = time.time() - seconds
+    for where, _, files in os.walk(folder):  # every folder is a ``where`` once
+        for path in [where, *(os.path.join(where, f) for f in files)]:
             try:
-                newest = max(newest, os.stat(os.path.join(where, name), follow_symlinks=False).st_mtime)
+                if os.stat(path, follow_symlinks=False).st_mtime > since:
+                    return False
             except OSError:  # removed meanwhile
                 continue
-    return time.time() - newest > seconds
+    return True
 
 
 def _settled(log: Path, quiet_s: float = 0.3, limit_s: float = 3.0) -> None:

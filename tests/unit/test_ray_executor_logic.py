@@ -135,9 +135,9 @@ def test_a_starting_actor_leaves_a_just_dead_actors_folder_to_its_salvage(tmp_pa
     alive.mkdir(parents=True)
     old = time.time() - rx.ORPHAN_AGE_S - 60
     for folder in (base / "99999998", base / str(os.getppid())):
-        for where, dirs, files in os.walk(folder):
-            for name in [".", *dirs, *files]:
-                os.utime(os.path.join(where, name), (old, old))
+        for where, _, files in os.walk(folder):
+            for path in [where, *(os.path.join(where, f) for f in files)]:
+                os.utime(path, (old, old))
 
     root = rx._actor_root()
 
