@@ -6,7 +6,9 @@ identical small runs (--algo ppo or dqn on CartPole-v1, --steps each, seeds 0..r
 ``rlbench run`` twice, once with ``gpus_per_job: 1`` and once with ``0.25``, on the same machine, one after
 the other, each into its own fresh database, and prints the wall time and the aggregate throughput (total
 environment steps of all runs / wall seconds) of each, and their ratio. Target: 0.25 at least 3x the
-throughput of 1 on one GPU.
+throughput of 1 on one GPU. Per side it also shows where the wall went (each run's own seconds, the seconds
+before the first run and after the last) and, from the runs' system metrics, how busy the GPU was and how
+much of a core a run used.
 
     python benchmarks/gpu_packing.py                       # 8 PPO runs x 50,000 steps
     python benchmarks/gpu_packing.py --algo dqn --steps 20000 --executor ray
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -54,15 +57,41 @@ def suite(name: str, algo: str, runs: int, steps: int, gpus_per_job: float, para
     }
 
 
-def run_seconds(db: Path) -> list[float]:
-    """Each run's own seconds (``runs.duration_s``: from its start in a worker to its final flush)."""
+@dataclass
+class Side:
+    """One side's figures: its gpus_per_job, the command's wall seconds and each run's own seconds
+    (``runs.duration_s``: from its start in a worker to its final flush); where the store has them, the
+    GPU's mean utilisation (NVML's, of the whole device) and a run's median CPU share (of one core, in
+    percent) over the runs' ``sys/`` samples, and the seconds before the first run started and after the
+    last one ended."""
+
+    gpus_per_job: float
+    wall: float
+    secs: list[float]
+    gpu_util: float | None = None
+    cpu_percent: float | None = None
+    before: float | None = None
+    after: float | None = None
+
+
+def read_side(db: Path, gpus_per_job: float, started: float, ended: float) -> Side:
+    """The figures of a side whose ``rlbench run`` ran from ``started`` to ``ended`` (epoch seconds) into
+    ``db``."""
     import duckdb
 
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return [float(r[0]) for r in con.execute("SELECT duration_s FROM runs ORDER BY run_id").fetchall()]
+        secs = [float(r[0]) for r in con.execute("SELECT duration_s FROM runs ORDER BY run_id").fetchall()]
+        first, last = con.execute("SELECT epoch(min(started_at)), epoch(max(ended_at)) FROM runs").fetchone()
+        util, cpu = con.execute(
+            "SELECT (SELECT avg(value) FROM metrics WHERE name = 'sys/gpu_util'),"
+            " (SELECT median(v) FROM (SELECT avg(value) AS v FROM metrics WHERE name = 'sys/cpu_percent'"
+            " GROUP BY run_id))"
+        ).fetchone()
     finally:
         con.close()
+    return Side(gpus_per_job, ended - started, secs, util, cpu,
+                None if first is None else first - started, None if last is None else ended - last)  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -90,18 +119,18 @@ def mps_daemon(folder: Path):
 
 
 def measure(folder: Path, algo: str, runs: int, steps: int, gpus_per_job: float,
-            executor: str, params: dict, env: dict | None = None) -> tuple[float, list[float]]:  # fmt: skip
-    """Wall seconds of ``rlbench run`` for the suite and each run's seconds; raises if any run fails."""
+            executor: str, params: dict, env: dict | None = None) -> Side:  # fmt: skip
+    """``rlbench run`` of the suite packed at ``gpus_per_job``, measured; exits if any run fails."""
     name = f"pack{str(gpus_per_job).replace('.', '')}"
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(suite(name, algo, runs, steps, gpus_per_job, params)))
-    t0 = time.perf_counter()
+    started = time.time()
     proc = subprocess.run(
         ["rlbench", "run", str(path), "--db", str(folder / f"{name}.duckdb"), "--workers", str(runs),
          "--executor", executor, "--json"],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
-    wall = time.perf_counter() - t0
+    ended = time.time()
     if proc.returncode != 0:
         sys.exit(
             f"gpus_per_job={gpus_per_job}: rlbench run failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
@@ -109,7 +138,7 @@ def measure(folder: Path, algo: str, runs: int, steps: int, gpus_per_job: float,
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     if summary["finished"] != runs:
         sys.exit(f"gpus_per_job={gpus_per_job}: {summary['finished']} of {runs} runs finished")
-    return wall, run_seconds(folder / f"{name}.duckdb")
+    return read_side(folder / f"{name}.duckdb", gpus_per_job, started, ended)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,31 +174,44 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         env = stack.enter_context(mps_daemon(Path(tmp))) if args.mps else None
         for g in (1.0, 0.25):
-            wall, secs = measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor, params, env)
-            sides.append((g, wall, secs))
-            print(side_line(g, wall, secs, total))  # as soon as it is measured
+            sides.append(measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor, params, env))
+            print(side_line(sides[-1], total))  # as soon as it is measured
     print("\n".join(report(sides, total)[len(sides) :]))
     return 0
 
 
-def side_line(g: float, wall: float, secs: list[float], total: int) -> str:
-    """One side's line: its wall time, throughput, each run's own seconds and the wall outside the runs."""
+def side_line(side: Side, total: int) -> str:
+    """One side's line: its wall time, throughput, each run's own seconds, the wall outside the runs (and
+    how much of it came before the first run and after the last) and, where the runs sampled them, how busy
+    the GPU was and how much of a core a run used."""
+    g, wall, secs = side.gpus_per_job, side.wall, side.secs
     per_gpu = 1 if g >= 1 else int(1 / g)  # runs at a time on the one GPU
     outside = wall - sum(secs) / per_gpu  # wall not covered by runs: start-up, spawn, shut-down
+    split = (
+        ""
+        if side.before is None
+        else f" ({side.before:.1f} before the first, {side.after:.1f} after the last)"
+    )
+    busy = "" if side.gpu_util is None else f", GPU {side.gpu_util:.0f}% busy"
+    cpu = "" if side.cpu_percent is None else f", a run's CPU {side.cpu_percent:.0f}%"
     return (f"  gpus_per_job={g:<5g} wall {wall:7.1f} s   {total / wall:9,.0f} env steps/s   run "
-            f"{statistics.median(secs):5.1f} s each (median), ~{outside:.1f} s outside runs")  # fmt: skip
+            f"{statistics.median(secs):5.1f} s each (median), ~{outside:.1f} s outside runs{split}{busy}{cpu}")  # fmt: skip
 
 
-def report(sides: list[tuple[float, float, list[float]]], total: int) -> list[str]:
-    """The lines for (gpus_per_job, wall seconds, each run's seconds) of the whole-GPU side, then the packed
-    one: a line per side, then the packing ratio of the whole command (the target's) and within the runs
-    (how much slower a run gets when it shares the GPU, start-up and shut-down left out)."""
-    lines = [side_line(g, wall, secs, total) for g, wall, secs in sides]
+def report(sides: list[Side], total: int) -> list[str]:
+    """The lines for the whole-GPU side, then the packed one: a line per side, then the packing ratio of the
+    whole command (the target's) and within the runs (how much slower a run gets when it shares the GPU,
+    start-up and shut-down left out)."""
+    lines = [side_line(side, total) for side in sides]
     if len(sides) < 2:
         return lines
-    (_, wall1, secs1), (g, wall4, secs4) = sides
-    per_gpu, alone, shared = int(1 / g), statistics.median(secs1), statistics.median(secs4)
-    lines.append(f"packing {per_gpu} runs per GPU: {wall1 / wall4:.2f}x the throughput of one run per GPU "
+    whole, packed = sides
+    per_gpu, alone, shared = (
+        int(1 / packed.gpus_per_job),
+        statistics.median(whole.secs),
+        statistics.median(packed.secs),
+    )
+    lines.append(f"packing {per_gpu} runs per GPU: {whole.wall / packed.wall:.2f}x the throughput of one run per GPU "
                  f"(target >= 3x)")  # fmt: skip
     lines.append(f"within the runs: {per_gpu * alone / shared:.2f}x ({per_gpu} sharing the GPU take {shared:.1f} s "
                  f"each, one alone {alone:.1f} s; {per_gpu}x if sharing cost nothing)")  # fmt: skip

@@ -53,9 +53,18 @@ class SlurmCluster:
             time.sleep(0.2)
 
 
-def _free_ports(first: int = 6917, tries: int = 250) -> int:
-    """The first of four consecutive ports, from ``first`` on, that nothing on 127.0.0.1 holds now: another
-    test's server, or the other test worker's own Slurm, may hold the default ones."""
+def _first_port() -> int:
+    """Where this test worker's search for Slurm's ports starts: 6917, 40 ports further on for each
+    pytest-xdist worker (gw0, gw1, ...), so that two workers starting Slurm at the same instant do not both
+    find the same ports free."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return 6917 + 40 * (int(worker) if worker.isdigit() else 0)
+
+
+def _free_ports(first: int | None = None, tries: int = 250) -> int:
+    """The first of four consecutive ports, from ``first`` (default ``_first_port()``) on, that nothing on
+    127.0.0.1 holds now: another test's server, or another test worker's own Slurm, may hold them."""
+    first = _first_port() if first is None else first
     for base in range(first, first + 4 * tries, 4):
         try:
             with contextlib.ExitStack() as stack:

@@ -394,3 +394,20 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(slurm, tmp_path):  # n
     assert _sha(db) == before
     assert not _squeue(slurm, "bad")
     assert not list((tmp_path / "runs" / "bad").glob("*/*/placement.json"))  # no task ever started
+
+
+def test_each_test_worker_looks_for_slurms_ports_in_a_range_of_its_own(monkeypatch):
+    """Two pytest-xdist workers that start Slurm at the same instant must not both find the same ports free."""
+    import socket
+
+    from slurm_engine import _first_port, _free_ports
+
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    assert _first_port() == 6917
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    assert _first_port() == 6957
+    with socket.socket() as held:  # a port already held is skipped, with the three after it
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        held.listen()
+        assert _free_ports(port) >= port + 4

@@ -4,7 +4,11 @@ machine without a GPU it says it measured nothing instead of reporting CPU figur
 import importlib.util
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
+import yaml
 
 from rlbench_cli.grid import expand
 from rlbench_cli.spec import parse_suite
@@ -15,6 +19,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_packing.py"
 def _module():
     spec = importlib.util.spec_from_file_location("gpu_packing", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclass looks its module up there
     spec.loader.exec_module(mod)
     return mod
 
@@ -49,14 +54,17 @@ def test_params_from_the_command_line_reach_both_suites():
 def test_the_report_gives_the_commands_ratio_and_the_ratio_within_the_runs():
     mod = _module()
     # the H200's figures for graphed ppo: 8 runs of 1.4 s one at a time, four sharing the GPU at 5.2 s each
-    lines = mod.report([(1.0, 20.07, [1.4] * 8), (0.25, 16.6, [5.2] * 8)], 8 * 50_000)
+    whole = mod.Side(1.0, 20.07, [1.4] * 8, gpu_util=31.0, cpu_percent=97.6, before=5.5, after=0.6)
+    lines = mod.report([whole, mod.Side(0.25, 16.6, [5.2] * 8)], 8 * 50_000)
     assert len(lines) == 4
     assert (
         "gpus_per_job=1 " in lines[0]
         and "19,930 env steps/s" in lines[0]
-        and "~8.9 s outside runs" in lines[0]
+        and lines[0].endswith(
+            "~8.9 s outside runs (5.5 before the first, 0.6 after the last), GPU 31% busy, a run's CPU 98%"
+        )
     )
-    assert "gpus_per_job=0.25" in lines[1] and "~6.2 s outside runs" in lines[1]
+    assert "gpus_per_job=0.25" in lines[1] and lines[1].endswith("~6.2 s outside runs")  # nothing sampled
     assert lines[2] == "packing 4 runs per GPU: 1.21x the throughput of one run per GPU (target >= 3x)"
     assert lines[3].startswith("within the runs: 1.08x (4 sharing the GPU take 5.2 s each, one alone 1.4 s;")
 
@@ -66,12 +74,12 @@ def test_main_prints_each_side_as_it_is_measured_then_the_ratios(monkeypatch, ca
 
     mod = _module()
     monkeypatch.setattr(base, "detect_gpus", lambda: 1)  # the printing, not a GPU's figures
-    walls = {1.0: (20.07, [1.4] * 8), 0.25: (16.6, [5.2] * 8)}
-    monkeypatch.setattr(mod, "measure", lambda folder, algo, runs, steps, g, executor, params, env: walls[g])
+    sides = {1.0: mod.Side(1.0, 20.07, [1.4] * 8, 31.0), 0.25: mod.Side(0.25, 16.6, [5.2] * 8, 88.0)}
+    monkeypatch.setattr(mod, "measure", lambda folder, algo, runs, steps, g, executor, params, env: sides[g])
     assert mod.main(["--runs", "8", "--steps", "50000"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("8 x ppo CartPole-v1 x 50,000 steps on 1 GPU(s)")
-    assert out[1:] == mod.report([(g, *walls[g]) for g in (1.0, 0.25)], 8 * 50_000)
+    assert out[1:] == mod.report([sides[1.0], sides[0.25]], 8 * 50_000)
 
 
 def test_mps_without_its_control_program_is_a_one_line_error(monkeypatch, tmp_path, capsys):
@@ -101,3 +109,41 @@ def test_mps_daemon_is_started_for_the_runs_and_told_to_quit_after(monkeypatch, 
         assert env["CUDA_MPS_PIPE_DIRECTORY"].startswith(str(tmp_path / "t"))
         assert calls.read_text().splitlines() == [f"-d pipe={env['CUDA_MPS_PIPE_DIRECTORY']} in="]
     assert calls.read_text().splitlines()[1] == f" pipe={env['CUDA_MPS_PIPE_DIRECTORY']} in=quit"
+
+
+def test_a_side_is_read_from_the_store_rlbench_run_wrote(tmp_path):
+    """Each run's seconds, the GPU's mean busy share and a run's median CPU share from the runs' ``sys/``
+    metrics, and the command's seconds before the first run and after the last, from a real store."""
+    import duckdb
+
+    mod = _module()
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump(mod.suite("s", "ppo", 2, 512, 0.0, {})))
+    db = tmp_path / "s.duckdb"
+    started = time.time()
+    r = subprocess.run(["rlbench", "run", str(suite), "--db", str(db), "--workers", "2", "--json"],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    ended = time.time()
+    assert r.returncode == 0, r.stderr
+    side = mod.read_side(db, 0.25, started, ended)
+    con = duckdb.connect(str(db), read_only=True)
+    secs = [v for (v,) in con.execute("SELECT duration_s FROM runs ORDER BY run_id").fetchall()]
+    cpu = sorted(v for (v,) in con.execute("SELECT avg(value) FROM metrics WHERE name = 'sys/cpu_percent' "
+                                           "GROUP BY run_id").fetchall())  # fmt: skip
+    starts, ends = zip(*con.execute("SELECT epoch(started_at), epoch(ended_at) FROM runs").fetchall())
+    con.close()
+    assert side.before == pytest.approx(min(starts) - started) and side.after == pytest.approx(
+        ended - max(ends)
+    )
+    assert side.gpus_per_job == 0.25 and side.wall == ended - started and side.secs == secs and len(secs) == 2
+    assert side.gpu_util is None  # a CPU run samples no GPU
+    assert len(cpu) == 2 and side.cpu_percent == pytest.approx(sum(cpu) / 2)
+    assert 0 < side.before < side.wall and 0 < side.after < side.wall
+    assert side.before + min(secs) < side.wall
+    # the same store with a GPU's samples added
+    con = duckdb.connect(str(db))
+    run_id = con.execute("SELECT min(run_id) FROM runs").fetchone()[0]
+    con.execute("INSERT INTO metrics (run_id, step, name, value) VALUES (?, 1, 'sys/gpu_util', 20), "
+                "(?, 2, 'sys/gpu_util', 40)", [run_id, run_id])  # fmt: skip
+    con.close()
+    assert mod.read_side(db, 0.25, started, ended).gpu_util == 30.0
