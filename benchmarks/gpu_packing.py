@@ -73,6 +73,11 @@ class Side:
     before: float | None = None
     after: float | None = None
 
+    @property
+    def per_gpu(self) -> int:
+        """Runs at a time on the one GPU."""
+        return 1 if self.gpus_per_job >= 1 else int(1 / self.gpus_per_job)
+
 
 def read_side(db: Path, gpus_per_job: float, started: float, ended: float) -> Side:
     """The figures of a side whose ``rlbench run`` ran from ``started`` to ``ended`` (epoch seconds) into
@@ -185,8 +190,7 @@ def side_line(side: Side, total: int) -> str:
     how much of it came before the first run and after the last) and, where the runs sampled them, how busy
     the GPU was and how much of a core a run used."""
     g, wall, secs = side.gpus_per_job, side.wall, side.secs
-    per_gpu = 1 if g >= 1 else int(1 / g)  # runs at a time on the one GPU
-    outside = wall - sum(secs) / per_gpu  # wall not covered by runs: start-up, spawn, shut-down
+    outside = wall - sum(secs) / side.per_gpu  # wall not covered by runs: start-up, spawn, shut-down
     split = (
         ""
         if side.before is None
@@ -206,11 +210,7 @@ def report(sides: list[Side], total: int) -> list[str]:
     if len(sides) < 2:
         return lines
     whole, packed = sides
-    per_gpu, alone, shared = (
-        int(1 / packed.gpus_per_job),
-        statistics.median(whole.secs),
-        statistics.median(packed.secs),
-    )
+    per_gpu, alone, shared = packed.per_gpu, statistics.median(whole.secs), statistics.median(packed.secs)
     lines.append(f"packing {per_gpu} runs per GPU: {whole.wall / packed.wall:.2f}x the throughput of one run per GPU "
                  f"(target >= 3x)")  # fmt: skip
     lines.append(f"within the runs: {per_gpu * alone / shared:.2f}x ({per_gpu} sharing the GPU take {shared:.1f} s "
