@@ -13,23 +13,19 @@ much of a core a run used.
     python benchmarks/gpu_packing.py                       # 8 PPO runs x 50,000 steps
     python benchmarks/gpu_packing.py --algo dqn --steps 20000 --executor ray
     python benchmarks/gpu_packing.py --param cuda_graph=false   # ppo's updates without CUDA graphs
-    python benchmarks/gpu_packing.py --mps                      # both sides under CUDA MPS
+    python benchmarks/gpu_packing.py --mps                      # both sides with resources.mps: true
 
 It needs an NVIDIA GPU (nvidia-smi): without one it says so and exits 0 having measured nothing (packing
 on CPU-only machines is not what it measures). ``--executor ray`` starts a local Ray instance and packs with
-Ray's fractional GPUs instead of the local worker pool. ``--mps`` starts a CUDA MPS control daemon of its
-own (``nvidia-cuda-mps-control -d``, its pipe and log folders in a temporary folder that only the two
-``rlbench run`` commands are pointed at) for both sides, and stops it at the end: under MPS the kernels of
-runs sharing a GPU run side by side instead of taking turns.
+Ray's fractional GPUs instead of the local worker pool. ``--mps`` runs both sides with ``resources.mps: true``:
+each ``rlbench run`` starts a CUDA MPS control daemon for its workers and stops it after them (under MPS the
+kernels of runs sharing a GPU run side by side instead of taking turns; ``rlbench_cli/mps.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -46,14 +42,15 @@ PARAMS = {
 }
 
 
-def suite(name: str, algo: str, runs: int, steps: int, gpus_per_job: float, params: dict) -> dict:
+def suite(name: str, algo: str, runs: int, steps: int, gpus_per_job: float, params: dict,
+          mps: bool = False) -> dict:  # fmt: skip
     return {
         "name": name,
         "seeds": runs,
         "budget": {"steps": steps, "eval_every": steps, "eval_episodes": 5},
         "envs": ["CartPole-v1"],
         "algorithms": [{"name": algo, "params": {**PARAMS[algo], **params}}],
-        "resources": {"gpus_per_job": gpus_per_job, "threads_per_job": 1},
+        "resources": {"gpus_per_job": gpus_per_job, "threads_per_job": 1, "mps": mps},
     }
 
 
@@ -99,41 +96,17 @@ def read_side(db: Path, gpus_per_job: float, started: float, ended: float) -> Si
                 None if first is None else first - started, None if last is None else ended - last)  # fmt: skip
 
 
-@contextlib.contextmanager
-def mps_daemon(folder: Path):
-    """A CUDA MPS control daemon of this script's own, its pipe and log folders under ``folder``; yields the
-    environment that points a process at it. Exits with a one-line message if the daemon cannot start."""
-    control = shutil.which("nvidia-cuda-mps-control")
-    if control is None:
-        print("gpu_packing: --mps needs nvidia-cuda-mps-control on PATH (NVIDIA's driver utilities); "
-              "leave --mps out to measure without MPS", file=sys.stderr)  # fmt: skip
-        raise SystemExit(2)
-    pipe, log = folder / "mps-pipe", folder / "mps-log"
-    for d in (pipe, log):
-        d.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=str(pipe), CUDA_MPS_LOG_DIRECTORY=str(log))
-    started = subprocess.run([control, "-d"], env=env, capture_output=True, text=True)
-    if started.returncode != 0:
-        why = (started.stderr or started.stdout).strip()
-        print(f"gpu_packing: --mps: nvidia-cuda-mps-control -d failed: {why}", file=sys.stderr)
-        raise SystemExit(2)
-    try:
-        yield env
-    finally:
-        subprocess.run([control], input="quit\n", env=env, capture_output=True, text=True, timeout=60)
-
-
 def measure(folder: Path, algo: str, runs: int, steps: int, gpus_per_job: float,
-            executor: str, params: dict, env: dict | None = None) -> Side:  # fmt: skip
+            executor: str, params: dict, mps: bool = False) -> Side:  # fmt: skip
     """``rlbench run`` of the suite packed at ``gpus_per_job``, measured; exits if any run fails."""
     name = f"pack{str(gpus_per_job).replace('.', '')}"
     path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(suite(name, algo, runs, steps, gpus_per_job, params)))
+    path.write_text(yaml.safe_dump(suite(name, algo, runs, steps, gpus_per_job, params, mps)))
     started = time.time()
     proc = subprocess.run(
         ["rlbench", "run", str(path), "--db", str(folder / f"{name}.duckdb"), "--workers", str(runs),
          "--executor", executor, "--json"],
-        capture_output=True, text=True, env=env,
+        capture_output=True, text=True,
     )  # fmt: skip
     ended = time.time()
     if proc.returncode != 0:
@@ -155,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="an algorithm param for both sides (YAML value; repeatable), e.g. cuda_graph=false")  # fmt: skip
     ap.add_argument("--mps", action="store_true",
-                    help="run both sides under a CUDA MPS daemon this script starts and stops")  # fmt: skip
+                    help="both sides with resources.mps: true (rlbench run starts and stops a CUDA MPS daemon)")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.mps and args.executor != "local":
+        ap.error("--mps: rlbench starts CUDA MPS for the local executor only; leave out --executor ray")
     params = {}
     for item in args.param:
         key, sep, value = item.partition("=")
@@ -176,10 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         f"params {dict(PARAMS[args.algo], **params)}" + (", under CUDA MPS" if args.mps else "")
     )
     sides = []
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        env = stack.enter_context(mps_daemon(Path(tmp))) if args.mps else None
+    with tempfile.TemporaryDirectory() as tmp:
         for g in (1.0, 0.25):
-            sides.append(measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor, params, env))
+            sides.append(
+                measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor, params, args.mps)
+            )
             print(side_line(sides[-1], total))  # as soon as it is measured
     print("\n".join(report(sides, total)[len(sides) :]))
     return 0

@@ -584,6 +584,7 @@ def run_suite(
     executor_name = executor or suite.resources.executor
     timeout = timeout or suite.budget.timeout
     options = dict(executor_options or {})
+    options.setdefault("db", str(store.path))  # the local pool's CUDA MPS daemon is this store's
     if executor_name == "slurm":
         options["runs_root"] = str(root.resolve())
     elif options.get("detach"):

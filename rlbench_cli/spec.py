@@ -502,6 +502,11 @@ class Resources(_Model):
         "algorithms that cannot be packed run one seed per job",
     )
     executor: str = Field("local", description="local | ray | slurm; the --executor flag overrides it")
+    mps: bool = Field(
+        False,
+        description="local executor: runs on GPUs under a CUDA MPS daemon rlbench starts and stops, so that "
+        "runs sharing a GPU run their kernels side by side; --mps / --no-mps override it",
+    )
     ray: RayResources = Field(default_factory=RayResources)
     slurm: SlurmResources = Field(default_factory=SlurmResources)
 

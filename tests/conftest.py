@@ -22,11 +22,11 @@ _APT_UPDATED: list[bool] = []
 APT_LOCK = os.path.join(tempfile.gettempdir(), "rlbench-apt.lock")
 
 
-def debian_package(packages: str, present, why: str) -> None:
+def debian_package(packages: str, present, why: str, component: str = "main") -> None:
     """Make sure Debian's ``packages`` (one, or several separated by spaces) are there for a test that needs
     them (``present()`` says whether they are): installed with apt-get when missing and this runs as root (CI
     machines start bare, as the Slurm and chromium tests find them), else the test is skipped, saying what to
-    install."""
+    install. A ``component`` other than main (non-free) is added to apt's sources first if it is not there."""
     import fcntl
     import shutil
     import subprocess
@@ -38,6 +38,8 @@ def debian_package(packages: str, present, why: str) -> None:
         with open(APT_LOCK, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             if not present():  # another worker may have installed them while this one waited
+                if component != "main" and _add_component(component):
+                    _APT_UPDATED.clear()  # a new source: its package lists are fetched by the update below
                 if not _APT_UPDATED:
                     subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
                     _APT_UPDATED.append(True)
@@ -45,6 +47,42 @@ def debian_package(packages: str, present, why: str) -> None:
                                env=env, capture_output=True, timeout=900)  # fmt: skip
     if not present():
         pytest.skip(f"needs Debian's {packages} ({why}): apt-get install {packages}")
+
+
+def _add_component(component: str) -> bool:
+    """Add Debian's ``component`` (e.g. non-free) of this release to apt's sources unless a source has it
+    already: whether one was added."""
+    import glob
+    import re
+
+    for f in glob.glob("/etc/apt/sources.list.d/*") + ["/etc/apt/sources.list"]:
+        try:
+            text = open(f).read()
+        except OSError:
+            continue
+        if re.search(rf"^(Components:|deb ).*(?<![\w-]){re.escape(component)}(?![\w-])", text, re.M):
+            return False
+    release = dict(line.strip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
+    codename = release.get("VERSION_CODENAME", "").strip('"')
+    if not codename:
+        return False
+    with open(f"/etc/apt/sources.list.d/rlbench-{component}.sources", "w") as out:
+        out.write(
+            f"Types: deb\nURIs: http://deb.debian.org/debian\nSuites: {codename}\nComponents: {component}\n"
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+        )
+    return True
+
+
+@pytest.fixture(scope="session")
+def mps_control() -> str:
+    """NVIDIA's CUDA MPS control program (Debian's nvidia-cuda-mps, in non-free): its daemon starts, answers
+    and quits without a GPU (a CUDA client is what needs one)."""
+    import shutil
+
+    debian_package("nvidia-cuda-mps", lambda: shutil.which("nvidia-cuda-mps-control") is not None,
+                   "the CUDA MPS daemon rlbench run --mps starts and stops", component="non-free")  # fmt: skip
+    return shutil.which("nvidia-cuda-mps-control")
 
 
 @pytest.fixture(scope="session")

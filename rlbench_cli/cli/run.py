@@ -221,6 +221,15 @@ def run(
         list[str] | None,
         typer.Option("--sbatch", help="extra sbatch flag KEY=VALUE (repeatable)", metavar="KEY=VALUE"),
     ] = None,
+    mps: Annotated[
+        bool | None,
+        typer.Option(
+            "--mps/--no-mps",
+            help="local: runs on GPUs under a CUDA MPS daemon rlbench starts "
+            "and stops [default: resources.mps]",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
 ) -> None:
     """Run a suite: every seed x algorithm x environment, skipping runs already finished. With --adaptive,
     seeds run in batches and AdaStop decides after each batch which algorithms need more (rlbench compare
@@ -247,7 +256,7 @@ def run(
         extra[key.strip().lstrip("-")] = value
     executor_options = {"detach": detach, "partition": partition, "time_min": time_min, "cpus_per_task": cpus_per_task,
                         "mem_gb": mem_gb, "gpus_per_task": gpus_per_task, "qos": qos, "account": account,
-                        "additional": extra, "address": address}  # fmt: skip
+                        "additional": extra, "address": address, "mps": mps}  # fmt: skip
     settings = None
     if adaptive:
         from ..adaptive import AdaptiveSettings, check_settings

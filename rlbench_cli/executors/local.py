@@ -50,6 +50,7 @@ def _worker_main(
     threads: int,
     parent_pid: int,
     preload_torch: bool = True,
+    env: dict[str, str] | None = None,
 ) -> None:
     _set_parent_death_signal()
     if os.getppid() != parent_pid:  # parent already gone before prctl took effect
@@ -59,6 +60,7 @@ def _worker_main(
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if cuda_visible is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible
+    os.environ.update(env or {})  # e.g. the CUDA MPS daemon to connect to (before CUDA is initialised)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RLBENCH_TORCH_THREADS"):
         os.environ[var] = str(threads)
     from .. import algos, sink, sysmon  # noqa: F401 - what every run uses: gymnasium, pyarrow, the registry
@@ -131,11 +133,15 @@ class LocalExecutor:
         devices: one (CUDA_VISIBLE_DEVICES, torch device) pair per worker, from ``plan_devices``.
         threads: torch threads per worker.
         timeout: seconds a job may run before it is killed (None: no limit).
+        mps: a CUDA MPS daemon (``rlbench_cli.mps``) that ``start`` starts before the workers, which connect
+            to it, and ``close`` stops after them; ``mps_note``: what ``describe`` says of MPS.
     """
 
     def __init__(self, devices: list[tuple[str | None, str]], threads: int = 1, timeout: float | None = None,
-                 poll: float = 0.5):  # fmt: skip
+                 poll: float = 0.5, mps: Any = None, mps_note: str = ""):  # fmt: skip
         self.slots = [_Slot(i, cv, dev) for i, (cv, dev) in enumerate(devices)]
+        self.mps, self.mps_note = mps, mps_note
+        self._env: dict[str, str] = {}
         self.threads = threads
         self.timeout = timeout
         self.poll = poll
@@ -149,14 +155,22 @@ class LocalExecutor:
 
     def describe(self) -> str:
         devices = ", ".join(sorted({s.device for s in self.slots}))
-        return f"{len(self.slots)} local workers on {devices}, {self.threads} torch thread(s) each"
+        return f"{len(self.slots)} local workers on {devices}, {self.threads} torch thread(s) each{self.mps_note}"
 
     # -- worker management --------------------------------------------------------------------------
     def _spawn(self, slot: _Slot) -> None:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(
             target=_worker_main,
-            args=(child, slot.cuda_visible, slot.device, self.threads, os.getpid(), self._preload_torch),
+            args=(
+                child,
+                slot.cuda_visible,
+                slot.device,
+                self.threads,
+                os.getpid(),
+                self._preload_torch,
+                self._env,
+            ),
             name=f"rlbench-worker-{slot.index}",
             daemon=True,
         )
@@ -175,14 +189,20 @@ class LocalExecutor:
         ``preload_torch=False``: no run of these jobs uses torch (``runner.uses_torch``), so workers skip it."""
         if not self._started:
             self._preload_torch = preload_torch
+            if self.mps is not None:  # before the workers, which connect to it when they first use CUDA
+                how = "started" if self.mps.start() else "left by an earlier run"
+                self.mps_note = f", under CUDA MPS (a daemon {how} in {self.mps.folder})"
+                self._env = self.mps.env
             for s in self.slots:
                 self._spawn(s)
             self._started = True
 
     def close(self) -> None:
-        """Stop the workers (also when ``run`` was never called)."""
+        """Stop the workers (also when ``run`` was never called), then the MPS daemon they used."""
         if self._started:
             self._shutdown()
+        if self.mps is not None:
+            self.mps.stop()
 
     def _shutdown(self) -> None:
         self._started = False

@@ -75,40 +75,23 @@ def test_main_prints_each_side_as_it_is_measured_then_the_ratios(monkeypatch, ca
     mod = _module()
     monkeypatch.setattr(base, "detect_gpus", lambda: 1)  # the printing, not a GPU's figures
     sides = {1.0: mod.Side(1.0, 20.07, [1.4] * 8, 31.0), 0.25: mod.Side(0.25, 16.6, [5.2] * 8, 88.0)}
-    monkeypatch.setattr(mod, "measure", lambda folder, algo, runs, steps, g, executor, params, env: sides[g])
+    monkeypatch.setattr(mod, "measure", lambda folder, algo, runs, steps, g, executor, params, mps: sides[g])
     assert mod.main(["--runs", "8", "--steps", "50000"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("8 x ppo CartPole-v1 x 50,000 steps on 1 GPU(s)")
     assert out[1:] == mod.report([sides[1.0], sides[0.25]], 8 * 50_000)
 
 
-def test_mps_without_its_control_program_is_a_one_line_error(monkeypatch, tmp_path, capsys):
+def test_mps_asks_rlbench_for_it_in_both_suites_on_the_local_executor_only():
+    """``--mps`` is ``resources.mps: true`` on both sides (``rlbench run`` starts and stops the daemon;
+    tests/e2e/test_mps_run.py); rlbench starts MPS for its local pool only, so with Ray it is refused."""
     mod = _module()
-    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-cuda-mps-control here
-    try:
-        with mod.mps_daemon(tmp_path):
-            raise AssertionError("the daemon cannot have started")
-    except SystemExit as e:
-        assert e.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--mps needs nvidia-cuda-mps-control on PATH" in err
-
-
-def test_mps_daemon_is_started_for_the_runs_and_told_to_quit_after(monkeypatch, tmp_path):
-    """The glue around NVIDIA's control program (which needs a GPU): ``-d`` with private pipe and log
-    folders, the runs' environment pointing at them, ``quit`` on its standard input at the end."""
-    mod = _module()
-    calls = tmp_path / "calls"
-    control = tmp_path / "bin" / "nvidia-cuda-mps-control"
-    control.parent.mkdir()
-    control.write_text(f'#!/bin/sh\necho "$* pipe=$CUDA_MPS_PIPE_DIRECTORY in=$(cat)" >> {calls}\n')
-    control.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{control.parent}:/usr/bin:/bin")
-    with mod.mps_daemon(tmp_path / "t") as env:
-        assert Path(env["CUDA_MPS_PIPE_DIRECTORY"]).is_dir() and Path(env["CUDA_MPS_LOG_DIRECTORY"]).is_dir()
-        assert env["CUDA_MPS_PIPE_DIRECTORY"].startswith(str(tmp_path / "t"))
-        assert calls.read_text().splitlines() == [f"-d pipe={env['CUDA_MPS_PIPE_DIRECTORY']} in="]
-    assert calls.read_text().splitlines()[1] == f" pipe={env['CUDA_MPS_PIPE_DIRECTORY']} in=quit"
+    for g in (1.0, 0.25):
+        assert parse_suite(mod.suite("a", "ppo", 8, 1000, g, {}, mps=True)).resources.mps is True
+        assert parse_suite(mod.suite("a", "ppo", 8, 1000, g, {})).resources.mps is False
+    r = subprocess.run([sys.executable, str(SCRIPT), "--mps", "--executor", "ray"], capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 2 and "--mps: rlbench starts CUDA MPS for the local executor only" in r.stderr
 
 
 def test_a_side_is_read_from_the_store_rlbench_run_wrote(tmp_path):

@@ -1,0 +1,149 @@
+"""CUDA MPS for runs that share a GPU (``resources.mps`` / ``rlbench run --mps``, the local executor).
+
+Runs packed on one GPU (``gpus_per_job`` < 1) each hold a CUDA context of their own, and the GPU time-slices
+between contexts: their kernels take turns. Under NVIDIA's Multi-Process Service the runs' kernels go to one
+server and run side by side (measured: ``benchmarks/gpu_packing.py``, README). ``MpsDaemon`` is one store's
+control daemon (``nvidia-cuda-mps-control -d``), its pipe and log folders in a folder named after the store,
+so that the workers of that store's ``rlbench run`` connect to it and nothing else does. ``rlbench run``
+starts it before its workers and tells it to quit after them; a coordinator killed with -9 leaves it running,
+and the next run on that store finds it by the same folder, uses it and stops it (or just stops it, when that
+run does not ask for MPS). A daemon the user already runs (``CUDA_MPS_PIPE_DIRECTORY``, or CUDA's default
+``/tmp/nvidia-mps``) is used as it is, neither started nor stopped.
+
+No torch here: the control program is driven through its standard input, as NVIDIA documents it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from .errors import UsageError
+
+__all__ = [
+    "CONTROL",
+    "DEFAULT_PIPE",
+    "MpsDaemon",
+    "answers",
+    "require_control",
+    "stop_left_behind",
+    "store_daemon",
+    "store_folder",
+    "user_daemon",
+]
+
+CONTROL = "nvidia-cuda-mps-control"
+DEFAULT_PIPE = Path("/tmp/nvidia-mps")  # where CUDA clients look when CUDA_MPS_PIPE_DIRECTORY is not set
+WAIT_S = 10.0  # for a daemon to answer after -d, or to be gone after quit
+
+
+def require_control() -> str:
+    """The control program's path; a one-line UsageError when it is not on PATH."""
+    path = shutil.which(CONTROL)
+    if path is None:
+        raise UsageError(f"resources.mps / --mps: {CONTROL} is not on PATH (it comes with NVIDIA's driver "
+                         f"utilities, e.g. Debian's nvidia-cuda-mps); install it, or run without MPS (--no-mps)")  # fmt: skip
+    return path
+
+
+def _ask(control: str, pipe: Path, command: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(pipe)}
+    return subprocess.run(
+        [control], input=command + "\n", env=env, capture_output=True, text=True, timeout=30
+    )
+
+
+def answers(pipe: Path, control: str | None = None) -> bool:
+    """Whether a control daemon listens at ``pipe`` (it answers ``get_server_list``)."""
+    if not (pipe / "control").exists():
+        return False
+    return _ask(control or require_control(), pipe, "get_server_list").returncode == 0
+
+
+def user_daemon() -> Path | None:
+    """The pipe folder of an MPS daemon the user runs, if one answers: ``CUDA_MPS_PIPE_DIRECTORY``, else CUDA's
+    default. Workers inherit the environment, so they reach it without rlbench doing anything."""
+    pipe = Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or DEFAULT_PIPE)
+    return pipe if answers(pipe) else None
+
+
+class MpsDaemon:
+    """A control daemon with its pipe and log folders in ``folder`` (``start``, ``stop``, ``env`` for the
+    processes that are to use it)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.pipe, self.log = folder / "pipe", folder / "log"
+        self.control = require_control()
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What points a CUDA process at this daemon."""
+        return {"CUDA_MPS_PIPE_DIRECTORY": str(self.pipe), "CUDA_MPS_LOG_DIRECTORY": str(self.log)}
+
+    def running(self) -> bool:
+        return answers(self.pipe, self.control)
+
+    def start(self) -> bool:
+        """Start the daemon, unless it already runs (left by a killed coordinator): whether it was started
+        now. Raises UsageError, with the daemon's own words, if it does not come up."""
+        if self.running():
+            return False
+        for d in (self.pipe, self.log):
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        r = subprocess.run([self.control, "-d"], env={**os.environ, **self.env}, capture_output=True,
+                           text=True, timeout=30)  # fmt: skip
+        deadline = time.monotonic() + WAIT_S
+        while r.returncode == 0 and not self.running():
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if r.returncode != 0 or not self.running():
+            raise UsageError(f"resources.mps / --mps: '{CONTROL} -d' did not start a daemon in {self.pipe} "
+                             f"({self._why(r)}); run without MPS (--no-mps)")  # fmt: skip
+        return True
+
+    def _why(self, r: subprocess.CompletedProcess) -> str:
+        said = (r.stderr or r.stdout).strip().splitlines()
+        if not said:
+            logged = self.log / "control.log"
+            said = logged.read_text(errors="replace").strip().splitlines() if logged.exists() else []
+        return said[-1] if said else f"exit code {r.returncode}"
+
+    def stop(self) -> bool:
+        """Tell the daemon (and its server) to quit, and wait for it to go: whether it is gone."""
+        if not self.running():
+            return True
+        _ask(self.control, self.pipe, "quit")
+        deadline = time.monotonic() + WAIT_S
+        while self.running():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+
+def store_folder(db: Path) -> Path:
+    """The folder of ``db``'s daemon: short (a Unix socket's path has at most 107 bytes), per user and per
+    store, the same every time so that a daemon left by a killed coordinator is found."""
+    key = hashlib.sha1(str(Path(db).resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"rlbench-mps-{os.getuid()}-{key}"
+
+
+def store_daemon(db: Path) -> MpsDaemon:
+    """``db``'s daemon (not started)."""
+    return MpsDaemon(store_folder(db))
+
+
+def stop_left_behind(db: Path) -> bool:
+    """Stop ``db``'s daemon if a killed coordinator left it running (a run without MPS): whether one was."""
+    folder = store_folder(db)
+    if not (folder / "pipe" / "control").exists() or shutil.which(CONTROL) is None:
+        return False
+    daemon = MpsDaemon(folder)
+    return daemon.running() and daemon.stop()

@@ -1,0 +1,92 @@
+"""rlbench_cli.mps against NVIDIA's real control program (Debian's nvidia-cuda-mps): its daemon starts, answers
+and quits without a GPU; only a CUDA client would need one."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rlbench_cli import mps
+from rlbench_cli.errors import UsageError
+
+
+def quit_daemon(pipe: Path) -> None:
+    subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, capture_output=True,
+                   env={**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(pipe)}, timeout=30)  # fmt: skip
+
+
+@pytest.fixture
+def daemon(mps_control, tmp_path):
+    d = mps.MpsDaemon(tmp_path / "mps")
+    yield d
+    quit_daemon(d.pipe)
+
+
+def test_a_daemon_starts_answers_and_quits(daemon):
+    assert not daemon.running()
+    assert daemon.start() is True
+    assert daemon.running() and (daemon.pipe / "control").exists()
+    assert daemon.env == {
+        "CUDA_MPS_PIPE_DIRECTORY": str(daemon.pipe),
+        "CUDA_MPS_LOG_DIRECTORY": str(daemon.log),
+    }
+    assert "Starting control daemon" in (daemon.log / "control.log").read_text()
+    assert daemon.stop() is True
+    assert not daemon.running()
+    assert daemon.stop() is True  # nothing left to stop
+
+
+def test_a_running_daemon_is_used_not_started_twice(daemon):
+    other = mps.MpsDaemon(daemon.folder)  # the next run on the store, after a coordinator was killed
+    assert daemon.start() is True
+    assert other.start() is False
+    assert other.running()
+    log = (daemon.log / "control.log").read_text()
+    assert log.count("Starting control daemon") == 1
+
+
+def test_a_daemon_that_cannot_start_is_a_one_line_error(mps_control, tmp_path):
+    d = mps.MpsDaemon(tmp_path / ("x" * 120))  # a Unix socket's path holds at most 107 bytes
+    with pytest.raises(UsageError) as e:
+        d.start()
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(
+        "resources.mps / --mps: 'nvidia-cuda-mps-control -d' did not start"
+    )
+    assert "--no-mps" in msg and not d.running()
+
+
+def test_without_the_control_program_asking_for_mps_is_a_one_line_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(UsageError) as e:
+        mps.MpsDaemon(tmp_path)
+    assert "\n" not in str(e.value) and "nvidia-cuda-mps-control is not on PATH" in str(e.value)
+    assert "--no-mps" in str(e.value)
+    assert mps.stop_left_behind(tmp_path / "r.duckdb") is False  # a run without MPS needs nothing of it
+
+
+def test_a_stores_folder_is_short_the_same_each_time_and_its_own(tmp_path):
+    a, b = tmp_path / "a" / "rlbench.duckdb", tmp_path / "b" / "rlbench.duckdb"
+    assert mps.store_folder(a) == mps.store_folder(a) != mps.store_folder(b)
+    assert len(str(mps.store_folder(a) / "pipe" / "control")) < 107
+    assert mps.store_folder(a).name.startswith(f"rlbench-mps-{os.getuid()}-")
+
+
+def test_a_daemon_a_killed_run_left_is_stopped_by_a_run_without_mps(mps_control, tmp_path, monkeypatch):
+    db = tmp_path / "rlbench.duckdb"
+    left = mps.store_daemon(db)
+    try:
+        left.start()
+        assert mps.stop_left_behind(db) is True
+        assert not left.running()
+        assert mps.stop_left_behind(db) is False
+    finally:
+        quit_daemon(left.pipe)
+
+
+def test_the_users_own_daemon_is_found_through_its_pipe_folder(daemon, monkeypatch):
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(daemon.pipe))
+    assert mps.user_daemon() is None  # not running yet
+    daemon.start()
+    assert mps.user_daemon() == daemon.pipe
