@@ -10,11 +10,14 @@ and the next run on that store finds it by the same folder, uses it and stops it
 run does not ask for MPS). A daemon the user already runs (``CUDA_MPS_PIPE_DIRECTORY``, or CUDA's default
 ``/tmp/nvidia-mps``) is used as it is, neither started nor stopped.
 
-No torch here: the control program is driven through its standard input, as NVIDIA documents it.
+No torch here: the control program is driven through its standard input, as NVIDIA documents it, and a
+daemon is known to run by the POSIX lock it holds on its pipe folder's ``control_lock`` (it answers one
+client at a time, so a query can fail while it runs).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -51,18 +54,51 @@ def require_control() -> str:
     return path
 
 
+def _run(args: list[str], env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    """The control program, run to its end; one that hangs (a wedged daemon) ends as exit code 124."""
+    try:
+        return subprocess.run(args, input=stdin, env=env, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(args, 124, "", f"{CONTROL} did not answer within 30 s")
+
+
 def _ask(control: str, pipe: Path, command: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(pipe)}
-    return subprocess.run(
-        [control], input=command + "\n", env=env, capture_output=True, text=True, timeout=30
-    )
+    return _run([control], {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(pipe)}, command + "\n")
+
+
+GONE = "Cannot find MPS control daemon"  # what the control program says where no daemon runs
+
+
+def _locked(path: Path) -> bool:
+    """Whether another process holds a POSIX lock on ``path`` (a running control daemon holds one on its
+    ``control_lock``)."""
+    try:
+        with open(path, "rb") as f:
+            fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return False
 
 
 def answers(pipe: Path, control: str | None = None) -> bool:
-    """Whether a control daemon listens at ``pipe`` (it answers ``get_server_list``)."""
+    """Whether a control daemon runs at ``pipe``: it holds its lock, else it answers ``get_server_list``.
+    The lock is asked first because the daemon talks to one client at a time: a query that meets another
+    client's (a run asking at the same moment) fails, so a failed query other than "no daemon" is retried
+    for up to 2 s."""
     if not (pipe / "control").exists():
         return False
-    return _ask(control or require_control(), pipe, "get_server_list").returncode == 0
+    if _locked(pipe / "control_lock"):
+        return True
+    for _ in range(40):
+        r = _ask(control or require_control(), pipe, "get_server_list")
+        if r.returncode == 0:
+            return True
+        if GONE in r.stderr + r.stdout:
+            return False
+        time.sleep(0.05)
+    return False
 
 
 def user_daemon() -> Path | None:
@@ -96,8 +132,7 @@ class MpsDaemon:
             return False
         for d in (self.pipe, self.log):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        r = subprocess.run([self.control, "-d"], env={**os.environ, **self.env}, capture_output=True,
-                           text=True, timeout=30)  # fmt: skip
+        r = _run([self.control, "-d"], {**os.environ, **self.env})
         deadline = time.monotonic() + WAIT_S
         while r.returncode == 0 and not self.running():
             if time.monotonic() > deadline:

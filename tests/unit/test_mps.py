@@ -2,7 +2,9 @@
 and quits without a GPU; only a CUDA client would need one."""
 
 import os
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,16 @@ from rlbench_cli.errors import UsageError
 def quit_daemon(pipe: Path) -> None:
     subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, capture_output=True,
                    env={**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(pipe)}, timeout=30)  # fmt: skip
+
+
+def control_log(d: mps.MpsDaemon, waiting_for: str) -> str:
+    """The daemon's log once it holds ``waiting_for`` (it writes it a moment after it starts), or after 5 s."""
+    deadline = time.monotonic() + 5
+    while True:
+        log = (d.log / "control.log").read_text() if (d.log / "control.log").exists() else ""
+        if waiting_for in log or time.monotonic() > deadline:
+            return log
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -31,7 +43,7 @@ def test_a_daemon_starts_answers_and_quits(daemon):
         "CUDA_MPS_PIPE_DIRECTORY": str(daemon.pipe),
         "CUDA_MPS_LOG_DIRECTORY": str(daemon.log),
     }
-    assert "Starting control daemon" in (daemon.log / "control.log").read_text()
+    assert "Starting control daemon" in control_log(daemon, "Starting control daemon")
     assert daemon.stop() is True
     assert not daemon.running()
     assert daemon.stop() is True  # nothing left to stop
@@ -42,8 +54,7 @@ def test_a_running_daemon_is_used_not_started_twice(daemon):
     assert daemon.start() is True
     assert other.start() is False
     assert other.running()
-    log = (daemon.log / "control.log").read_text()
-    assert log.count("Starting control daemon") == 1
+    assert control_log(daemon, "Starting control daemon").count("Starting control daemon") == 1
 
 
 def test_a_daemon_that_cannot_start_is_a_one_line_error(mps_control, tmp_path):
@@ -83,6 +94,7 @@ def test_a_daemon_a_killed_run_left_is_stopped_by_a_run_without_mps(mps_control,
         assert mps.stop_left_behind(db) is False
     finally:
         quit_daemon(left.pipe)
+        shutil.rmtree(left.folder, ignore_errors=True)
 
 
 def test_the_users_own_daemon_is_found_through_its_pipe_folder(daemon, monkeypatch):
@@ -90,3 +102,16 @@ def test_the_users_own_daemon_is_found_through_its_pipe_folder(daemon, monkeypat
     assert mps.user_daemon() is None  # not running yet
     daemon.start()
     assert mps.user_daemon() == daemon.pipe
+
+
+def test_a_daemon_busy_with_other_clients_still_counts_as_running(daemon):
+    """The control daemon serves one client at a time and turns away the others ("Cannot send command"): a
+    query that meets another process's (a run asking at the same moment) must not take it for gone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    daemon.start()
+    with ThreadPoolExecutor(12) as pool:
+        assert all(pool.map(lambda _: daemon.running(), range(24)))
+    daemon.stop()
+    with ThreadPoolExecutor(4) as pool:
+        assert not any(pool.map(lambda _: daemon.running(), range(8)))
