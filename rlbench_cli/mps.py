@@ -71,15 +71,28 @@ GONE = "Cannot find MPS control daemon"  # what the control program says where n
 
 def _locked(path: Path) -> bool:
     """Whether another process holds a POSIX lock on ``path`` (a running control daemon holds one on its
-    ``control_lock``)."""
+    ``control_lock``); False also where the file cannot be opened (the daemon is then asked instead)."""
     try:
-        with open(path, "rb") as f:
-            fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except FileNotFoundError:
-        return False
+        f = open(path, "rb")
     except OSError:
-        return True
+        return False
+    with f:
+        try:
+            fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:  # EAGAIN / EACCES: held
+            return True
     return False
+
+
+def _tell(control: str, pipe: Path, command: str, patience: float = 2.0) -> subprocess.CompletedProcess:
+    """``command`` to the daemon at ``pipe``, said again for up to ``patience`` seconds while the daemon is
+    busy with another client (any failure but "no daemon")."""
+    deadline = time.monotonic() + patience
+    while True:
+        r = _ask(control, pipe, command)
+        if r.returncode == 0 or GONE in r.stderr + r.stdout or time.monotonic() > deadline:
+            return r
+        time.sleep(0.02)
 
 
 def answers(pipe: Path, control: str | None = None) -> bool:
@@ -91,14 +104,7 @@ def answers(pipe: Path, control: str | None = None) -> bool:
         return False
     if _locked(pipe / "control_lock"):
         return True
-    for _ in range(40):
-        r = _ask(control or require_control(), pipe, "get_server_list")
-        if r.returncode == 0:
-            return True
-        if GONE in r.stderr + r.stdout:
-            return False
-        time.sleep(0.05)
-    return False
+    return _tell(control or require_control(), pipe, "get_server_list").returncode == 0
 
 
 def user_daemon() -> Path | None:
@@ -151,15 +157,17 @@ class MpsDaemon:
         return said[-1] if said else f"exit code {r.returncode}"
 
     def stop(self) -> bool:
-        """Tell the daemon (and its server) to quit, and wait for it to go: whether it is gone."""
-        if not self.running():
-            return True
-        _ask(self.control, self.pipe, "quit")
+        """Tell the daemon (and its server) to quit, and wait for it to go: whether it is gone. The control
+        program's exit status does not say whether the daemon took the command (it serves one client at a
+        time, and may turn ``quit`` away), so ``quit`` is said again each second until the lock is free."""
         deadline = time.monotonic() + WAIT_S
         while self.running():
             if time.monotonic() > deadline:
                 return False
-            time.sleep(0.05)
+            _ask(self.control, self.pipe, "quit")
+            said = time.monotonic()
+            while time.monotonic() - said < 1.0 and self.running():
+                time.sleep(0.05)
         return True
 
 

@@ -104,14 +104,16 @@ def test_the_users_own_daemon_is_found_through_its_pipe_folder(daemon, monkeypat
     assert mps.user_daemon() == daemon.pipe
 
 
-def test_a_daemon_busy_with_other_clients_still_counts_as_running(daemon):
-    """The control daemon serves one client at a time and turns away the others ("Cannot send command"): a
-    query that meets another process's (a run asking at the same moment) must not take it for gone."""
+def test_whether_a_daemon_runs_is_asked_of_the_lock_it_holds(daemon):
+    """The daemon serves one client at a time and turns the others away (a query meeting another run's fails,
+    sometimes without a word), so whether it runs is asked of the POSIX lock it holds on ``control_lock``."""
     from concurrent.futures import ThreadPoolExecutor
 
+    lock = daemon.pipe / "control_lock"
+    assert not mps._locked(lock)
     daemon.start()
-    with ThreadPoolExecutor(12) as pool:
+    assert mps._locked(lock)
+    with ThreadPoolExecutor(12) as pool:  # many asking at once: every one of them sees it running
         assert all(pool.map(lambda _: daemon.running(), range(24)))
-    daemon.stop()
-    with ThreadPoolExecutor(4) as pool:
-        assert not any(pool.map(lambda _: daemon.running(), range(8)))
+    assert daemon.stop() is True
+    assert not mps._locked(lock) and not daemon.running()
