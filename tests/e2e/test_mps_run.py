@@ -108,10 +108,7 @@ def test_runs_sharing_a_gpu_run_under_the_stores_daemon_which_quits_after_them(m
     assert "Cmd:quit" in (folder / "log" / "control.log").read_text()
 
 
-@pytest.mark.parametrize("again", ["--mps", "--no-mps"])
-def test_a_daemon_a_killed_coordinator_left_is_used_or_stopped_by_the_next_run(
-    mps_control, tmp_path, db, again
-):
+def test_a_daemon_a_killed_coordinator_left_is_used_and_stopped_by_the_next_run(mps_control, tmp_path, db):
     suite = write_suite(tmp_path, mps=True)
     proc = subprocess.Popen([RLBENCH, "run", str(suite), "--db", str(db)], env=env_for(tmp_path),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -128,17 +125,23 @@ def test_a_daemon_a_killed_coordinator_left_is_used_or_stopped_by_the_next_run(
     (tmp_path / "release").touch()
     for p in tmp_path.rglob("mps.json"):
         p.unlink()
-    r = rl(tmp_path, "run", suite, "--db", db, again)
+    r = rl(tmp_path, "run", suite, "--db", db)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "2 finished" in r.stdout
-    seen = probes(tmp_path)
-    if again == "--mps":
-        assert f"under CUDA MPS (a daemon left by an earlier run in {left.folder})" in r.stdout
-        assert [(s["pipe"], s["answers"]) for s in seen] == [(str(left.pipe), True)] * 2
-    else:
-        assert "MPS" not in r.stdout
-        assert [s["pipe"] for s in seen] == [None, None]
-    assert not left.running()  # either way: stopped at the end, nothing left behind
+    assert f"under CUDA MPS (a daemon left by an earlier run in {left.folder})" in r.stdout
+    assert [(s["pipe"], s["answers"]) for s in probes(tmp_path)] == [(str(left.pipe), True)] * 2
+    assert not left.running()  # stopped at the end: nothing left behind
+
+
+def test_a_run_without_mps_stops_the_daemon_a_killed_coordinator_left(mps_control, tmp_path, db):
+    """What a coordinator killed with -9 leaves (the test above): the store's daemon running in its folder."""
+    left = mps.store_daemon(db)
+    assert left.start() is True
+    (tmp_path / "release").touch()
+    r = rl(tmp_path, "run", write_suite(tmp_path, mps=True), "--db", db, "--no-mps")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "MPS" not in r.stdout and [s["pipe"] for s in probes(tmp_path)] == [None, None]
+    assert not left.running()
 
 
 def test_asking_for_mps_where_no_run_uses_a_gpu_starts_no_daemon(mps_control, tmp_path, db):
