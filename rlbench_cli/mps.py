@@ -139,12 +139,7 @@ class MpsDaemon:
         for d in (self.pipe, self.log):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
         r = _run([self.control, "-d"], {**os.environ, **self.env})
-        deadline = time.monotonic() + WAIT_S
-        while r.returncode == 0 and not self.running():
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        if r.returncode != 0 or not self.running():
+        if r.returncode != 0 or not self._until(True, WAIT_S):
             raise UsageError(f"resources.mps / --mps: '{CONTROL} -d' did not start a daemon in {self.pipe} "
                              f"({self._why(r)}); run without MPS (--no-mps)")  # fmt: skip
         return True
@@ -165,9 +160,16 @@ class MpsDaemon:
             if time.monotonic() > deadline:
                 return False
             _ask(self.control, self.pipe, "quit")
-            said = time.monotonic()
-            while time.monotonic() - said < 1.0 and self.running():
-                time.sleep(0.05)
+            self._until(False, 1.0)
+        return True
+
+    def _until(self, running: bool, seconds: float) -> bool:
+        """Wait up to ``seconds`` for ``running()`` to be ``running``: whether it is."""
+        deadline = time.monotonic() + seconds
+        while self.running() != running:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
         return True
 
 

@@ -141,7 +141,6 @@ class LocalExecutor:
                  poll: float = 0.5, mps: Any = None, mps_note: str = ""):  # fmt: skip
         self.slots = [_Slot(i, cv, dev) for i, (cv, dev) in enumerate(devices)]
         self.mps, self.mps_note = mps, mps_note
-        self._env: dict[str, str] = {}
         self.threads = threads
         self.timeout = timeout
         self.poll = poll
@@ -169,7 +168,7 @@ class LocalExecutor:
                 self.threads,
                 os.getpid(),
                 self._preload_torch,
-                self._env,
+                self.mps.env if self.mps is not None else {},
             ),
             name=f"rlbench-worker-{slot.index}",
             daemon=True,
@@ -192,7 +191,6 @@ class LocalExecutor:
             if self.mps is not None:  # before the workers, which connect to it when they first use CUDA
                 how = "started" if self.mps.start() else "left by an earlier run"
                 self.mps_note = f", under CUDA MPS (a daemon {how} in {self.mps.folder})"
-                self._env = self.mps.env
             for s in self.slots:
                 self._spawn(s)
             self._started = True

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import e2e_cli
 import pytest
 import yaml
 from e2e_cli import RLBENCH
@@ -67,14 +68,13 @@ def write_suite(tmp_path: Path, name: str = "mpsprobe", **resources) -> Path:
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
     env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
-               CUDA_VISIBLE_DEVICES="0", MPLBACKEND="Agg")  # fmt: skip
+               CUDA_VISIBLE_DEVICES="0")  # fmt: skip
     env.update(extra)
     return env
 
 
 def rl(tmp_path: Path, *args, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([RLBENCH, *map(str, args)], capture_output=True, text=True, timeout=300,
-                          env=env_for(tmp_path, **env))  # fmt: skip
+    return e2e_cli.rl(*args, check=False, timeout=300, env=env_for(tmp_path, **env))
 
 
 def probes(tmp_path: Path) -> list[dict]:
