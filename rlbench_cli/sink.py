@@ -20,6 +20,8 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, Protocol
 
+from .arrowbuf import numbers, strings
+
 __all__ = ["MetricSink", "ShardSink", "list_shards", "SHARD_SCHEMA_COLUMNS"]
 
 SHARD_SCHEMA_COLUMNS = ("step", "name", "value", "wall_time")
@@ -156,10 +158,11 @@ def _to_table(buf: list[tuple[Any, ...]]) -> Any:
         steps, name_idx, values, times = (
             np.concatenate(cols[k]) for k in ("step", "name", "value", "wall_time")
         )
-    name_col = pa.DictionaryArray.from_arrays(
-        pa.array(name_idx, pa.int32()), pa.array(list(names), pa.string())
-    )
-    return pa.table({"step": steps, "name": name_col, "value": values, "wall_time": times})
+    # from buffers: pa.array / pa.table of numpy arrays import pandas (a run's first flush, see arrowbuf)
+    name_col = pa.DictionaryArray.from_arrays(numbers(np.asarray(name_idx, np.int32)), strings(list(names)))
+    columns = [numbers(np.asarray(steps, np.int64)), name_col, numbers(np.asarray(values, np.float64)),
+               numbers(np.asarray(times, np.float64))]  # fmt: skip
+    return pa.Table.from_arrays(columns, names=list(SHARD_SCHEMA_COLUMNS))
 
 
 def _mapping_columns(buf: list[tuple[int, float, dict[str, float]]]) -> tuple[Any, list[str], Any, Any, Any]:

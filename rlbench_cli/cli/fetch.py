@@ -356,6 +356,7 @@ def _scores(store: Any, con: Any, filters: dict[str, Any], metric: str | None, r
     import pyarrow.compute as pc
 
     from .. import report, scoring
+    from ..arrowbuf import numbers, repeated_text
 
     suites = [filters["suite"]] if filters.get("suite") else store.suites(con)
     parts = []
@@ -382,39 +383,18 @@ def _scores(store: Any, con: Any, filters: dict[str, Any], metric: str | None, r
             str(c.message) for c in caught if issubclass(c.category, scoring.StatsWarning)
         ):
             typer.echo(f"warning: suite {name!r}: {w}", err=True)
-        kept = runs.take(_arrow(np.asarray(order, np.int64)))
+        kept = runs.take(numbers(np.asarray(order, np.int64)))
         k = kept.num_rows
-        columns = {"run_id": kept["run_id"], "suite": _arrow_text(name, k), "algo": kept["algo"],
+        columns = {"run_id": kept["run_id"], "suite": repeated_text(name, k), "algo": kept["algo"],
                    "env": kept["env"], "seed": kept["seed"], "status": kept["status"],
-                   "metric": _arrow_text(m, k), "rule": _arrow_text(r, k),
-                   "drop_first": _arrow(np.full(k, d, np.int64)), "score": kept["score"].cast(pa.float64())}  # fmt: skip
+                   "metric": repeated_text(m, k), "rule": repeated_text(r, k),
+                   "drop_first": numbers(np.full(k, d, np.int64)), "score": kept["score"].cast(pa.float64())}  # fmt: skip
         parts.append(pa.Table.from_arrays(list(columns.values()), names=list(columns)))
     if not parts:
-        return pa.Table.from_arrays([_arrow_text("", 0)] * len(SCORE_COLUMNS), names=SCORE_COLUMNS)
+        return pa.Table.from_arrays([repeated_text("", 0)] * len(SCORE_COLUMNS), names=SCORE_COLUMNS)
     out = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
     keys = [(c, "ascending") for c in ("suite", "algo", "env", "seed", "run_id")]
     return out.take(pc.sort_indices(out, sort_keys=keys))
-
-
-def _arrow(values: Any) -> Any:
-    """A numpy int64 / float64 array as an Arrow array, zero-copy. Built from its buffer: pyarrow's
-    conversions of numpy arrays and Python objects import pandas first (a third of ``fetch --scores``)."""
-    import numpy as np
-    import pyarrow as pa
-
-    kind = {"int64": pa.int64(), "float64": pa.float64()}[str(values.dtype)]
-    values = np.ascontiguousarray(values)
-    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
-
-
-def _arrow_text(text: str, k: int) -> Any:
-    """An Arrow string array of ``k`` copies of ``text`` (built from buffers, see ``_arrow``)."""
-    import numpy as np
-    import pyarrow as pa
-
-    data = text.encode("utf-8")
-    offsets = np.arange(k + 1, dtype=np.int32) * len(data)
-    return pa.Array.from_buffers(pa.string(), k, [None, pa.py_buffer(offsets), pa.py_buffer(data * k)])
 
 
 class _Open:

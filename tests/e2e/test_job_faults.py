@@ -54,6 +54,7 @@ FAULTY = textwrap.dedent(
 
 
     def _start(ctx):
+        print(f"job {ctx.spec.algo} started", flush=True)
         ctx.maybe_evaluate(0, _policy)
         ctx.sink.log(0, **{"train/progress": 0.0})
         time.sleep(3)  # past the 1 s flush and Ray's 1 s pull after it: what was logged is on disk
@@ -86,7 +87,7 @@ def test_every_kind_of_job_fault_is_recorded_and_the_grid_completes(tmp_path, ex
     (tmp_path / "faulty.py").write_text(FAULTY)
     algos = "\n".join(
         f"  - {{name: {n}, entrypoint: 'faulty:{n}'}}"
-        for n in ("good", "raises", "segfault", "oom_killed", "hangs")
+        for n in ("hangs", "good", "raises", "segfault", "oom_killed")  # the 2 x 15 s hang beside the rest
     )
     (tmp_path / "faults.yaml").write_text(
         "name: faults\nseeds: 1\nbudget: {steps: 300, eval_every: 100, eval_episodes: 1}\n"
@@ -155,3 +156,9 @@ def test_every_kind_of_job_fault_is_recorded_and_the_grid_completes(tmp_path, ex
     for algo in expected:
         assert rows.get(algo, 0) >= 1, (algo, rows)
     assert "FAILED" in r.stdout and "retrying" in r.stdout
+    # every failed attempt keeps its output.log, whatever ended it and wherever it ran
+    for algo in expected:
+        logs = sorted((tmp_path / "runs" / "faults" / runs[algo]["run_id"]).glob("attempt-*/output.log"))
+        assert len(logs) == 2, (algo, logs)
+        for log in logs:
+            assert f"job {algo} started" in log.read_text(errors="replace"), (algo, log)

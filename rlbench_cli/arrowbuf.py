@@ -1,0 +1,50 @@
+"""Arrow arrays built from buffers, without pandas.
+
+pyarrow's conversions of numpy arrays and of Python lists (``pa.array``, ``pa.table`` of a dict) import pandas
+first when it is installed, to check whether the input is a pandas object: 0.8 s of a process's first call,
+and far more in a worker starved of CPU. A run's first metric flush (``sink``) and ``fetch --scores`` build
+their columns here instead, zero-copy from the numpy buffers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["numbers", "strings", "repeated_text"]
+
+_TYPES = {"int32": "int32", "int64": "int64", "float64": "float64"}
+
+
+def numbers(values: Any) -> Any:
+    """A 1-D numpy int32 / int64 / float64 array as an Arrow array of the same type (zero-copy when
+    contiguous)."""
+    import numpy as np
+    import pyarrow as pa
+
+    kind = _TYPES.get(str(values.dtype))
+    if kind is None or values.ndim != 1:
+        raise TypeError(f"numbers: a 1-D int32, int64 or float64 array, not {values.dtype} {values.shape}")
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(getattr(pa, kind)(), len(values), [None, pa.py_buffer(values)])
+
+
+def strings(texts: Sequence[str]) -> Any:
+    """An Arrow string array of ``texts`` (no nulls)."""
+    import numpy as np
+    import pyarrow as pa
+
+    encoded = [t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(encoded) + 1, np.int32)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets),
+                                                             pa.py_buffer(b"".join(encoded))])  # fmt: skip
+
+
+def repeated_text(text: str, k: int) -> Any:
+    """An Arrow string array of ``k`` copies of ``text``."""
+    import numpy as np
+    import pyarrow as pa
+
+    data = text.encode("utf-8")
+    offsets = np.arange(k + 1, dtype=np.int32) * len(data)
+    return pa.Array.from_buffers(pa.string(), k, [None, pa.py_buffer(offsets), pa.py_buffer(data * k)])
