@@ -310,10 +310,10 @@ def test_without_checkpoint_every_a_run_starts_over(tmp_path: Path) -> None:
     ],
 )
 def test_d3rlpy_online_resumes_bitwise(tmp_path: Path, algo: str, env: str, params: dict[str, Any]) -> None:
-    # checkpoint at 1500, stopped at 1700 with rows 1501..1700 logged, which the resumed attempt must drop
-    spec = _spec(algo, env, steps=2000, eval_every=1000, every=1500, params=params, eval_episodes=1)
-    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=200)
-    assert r2["resumed_from_step"] == 1500
+    # checkpoint at 600, stopped at 700 with rows 601..700 logged, which the resumed attempt must drop
+    spec = _spec(algo, env, steps=1000, eval_every=500, every=600, params=params, eval_episodes=1)
+    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=100)
+    assert r2["resumed_from_step"] == 600
     resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
     assert_continuous(resumed, spec)
     pd.testing.assert_frame_equal(resumed, straight)
