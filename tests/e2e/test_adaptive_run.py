@@ -53,7 +53,7 @@ def test_equal_algorithms_run_every_batch_and_are_declared_equal(tmp_path):
 
 
 def test_a_killed_adaptive_run_resumes_to_the_same_decisions(tmp_path):
-    suite = _suite(tmp_path, steps=100_000)
+    suite = _suite(tmp_path, steps=30_000)  # long enough that the kill after 5 runs finds some running
     whole = tmp_path / "whole.duckdb"
     rl("run", suite, "--db", whole, *ADAPTIVE, "--workers", "2")
     expected = json.loads(rl("compare", "ada", "--db", whole, "--json").stdout)["decisions"]
@@ -71,6 +71,9 @@ def test_a_killed_adaptive_run_resumes_to_the_same_decisions(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
+    runs_whole = json.loads(rl("status", "ada", "--db", whole, "--json").stdout)["suites"]["ada"]["finished"]
+    killed = json.loads(rl("status", "ada", "--db", db, "--json").stdout)["suites"]["ada"]
+    assert 5 <= killed["finished"] < runs_whole, (killed, runs_whole)  # killed mid-way, not after the end
     changed = rl("run", suite, "--db", db, "--adaptive", "--batch", "3", "--max-batches", "3", check=False)
     assert (
         changed.returncode == 2 and "was run adaptively with other settings (batch 2 -> 3" in changed.stderr
