@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["numbers", "strings", "repeated_text"]
 
-_TYPES = {"int32": "int32", "int64": "int64", "float64": "float64"}
+_NUMERIC = ("int32", "int64", "float64")
 
 
 def numbers(values: Any) -> Any:
@@ -21,11 +21,10 @@ def numbers(values: Any) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    kind = _TYPES.get(str(values.dtype))
-    if kind is None or values.ndim != 1:
+    if str(values.dtype) not in _NUMERIC or values.ndim != 1:
         raise TypeError(f"numbers: a 1-D int32, int64 or float64 array, not {values.dtype} {values.shape}")
     values = np.ascontiguousarray(values)
-    return pa.Array.from_buffers(getattr(pa, kind)(), len(values), [None, pa.py_buffer(values)])
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
 
 def strings(texts: Sequence[str]) -> Any:

@@ -621,10 +621,10 @@ class RayExecutor:
                 for s in self.slots:
                     if s.job is not None and self.timeout and time.monotonic() - s.started > self.timeout:
                         self._pull(ray, [s])
-                        job, node, folders = s.job, (s.info or {}).get("node_id"), s.remote_folders
+                        node = (s.info or {}).get("node_id")  # _kill forgets the actor's info, not its job
                         self._kill(ray, s)
                         # its output.log (where it hung) and what it flushed since the pull, as local keeps them
-                        self._salvage(ray, job, node, folders)
+                        self._salvage(ray, s.job, node, s.remote_folders)
                         self._finish(s, queue, on_end, Outcome(
                             "failed", None, f"timeout: killed after {self.timeout:g}s (--timeout / budget.timeout)",
                             time.monotonic() - s.started))  # fmt: skip
