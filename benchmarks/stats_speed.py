@@ -8,6 +8,9 @@ Two workloads, the defaults of ``rlbench_cli.stats``:
    Target: rlbench < 1 s.
 3. Performance profiles (rliable's run-score distribution) with 95% bands, 81 thresholds over the score range,
    2,000 replicates (rliable's default; ``--profile-reps``).
+4. IQM sample-efficiency curves (``rlbench plot``'s sample_efficiency figure) with 95% bands: 5 algorithms x
+   10 runs x 20 tasks x 50 evaluation points, 2,000 replicates (``--curve-reps``, ``--points``). rliable's side
+   is its documented recipe, ``get_interval_estimates`` of ``[aggregate_iqm(scores[..., k]) for k in points]``.
 
 rliable is called as ``rlbench_cli.stats`` calls it: one ``get_interval_estimates`` per algorithm (per pair),
 numpy's global generator seeded with ``[seed, crc32(key)]`` before each call (and restored afterwards).
@@ -248,6 +251,51 @@ def bench_profile(scores: dict[str, np.ndarray], args: argparse.Namespace) -> No
         print(f"  max |band end diff|, replay         {diff:.3g}  (rlbench on rliable's RandomState stream)")
 
 
+def bench_curves(scores: dict[str, np.ndarray], args: argparse.Namespace) -> None:
+    from rliable import library as rly
+    from rliable import metrics
+
+    reps, rreps = args.curve_reps, args.rliable_curve_reps or args.curve_reps
+    algos = list(scores)
+    rng = np.random.default_rng(args.seed + 1)
+    # a curve per run rising to its final score: (runs, tasks) -> (runs, tasks, points)
+    ramp = (1 - np.exp(-3 * np.linspace(0, 1, args.points))) / (1 - np.exp(-3))
+    curves = {
+        a: s[..., None] * ramp + rng.normal(0, 0.05, s.shape + (args.points,)) for a, s in scores.items()
+    }
+    runs, tasks, points = curves[algos[0]].shape
+    print(f"\n(4) IQM sample-efficiency curves: {len(algos)} algorithms x {runs} runs x {tasks} tasks x {points} "
+          f"points")  # fmt: skip
+    print(f"    rlbench reps {reps}, rliable reps {rreps}")
+
+    def run_ours() -> dict[str, bs.Interval]:  # as stats.sample_efficiency bootstraps each algorithm
+        return dict(zip(algos, bs.map_independent(
+            lambda a: bs.curve_interval(curves[a], reps=reps, seed=np.random.RandomState(global_seed(args.seed, a))),
+            algos, args.seed)))  # fmt: skip
+
+    ours, t_ours = timed(run_ours, args.repeat)
+
+    def iqm_per_point(x: np.ndarray) -> np.ndarray:
+        return np.array([metrics.aggregate_iqm(x[..., k]) for k in range(x.shape[-1])])
+
+    def run_rliable() -> dict:
+        out = {}
+        for algo in algos:
+            with seeded_global(global_seed(args.seed, algo)):
+                out[algo] = rly.get_interval_estimates({algo: curves[algo]}, iqm_per_point, reps=rreps)
+        return out
+
+    theirs, t_rly = timed(run_rliable, args.repeat)
+    report_time(
+        "the sample-efficiency curves", t_ours, t_rly.scaled(reps / rreps), rreps if rreps != reps else None
+    )
+    point_diff = max(np.max(np.abs(ours[a].point - theirs[a][0][a])) for a in algos)
+    print(f"  max |point estimate diff|           {point_diff:.3g}")
+    if rreps == reps:  # the same stream: the same replicates, the same bands
+        diff = max(np.max(np.abs(np.stack([ours[a].lower, ours[a].upper]) - theirs[a][1][a])) for a in algos)
+        print(f"  max |band end diff|, replay         {diff:.3g}  (rlbench on rliable's RandomState stream)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=50000, help="aggregate bootstrap replicates (rlbench)")
@@ -265,7 +313,14 @@ def main() -> None:
         "--rliable-profile-reps", type=int, default=None, help="for rliable; default --profile-reps"
     )
     parser.add_argument("--taus", type=int, default=81, help="performance-profile thresholds")
-    parser.add_argument("--skip", choices=["aggregates", "poi", "profile"], action="append", default=[],
+    parser.add_argument("--curve-reps", type=int, default=2000, help="sample-efficiency curve replicates")
+    parser.add_argument(
+        "--rliable-curve-reps", type=int, default=None, help="for rliable; default --curve-reps"
+    )
+    parser.add_argument(
+        "--points", type=int, default=50, help="evaluation points of each sample-efficiency curve"
+    )
+    parser.add_argument("--skip", choices=["aggregates", "poi", "profile", "curves"], action="append", default=[],
                         help="leave a workload out (repeatable)")  # fmt: skip
     args = parser.parse_args()
     if args.pairs >= args.algos:
@@ -279,6 +334,8 @@ def main() -> None:
         bench_poi(scores, args)
     if "profile" not in args.skip:
         bench_profile(scores, args)
+    if "curves" not in args.skip:
+        bench_curves(scores, args)
 
 
 if __name__ == "__main__":

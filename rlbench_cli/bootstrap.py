@@ -15,6 +15,10 @@ Semantics matched to rliable 1.2.0 / arch 7.2 (read from their source):
   runs are resampled with replacement, independently within each task (column); tasks are never resampled.
 * Probability of improvement (``library.StratifiedIndependentBootstrap`` on the pair ``[x, y]``): per
   replicate, ``x`` and ``y`` get independent index arrays (first x's, then y's), each stratified by task.
+* Curves (``StratifiedBootstrap`` of a (num_runs, num_tasks, num_points) array, as rliable's sample-efficiency
+  curves call it): the index array has the array's whole shape, ``np.random.choice(num_runs, (num_runs,
+  num_tasks, num_points))``, and a replicate takes ``scores[idx[i, j, k], j, k]``: runs are resampled
+  independently within every task and every point.
 * Intervals (``arch``'s ``conf_int(method="percentile")``): ``np.percentile`` (linear interpolation) of the
   bootstrap distribution at ``100 * alpha`` and ``100 * (1 - alpha)``, ``alpha = (1 - confidence) / 2``.
   Point estimates are the statistic on the original data.
@@ -61,6 +65,9 @@ __all__ = [
     "poi_distribution",
     "poi_interval",
     "performance_profile",
+    "batch_iqm_per_point",
+    "curve_distribution",
+    "curve_interval",
     "map_independent",
     "workers",
 ]
@@ -198,6 +205,10 @@ def _draw(rng: Rng, high: int | np.ndarray, size: tuple[int, ...]) -> np.ndarray
     if isinstance(rng, np.random.RandomState):
         # rliable's np.random.choice(n, shape, replace=True) is RandomState.randint(0, n, size=shape); the
         # stream does not depend on how the draws are split into calls, nor on scalar vs broadcast bounds.
+        # For a scalar bound below 2**32, int64 and uint32 draws take the same 32-bit words (one per index):
+        # the same values and the same state after, in half the time (tests/unit/test_bootstrap.py).
+        if isinstance(high, numbers.Integral) and 0 < int(high) < 2**32:
+            return rng.randint(0, high, size=size, dtype=np.uint32)
         return rng.randint(0, high, size=size)
     if isinstance(rng, np.random.Generator):
         return rng.integers(0, high, size=size, dtype=np.uint32)
@@ -726,3 +737,106 @@ def performance_profile(
         return Interval(point[unsort], lower[unsort], upper[unsort])
 
     return dict(zip(arrays, map_independent(one, arrays, seed)))
+
+
+# ------------------------------------------------------------------------------------------------ curves
+def _check_curves(scores: object) -> np.ndarray:
+    arr = np.asarray(scores, dtype=np.float64)
+    if arr.ndim != 3 or min(arr.shape) < 1:
+        raise ValueError(
+            f"curve scores must be a 3-D array of shape (num_runs, num_tasks, num_points) with at least one of "
+            f"each, got shape {arr.shape}."
+        )
+    if not np.isfinite(arr).all():
+        raise ValueError("curve scores contain NaN or infinite values; drop or fix them before resampling.")
+    return np.ascontiguousarray(arr)
+
+
+def batch_iqm_per_point(batch: np.ndarray) -> np.ndarray:
+    """IQM over runs and tasks at every point: (..., num_runs, num_tasks, num_points) -> (..., num_points).
+
+    At each point the same trimming as ``scipy.stats.trim_mean(scores[..., k], 0.25, axis=None)``
+    (``rliable.metrics.aggregate_iqm``); sorts ``batch`` in place when it is a float64 array.
+    """
+    arr = np.asarray(batch, dtype=np.float64)
+    flat = arr.reshape(*arr.shape[:-3], -1, arr.shape[-1])
+    flat.sort(axis=-2)
+    low, high = _iqm_cuts(flat.shape[-2])
+    return flat[..., low:high, :].mean(axis=-2)
+
+
+def curve_distribution(
+    scores: np.ndarray,
+    func: Callable[[np.ndarray], np.ndarray] = batch_iqm_per_point,
+    reps: int = 2000,
+    rng: Rng | int = 0,
+    chunk_reps: int | None = None,
+) -> np.ndarray:
+    """A statistic of ``reps`` stratified bootstrap replicates of scores over training.
+
+    Replicate ``r`` is ``scores[idx[r, i, j, k], j, k]`` (see the module's notes on curves): what rliable's
+    ``get_interval_estimates`` resamples when given a 3-D array, drawn from ``rng`` in rliable's order.
+
+    Args:
+        scores: Shape (num_runs, num_tasks, num_points), finite.
+        func: Batch (reps, num_runs, num_tasks, num_points) -> (reps, num_points); may modify the batch.
+        reps: Replicates.
+        rng: Generator or RandomState (used as is), or an integer seed (``derive_rng(seed)``).
+        chunk_reps: Replicates resampled at once (memory bound); the result does not depend on it.
+
+    Returns:
+        Shape (reps, num_points).
+    """
+    arr = _check_curves(scores)
+    reps = _check_positive_int(reps, "reps")
+    gen = _rng(rng, "")
+    n, m, points = arr.shape
+    step = _chunk_reps(n * m * points, chunk_reps)
+    cell = np.arange(m * points, dtype=np.intp).reshape(m, points)  # (task j, point k) within a run's row
+    values = arr.ravel()
+    out = np.empty((reps, points), dtype=np.float64)
+    for start in range(0, reps, step):
+        stop = min(reps, start + step)
+        flat = _draw(gen, n, (stop - start, n, m, points)).astype(np.intp)
+        flat *= m * points
+        flat += cell
+        out[start:stop] = func(values.take(flat))
+    return out
+
+
+def curve_interval(
+    scores: np.ndarray,
+    func: Callable[[np.ndarray], np.ndarray] = batch_iqm_per_point,
+    reps: int = 2000,
+    confidence: float = 0.95,
+    seed: int | Rng = 0,
+    method: str = "percentile",
+    *,
+    key: str = "",
+    chunk_reps: int | None = None,
+) -> Interval:
+    """A statistic over training with its stratified bootstrap interval at every point: rliable's
+    ``get_interval_estimates({key: scores}, func)`` for a (num_runs, num_tasks, num_points) array, without
+    its Python call per replicate.
+
+    Args:
+        scores: Shape (num_runs, num_tasks, num_points), finite.
+        func: Batch (..., num_runs, num_tasks, num_points) -> (..., num_points); ``batch_iqm_per_point``
+            gives rliable's IQM sample-efficiency curve.
+        reps: Replicates.
+        confidence: Coverage of the intervals.
+        seed: Integer (``derive_rng(seed, key)``), or a ``RandomState`` / ``Generator`` used as is:
+            ``RandomState(s)`` replays ``np.random.seed(s)`` + rliable on the same array.
+        method: ``"percentile"`` (rliable's default) or ``"basic"``.
+        key: What is resampled (an algorithm), for an integer ``seed``.
+        chunk_reps: Replicates resampled at once; the result does not depend on it.
+
+    Returns:
+        ``Interval(point, lower, upper)``, each of shape (num_points,).
+    """
+    reps = _check_common(reps, confidence, method)
+    arr = _check_curves(scores)
+    point = np.asarray(func(arr[None].copy()), dtype=np.float64).reshape(-1)
+    dist = curve_distribution(arr, func, reps, _rng(seed, key), chunk_reps)
+    lower, upper = percentile_interval(dist, point, confidence, method)
+    return Interval(point, lower, upper)

@@ -10,15 +10,16 @@ Data flow::
 
 Curves over training (``sample_efficiency``, ``learning_curves``) start again from the metric rows.
 
-Reproducible bootstrap: rliable's ``StratifiedBootstrap`` draws its resampling indices from numpy's *global*
-generator and ignores ``random_state``. Every bootstrap here runs inside a context that saves the global
-state, seeds it, and restores it afterwards. The seed of each bootstrap is derived from ``seed`` and the name
-of what is resampled (an algorithm, or a pair of algorithms), so an algorithm's interval depends only on its
-own runs and ``seed``, not on which other algorithms happen to be loaded. ``bootstrap_seed(seed, key)`` gives
-that derived seed; ``np.random.seed(bootstrap_seed(seed, algo))`` followed by a direct rliable call on
-``{algo: table.scores[algo]}`` reproduces the intervals here bit for bit.
+Reproducible bootstrap: every bootstrap here is ``rlbench_cli.bootstrap``'s vectorised one, proven equal to
+rliable on the same data (``tests/unit/test_stats.py``, ``tests/unit/test_bootstrap.py``). The generator of
+each is derived from ``seed`` and the name of what is resampled (an algorithm, or a pair of algorithms), so
+an algorithm's interval depends only on its own runs and ``seed``, not on which other algorithms happen to be
+loaded: ``bootstrap.derive_rng(seed, key)`` for the aggregates, probability of improvement and performance
+profiles; for the sample-efficiency curve, numpy's legacy generator seeded with ``bootstrap_seed(seed, key)``,
+the stream rliable draws from after ``np.random.seed(bootstrap_seed(seed, algo))``, so a direct rliable call
+on the same array reproduces that curve's bands. Numpy's global generator is never touched.
 
-rliable and scipy are imported inside the functions that use them, so importing this module is cheap.
+Neither rliable nor scipy is imported here, so importing this module is cheap.
 """
 
 from __future__ import annotations
@@ -474,7 +475,7 @@ def bootstrap_seed(seed: int, key: str) -> list[int]:
 @contextmanager
 def global_seed(seed: int | list[int]) -> Iterator[None]:
     """Seeds numpy's global generator (which rliable uses) and restores the previous state afterwards; for
-    calling rliable itself reproducibly (sample efficiency here, the side-by-side benchmark)."""
+    calling rliable itself reproducibly (the tests and the side-by-side benchmark)."""
     state = np.random.get_state()
     np.random.seed(seed)
     try:
@@ -648,9 +649,12 @@ def sample_efficiency(
     point k is the median step of that point over the runs used. Runs are matched by seed across tasks as in
     ``score_table``, and every algorithm's curve keeps the evaluation indices all its runs have, i.e. stops
     at its shortest run (with a warning).
-    Per algorithm, rliable bootstraps an array of shape (num_runs, num_tasks, num_points), resampling runs
-    independently per task and point (as rliable's own sample-efficiency curves do), seeded with
-    ``bootstrap_seed(seed, algo)``; the IQM of all points is one vectorised ``trim_mean`` per replicate.
+    Per algorithm, an array of shape (num_runs, num_tasks, num_points) is bootstrapped as rliable's
+    ``get_interval_estimates`` does it, resampling runs independently per task and point (as rliable's own
+    sample-efficiency curves do), from numpy's legacy generator seeded with ``bootstrap_seed(seed, algo)``:
+    ``bootstrap.curve_interval`` replays exactly those replicates with the IQM of every point vectorised over
+    a batch of them, so ``np.random.seed(bootstrap_seed(seed, algo))`` and rliable on the same array give
+    the same curve and bands (up to floating-point summation order).
 
     Args:
         df: Tidy metric rows, columns ``run_id, algo, env, seed, step, value``.
@@ -663,7 +667,7 @@ def sample_efficiency(
     Returns:
         DataFrame with columns ``algo, step, estimate, lower, upper``, one row per algorithm and point.
     """
-    from rliable import library as rly
+    from . import bootstrap
 
     _check_reps(reps, confidence)
     data = _clean(df)
@@ -675,7 +679,7 @@ def sample_efficiency(
     res = _resolve_references(tasks, normalize)
     data["norm"] = _normalise(data["value"], data["env"], res)
     seeds = _complete_seeds(runs, sorted(runs["algo"].unique()), tasks)
-    frames = []
+    cubes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for algo, algo_seeds in seeds.items():
         rows = data.loc[(data["algo"] == algo) & data["seed"].isin(algo_seeds)]
         n_runs = rows["run_id"].nunique()
@@ -700,40 +704,25 @@ def sample_efficiency(
             .to_numpy(dtype=float)
             .reshape(len(algo_seeds), len(tasks), k)
         )
-        steps = rows.groupby("index")["step"].median().loc[common].to_numpy(dtype=float)
-
-        with global_seed(bootstrap_seed(seed, algo)):
-            point, interval = rly.get_interval_estimates(
-                {algo: cube}, _iqm_per_point, reps=int(reps), confidence_interval_size=confidence
-            )
-        frames.append(
-            pd.DataFrame(
-                {
-                    "algo": algo,
-                    "step": steps,
-                    "estimate": point[algo],
-                    "lower": interval[algo][0],
-                    "upper": interval[algo][1],
-                }
-            )
-        )
-    if not frames:
+        cubes[algo] = (cube, rows.groupby("index")["step"].median().loc[common].to_numpy(dtype=float))
+    if not cubes:
         raise StatsError(
             "No evaluation index is shared by all runs of any algorithm; no sample-efficiency curve."
         )
-    return pd.concat(frames, ignore_index=True)
 
+    def one(algo: str) -> pd.DataFrame:
+        # rliable's get_interval_estimates({algo: cube}, IQM per point) after np.random.seed(bootstrap_seed),
+        # replayed with a RandomState of that seed: the same replicates, one vectorised IQM per batch
+        cube, steps = cubes[algo]
+        est = bootstrap.curve_interval(
+            cube, bootstrap.batch_iqm_per_point, reps=int(reps), confidence=confidence,
+            seed=np.random.RandomState(bootstrap_seed(seed, algo)),
+        )  # fmt: skip
+        return pd.DataFrame({"algo": algo, "step": steps, "estimate": est.point, "lower": est.lower,
+                             "upper": est.upper})  # fmt: skip
 
-def _iqm_per_point(scores: np.ndarray) -> np.ndarray:
-    """IQM over runs and tasks at every point: (num_runs, num_tasks, num_points) -> (num_points,).
-
-    One ``scipy.stats.trim_mean(..., 0.25, axis=0)`` call on the (num_runs * num_tasks, num_points) view,
-    equal (up to floating-point summation order) to rliable's ``aggregate_iqm(scores[..., j])`` for each j,
-    and about num_points times faster inside the bootstrap loop.
-    """
-    from scipy import stats as sps
-
-    return np.asarray(sps.trim_mean(scores.reshape(-1, scores.shape[-1]), 0.25, axis=0), dtype=float)
+    # each algorithm has its own RandomState: independent, so on threads (an integer seed says so)
+    return pd.concat(bootstrap.map_independent(one, cubes, int(seed)), ignore_index=True)
 
 
 def learning_curves(

@@ -135,13 +135,14 @@ def test_launch_overhead_repeat_shows_the_median_repetition(tmp_path: Path) -> N
 
 def test_stats_speed_runs_every_workload_and_replays_rliable(tmp_path: Path) -> None:
     out = run(ROOT / "benchmarks" / "stats_speed.py", "--reps", "200", "--poi-reps", "50", "--profile-reps", "100",
-              "--algos", "3", "--runs", "3", "--tasks", "4", "--pairs", "2", "--taus", "9", "--repeat", "1", cwd=tmp_path)  # fmt: skip
+              "--algos", "3", "--runs", "3", "--tasks", "4", "--pairs", "2", "--taus", "9", "--repeat", "1", "--curve-reps", "60", "--points", "5", cwd=tmp_path)  # fmt: skip
     assert (
         "(1) aggregates" in out
         and "(2) probability of improvement" in out
         and "(3) performance profiles" in out
+        and "(4) IQM sample-efficiency curves" in out
     )
     replays = [float(m) for m in re.findall(r"replay\s+([0-9.e+-]+)", out)]
-    assert len(replays) == 3 and max(replays) < 1e-9, (
+    assert len(replays) == 4 and max(replays) < 1e-9, (
         out
     )  # the same replicates as rliable, the same intervals

@@ -73,6 +73,18 @@ def test_stratified_indices_shape_range_and_replay_of_rliable() -> None:
     np.testing.assert_array_equal(bs.resample(scores, ours), theirs)
 
 
+@pytest.mark.parametrize("high", [1, 2, 3, 5, 10, 17, 1000, 65537, 2**31 + 5, 2**32 - 1])
+def test_randomstate_indices_are_rliables_stream_and_leave_its_state(high: int) -> None:
+    """Replay draws run indices as uint32 (half the time of int64): the same values as rliable's
+    ``np.random.choice(high, shape)`` on the global generator, which is left where rliable leaves it."""
+    ours_rs = np.random.RandomState([3, 9])
+    ours = bs._draw(ours_rs, high, (4, 5, 3))
+    np.random.seed([3, 9])
+    theirs = np.random.choice(high, (4, 5, 3), replace=True)
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(ours_rs.randint(0, 2**40, size=8), np.random.randint(0, 2**40, size=8))
+
+
 # ------------------------------------------------------------------------------------ point estimates
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("shape", SHAPES)
@@ -265,6 +277,66 @@ def test_performance_profile_equals_rliable(variant: str, ties: bool) -> None:
     assert all(np.all(seeded[a].lower <= seeded[a].upper) for a in scores)
 
 
+# --------------------------------------------------------------------------------------------- curves
+def rliable_iqm_per_point(x: np.ndarray) -> np.ndarray:
+    """rliable's own formulation of an IQM sample-efficiency curve: one ``aggregate_iqm`` per point."""
+    return np.array([metrics.aggregate_iqm(x[..., k]) for k in range(x.shape[-1])])
+
+
+def cube(shape: tuple[int, int, int], seed: int = 0, ties: bool = False) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if ties:
+        return rng.integers(0, 4, size=shape) / 3.0
+    return rng.normal(0.0, 1.0, size=shape).cumsum(axis=-1) / 4.0  # curves: each point near the last
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("shape", [(10, 3, 12), (1, 1, 1), (1, 4, 3), (5, 1, 6), (3, 2, 1), (7, 5, 9)])
+def test_curve_interval_replays_rliable_on_a_3d_array(shape: tuple[int, int, int], ties: bool) -> None:
+    """rliable bootstraps a (runs, tasks, points) array with an index per run, task AND point; a RandomState
+    with the seed of rliable's global generator gives the same replicates, whatever the chunking."""
+    scores = cube(shape, sum(shape), ties)
+    point, interval = rliable_intervals({"a": scores}, rliable_iqm_per_point, reps=300, seed=11)
+    for chunk in (None, 1, 7):
+        ours = bs.curve_interval(scores, reps=300, seed=np.random.RandomState(11), chunk_reps=chunk)
+        np.testing.assert_allclose(ours.point, point["a"], rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(ours.lower, interval["a"][0], rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(ours.upper, interval["a"][1], rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("method", ["percentile", "basic"])
+def test_curve_interval_methods_and_a_statistic_of_ones_own(method: str) -> None:
+    scores = cube((4, 3, 5), 2)
+
+    def mean_per_point(x: np.ndarray) -> np.ndarray:  # rliable's contract: one array per point
+        return x.mean(axis=(0, 1))
+
+    point, interval = rliable_intervals({"a": scores}, mean_per_point, reps=200, seed=[3, 4], method=method)
+    batch_mean = lambda b: b.mean(axis=(-3, -2))  # noqa: E731
+    ours = bs.curve_interval(scores, batch_mean, reps=200, seed=np.random.RandomState([3, 4]), method=method)
+    np.testing.assert_allclose(ours.point, point["a"], rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(ours.lower, interval["a"][0], rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(ours.upper, interval["a"][1], rtol=RTOL, atol=ATOL)
+
+
+def test_curve_interval_seeding_contract() -> None:
+    """An integer seed: a generator derived from (seed, key), the same curve in any chunking, the global
+    generator untouched; the last point of an IQM curve is the IQM of the last scores."""
+    scores = cube((6, 4, 8), 5)
+    state = np.random.get_state()
+    first = bs.curve_interval(scores, reps=500, seed=0, key="ppo")
+    for same in (bs.curve_interval(scores, reps=500, seed=0, key="ppo", chunk_reps=3),
+                 bs.curve_interval(scores.copy(), reps=500, seed=0, key="ppo")):  # fmt: skip
+        np.testing.assert_array_equal(same.lower, first.lower)
+        np.testing.assert_array_equal(same.upper, first.upper)
+    assert not np.array_equal(bs.curve_interval(scores, reps=500, seed=0, key="dqn").lower, first.lower)
+    assert not np.array_equal(bs.curve_interval(scores, reps=500, seed=1, key="ppo").lower, first.lower)
+    after = np.random.get_state()
+    assert after[0] == state[0] and np.array_equal(after[1], state[1]) and after[2:] == state[2:]
+    assert first.point[-1] == pytest.approx(metrics.aggregate_iqm(scores[..., -1]), abs=1e-14)
+    assert np.all(first.lower <= first.point + 1e-12) and np.all(first.point <= first.upper + 1e-12)
+
+
 # ----------------------------------------------------------------------------------------- validation
 @pytest.mark.parametrize(
     "call",
@@ -279,6 +351,11 @@ def test_performance_profile_equals_rliable(variant: str, ties: bool) -> None:
         lambda: bs.poi_interval(np.ones((2, 2)), np.ones((2, 3))),
         lambda: bs.performance_profile({"a": np.ones((2, 2))}, []),
         lambda: bs.performance_profile({"a": np.ones((2, 2))}, [0.5], variant="task"),
+        lambda: bs.curve_interval(np.ones((2, 2))),
+        lambda: bs.curve_interval(np.ones((2, 0, 3))),
+        lambda: bs.curve_interval(np.array([[[1.0, np.inf]]])),
+        lambda: bs.curve_interval(np.ones((2, 2, 2)), reps=0),
+        lambda: bs.curve_interval(np.ones((2, 2, 2)), method="bca"),
     ],
 )
 def test_bad_input_raises(call) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -508,6 +509,27 @@ def test_heavy_imports_are_lazy() -> None:
     code = (
         "import sys, rlbench_cli.stats, rlbench_cli.plots, rlbench_cli.leaderboard\n"
         "heavy = [m for m in ('rliable', 'arch', 'scipy', 'matplotlib') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_statistic_of_plot_runs_without_rliable_arch_or_scipy() -> None:
+    """The vectorised bootstrap replaces rliable's per-replicate Python calls (proven equal above and in
+    test_bootstrap.py): ``plot``'s statistics, the sample-efficiency curve included, import none of rliable,
+    arch (4 s on its own) or scipy."""
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_stats import synthetic\n"
+        "from rlbench_cli import stats\n"
+        "df = synthetic(points=4)\n"
+        "table = stats.score_table(df)\n"
+        "stats.aggregates(table, reps=50); stats.probability_of_improvement(table, reps=50)\n"
+        "stats.performance_profile(table, reps=50); stats.learning_curves(df, reps=50)\n"
+        "se = stats.sample_efficiency(df, reps=50)\n"
+        "assert len(se) == 3 * 4, se\n"
+        "heavy = [m for m in ('rliable', 'arch', 'scipy') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
