@@ -490,6 +490,62 @@ def test_learning_curves_mean_and_bootstrap_interval() -> None:
     assert a["mean"].equals(b["mean"]) and a["lower"].iloc[0] != b["lower"].iloc[0]
 
 
+def learning_curves_one_point_at_a_time(df: pd.DataFrame, confidence: float, reps: int, seed: int):
+    """The definition of ``learning_curves``' bands, point by point: one seeded generator, and for each
+    (env, algo, index) in sorted order with n > 1 runs one draw of shape (reps, n) and the quantiles of the
+    resampled means."""
+    data = stats._clean(df)
+    data["env"] = data["env"].astype(str)
+    data["algo"] = data["algo"].astype(str)
+    rng = np.random.default_rng(seed)
+    alpha = (1.0 - confidence) / 2.0
+    rows = []
+    for (env, algo, _), grp in data.groupby(["env", "algo", "index"], sort=True):
+        values = grp["value"].to_numpy(dtype=float)
+        n = len(values)
+        mean = float(values.mean())
+        lower = upper = mean
+        if n > 1:
+            means = values[rng.integers(0, n, size=(reps, n))].mean(axis=1)
+            lower, upper = (float(q) for q in np.quantile(means, [alpha, 1.0 - alpha]))
+        rows.append((algo, env, float(grp["step"].median()), mean, lower, upper, n))
+    return pd.DataFrame(rows, columns=["algo", "env", "step", "mean", "lower", "upper", "n"])
+
+
+@pytest.mark.parametrize("batch", [None, 1, 50, 7000])
+@pytest.mark.parametrize("ragged", [False, True])
+def test_learning_curves_all_points_at_once_equal_the_definition_bit_for_bit(
+    monkeypatch, batch, ragged
+) -> None:
+    """Every point's bootstrap is drawn in batches of points (one generator call a batch): the same
+    numbers as one point at a time, whatever the batch size, with every run present at every point or
+    with runs of different lengths, missing evaluations, single-run points and a non-finite value."""
+    if batch is not None:
+        monkeypatch.setattr(stats, "_POINT_DRAWS", batch)
+    rng = np.random.default_rng(7)
+    rows = []
+    for algo in ("ppo", "dqn", "sac"):
+        for env in ("CartPole-v1", "Acrobot-v1", "zz"):
+            for s in range(1 if ragged and algo == "sac" else 5):
+                points = 9 - (s % 3) if ragged else 9
+                for k in range(points):
+                    if ragged and rng.random() < 0.1:
+                        continue
+                    rows.append((f"{algo}/{env}/{s}", algo, env, s, k * 500 + int(rng.integers(0, 3)),
+                                 float(rng.normal(k, 3))))  # fmt: skip
+    df = pd.DataFrame(rows, columns=COLS)
+    if ragged:
+        df.loc[3, "value"] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StatsWarning)
+        for confidence, reps, seed in ((0.95, 300, 0), (0.9, 37, 3), (0.5, 1, 1)):
+            got = stats.learning_curves(df, confidence=confidence, reps=reps, seed=seed)
+            want = learning_curves_one_point_at_a_time(df, confidence, reps, seed)
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+    ns = set(got["n"])  # ragged: batches mix points of different n, single-run points among them
+    assert ns == {5} if not ragged else ({1, 5} <= ns and len(ns) >= 3)
+
+
 def test_learning_curves_step_is_median_over_runs() -> None:
     df = pd.DataFrame(
         [
