@@ -10,14 +10,16 @@ Data flow::
 
 Curves over training (``sample_efficiency``, ``learning_curves``) start again from the metric rows.
 
-Reproducible bootstrap: every bootstrap here is ``rlbench_cli.bootstrap``'s vectorised one, proven equal to
-rliable on the same data (``tests/unit/test_stats.py``, ``tests/unit/test_bootstrap.py``). The generator of
-each is derived from ``seed`` and the name of what is resampled (an algorithm, or a pair of algorithms), so
-an algorithm's interval depends only on its own runs and ``seed``, not on which other algorithms happen to be
-loaded: ``bootstrap.derive_rng(seed, key)`` for the aggregates, probability of improvement and performance
-profiles; for the sample-efficiency curve, numpy's legacy generator seeded with ``bootstrap_seed(seed, key)``,
-the stream rliable draws from after ``np.random.seed(bootstrap_seed(seed, algo))``, so a direct rliable call
-on the same array reproduces that curve's bands. Numpy's global generator is never touched.
+Reproducible bootstrap: every statistic of rliable's here is ``rlbench_cli.bootstrap``'s vectorised one,
+proven equal to rliable on the same data (``tests/unit/test_stats.py``, ``tests/unit/test_bootstrap.py``).
+The generator of each is derived from ``seed`` and the name of what is resampled (an algorithm, or a pair of
+algorithms), so an algorithm's interval depends only on its own runs and ``seed``, not on which other
+algorithms happen to be loaded: ``bootstrap.derive_rng(seed, key)`` for the aggregates, probability of
+improvement and performance profiles; for the sample-efficiency curve, numpy's legacy generator seeded with
+``bootstrap_seed(seed, key)``, the stream rliable draws from after ``np.random.seed(bootstrap_seed(seed,
+algo))``, so a direct rliable call on the same array reproduces that curve's bands. The learning curves'
+bands (a bootstrap of each point's mean over runs, not one of rliable's) come from one
+``numpy.random.default_rng(seed)`` drawn point after point. Numpy's global generator is never touched.
 
 Neither rliable nor scipy is imported here, so importing this module is cheap.
 """
