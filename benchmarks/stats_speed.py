@@ -101,8 +101,19 @@ def report_time(label: str, ours: Timing, theirs: Timing, extrapolated_from: int
     print(f"  target: rlbench < {TARGET_S:.0f} s for {label}: {verdict}")
 
 
-def bench_aggregates(scores: dict[str, np.ndarray], args: argparse.Namespace) -> None:
+def rliable_per_key(data: dict[str, object], func: Callable, reps: int, seed: int) -> dict:
+    """rliable as ``rlbench_cli.stats`` calls it: one ``get_interval_estimates`` per key (an algorithm, a pair),
+    numpy's global generator seeded with ``[seed, crc32(key)]`` before each call and restored after."""
     from rliable import library as rly
+
+    out = {}
+    for key, scores in data.items():
+        with seeded_global(global_seed(seed, key)):
+            out[key] = rly.get_interval_estimates({key: scores}, func, reps=reps)
+    return out
+
+
+def bench_aggregates(scores: dict[str, np.ndarray], args: argparse.Namespace) -> None:
     from rliable import metrics
 
     reps, rreps = args.reps, args.rliable_reps or args.reps
@@ -123,14 +134,7 @@ def bench_aggregates(scores: dict[str, np.ndarray], args: argparse.Namespace) ->
 
     ours, t_ours = timed(lambda: bs.interval_estimates(scores, bs.METRICS, reps, seed=args.seed), args.repeat)
 
-    def run_rliable() -> dict:
-        out = {}
-        for algo in algos:
-            with seeded_global(global_seed(args.seed, algo)):
-                out[algo] = rly.get_interval_estimates({algo: scores[algo]}, func, reps=rreps)
-        return out
-
-    theirs, t_rly = timed(run_rliable, args.repeat)
+    theirs, t_rly = timed(lambda: rliable_per_key(scores, func, rreps, args.seed), args.repeat)
     report_time("the aggregates", t_ours, t_rly.scaled(reps / rreps), rreps if rreps != reps else None)
 
     point_diff = max(np.max(np.abs(ours[a].point - theirs[a][0][a])) for a in algos)
@@ -163,7 +167,6 @@ def bench_aggregates(scores: dict[str, np.ndarray], args: argparse.Namespace) ->
 
 
 def bench_poi(scores: dict[str, np.ndarray], args: argparse.Namespace) -> None:
-    from rliable import library as rly
     from rliable import metrics
 
     reps, rreps = args.poi_reps, args.rliable_poi_reps or args.poi_reps
@@ -180,17 +183,11 @@ def bench_poi(scores: dict[str, np.ndarray], args: argparse.Namespace) -> None:
 
     ours, t_ours = timed(run_ours, args.repeat)
 
-    def run_rliable() -> dict:
-        out = {}
-        for x, y in pairs:
-            key = f"{x}|{y}"
-            with seeded_global(global_seed(args.seed, key)):
-                out[key] = rly.get_interval_estimates(
-                    {key: [scores[x], scores[y]]}, metrics.probability_of_improvement, reps=rreps
-                )
-        return out
-
-    theirs, t_rly = timed(run_rliable, args.repeat)
+    pair_scores = {f"{x}|{y}": [scores[x], scores[y]] for x, y in pairs}
+    theirs, t_rly = timed(
+        lambda: rliable_per_key(pair_scores, metrics.probability_of_improvement, rreps, args.seed),
+        args.repeat,
+    )
     report_time(
         "probability of improvement", t_ours, t_rly.scaled(reps / rreps), rreps if rreps != reps else None
     )
@@ -252,7 +249,6 @@ def bench_profile(scores: dict[str, np.ndarray], args: argparse.Namespace) -> No
 
 
 def bench_curves(scores: dict[str, np.ndarray], args: argparse.Namespace) -> None:
-    from rliable import library as rly
     from rliable import metrics
 
     reps, rreps = args.curve_reps, args.rliable_curve_reps or args.curve_reps
@@ -278,14 +274,7 @@ def bench_curves(scores: dict[str, np.ndarray], args: argparse.Namespace) -> Non
     def iqm_per_point(x: np.ndarray) -> np.ndarray:
         return np.array([metrics.aggregate_iqm(x[..., k]) for k in range(x.shape[-1])])
 
-    def run_rliable() -> dict:
-        out = {}
-        for algo in algos:
-            with seeded_global(global_seed(args.seed, algo)):
-                out[algo] = rly.get_interval_estimates({algo: curves[algo]}, iqm_per_point, reps=rreps)
-        return out
-
-    theirs, t_rly = timed(run_rliable, args.repeat)
+    theirs, t_rly = timed(lambda: rliable_per_key(curves, iqm_per_point, rreps, args.seed), args.repeat)
     report_time(
         "the sample-efficiency curves", t_ours, t_rly.scaled(reps / rreps), rreps if rreps != reps else None
     )

@@ -758,25 +758,36 @@ def learning_curves(
     starts = np.flatnonzero(cols.ne(cols.shift()).any(axis=1).to_numpy())
     counts = np.diff(np.append(starts, len(data)))
     values = data["value"].to_numpy(dtype=float)
-    first = data.iloc[starts]
-    steps = data.groupby(keys, sort=True)["step"].median().to_numpy(dtype=float)
-    mean, lower, upper = _point_bootstrap(
-        values, starts, counts, confidence, reps, np.random.default_rng(seed)
+    step_values = data["step"].to_numpy(dtype=float)
+    mean, steps = np.empty(len(starts)), np.empty(len(starts))
+    for sel, rows in _by_count(starts, counts):
+        mean[sel] = values.take(rows).mean(axis=1)
+        steps[sel] = np.median(step_values.take(rows), axis=1)
+    lower, upper = _point_intervals(
+        values, starts, counts, mean, confidence, reps, np.random.default_rng(seed)
     )
+    first = data.iloc[starts]
     return pd.DataFrame({"algo": first["algo"].to_numpy(), "env": first["env"].to_numpy(), "step": steps,
                          "mean": mean, "lower": lower, "upper": upper, "n": counts.astype(np.int64)})  # fmt: skip
+
+
+def _by_count(starts: np.ndarray, counts: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Points grouped by their number of rows n: (which points, their rows' positions, shape (points, n))."""
+    for n in np.unique(counts):
+        sel = np.flatnonzero(counts == n)
+        yield sel, starts[sel, None] + np.arange(n)
 
 
 # index draws of one batch of points (uint32, 4 MB; the take and the means hold 8 bytes a draw)
 _POINT_DRAWS = 1 << 20
 
 
-def _point_bootstrap(
-    values: np.ndarray, starts: np.ndarray, counts: np.ndarray, confidence: float, reps: int,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """The mean of each point's values ``values[starts[g]:starts[g] + counts[g]]`` and a percentile bootstrap
-    interval of it, for all points at once.
+def _point_intervals(
+    values: np.ndarray, starts: np.ndarray, counts: np.ndarray, mean: np.ndarray, confidence: float,
+    reps: int, rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """A percentile bootstrap interval of each point's mean of ``values[starts[g]:starts[g] + counts[g]]``
+    (``mean``, the bounds of single-run points), for all points at once.
 
     The numbers are those of one ``rng.integers(0, n, size=(reps, n))`` draw, ``values[idx].mean(axis=1)``
     and ``np.quantile`` per point with n > 1, in order: the draws of a batch of points come from one call
@@ -785,35 +796,21 @@ def _point_bootstrap(
     are the same sums as over each point's own array.
     """
     alpha = (1.0 - confidence) / 2.0
-    mean = np.empty(len(starts))
-    for n in np.unique(counts):
-        sel = np.flatnonzero(counts == n)
-        mean[sel] = values.take(starts[sel, None] + np.arange(n)).mean(axis=1)
     lower, upper = mean.copy(), mean.copy()
     multi = np.flatnonzero(counts > 1)
     draws = reps * counts[multi]
-    # consecutive points whose draws fit one batch
-    begin = 0
-    while begin < len(multi):
-        end, total = begin, 0
-        while end < len(multi) and (end == begin or total + draws[end] <= _POINT_DRAWS):
-            total += draws[end]
-            end += 1
-        batch = multi[begin:end]
+    first_draw = np.cumsum(draws) - draws
+    # a batch: the points whose first draw falls in the same _POINT_DRAWS-long stretch (at least one point)
+    cuts = np.flatnonzero(np.diff(first_draw // _POINT_DRAWS)) + 1
+    for batch in np.split(multi, cuts):
         n_b = counts[batch]
-        if (n_b == n_b[0]).all():
-            idx = rng.integers(0, n_b[0], size=(len(batch), reps * int(n_b[0])), dtype=np.uint32)
-            blocks = {int(n_b[0]): (np.arange(len(batch)), idx)}
-        else:
-            flat = rng.integers(0, np.repeat(n_b, reps * n_b).astype(np.uint32), dtype=np.uint32)
-            offsets = np.concatenate([[0], np.cumsum(reps * n_b)[:-1]])
-            blocks = {}
-            for n in np.unique(n_b):
-                sel = np.flatnonzero(n_b == n)
-                blocks[int(n)] = (sel, flat.take(offsets[sel, None] + np.arange(reps * int(n))))
-        for n, (sel, idx) in blocks.items():
-            means = values.take(starts[batch[sel], None, None] + idx.reshape(len(sel), reps, n)).mean(axis=2)
-            q = np.quantile(means, [alpha, 1.0 - alpha], axis=1)
+        # a scalar bound where every point has the same n: the same draws, several times faster
+        high = n_b[0] if (n_b == n_b[0]).all() else np.repeat(n_b, reps * n_b).astype(np.uint32)
+        flat = rng.integers(0, high, size=int(reps * n_b.sum()), dtype=np.uint32)
+        offsets = np.cumsum(reps * n_b) - reps * n_b
+        for sel, pos in _by_count(offsets, reps * n_b):
+            n = len(pos[0]) // reps
+            means = values.take(starts[batch[sel], None, None] + flat.take(pos).reshape(len(sel), reps, n))
+            q = np.quantile(means.mean(axis=2), [alpha, 1.0 - alpha], axis=1)
             lower[batch[sel]], upper[batch[sel]] = q[0], q[1]
-        begin = end
-    return mean, lower, upper
+    return lower, upper
