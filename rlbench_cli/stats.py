@@ -802,7 +802,7 @@ def _point_intervals(
     first_draw = np.cumsum(draws) - draws
     # a batch: the points whose first draw falls in the same _POINT_DRAWS-long stretch (at least one point)
     cuts = np.flatnonzero(np.diff(first_draw // _POINT_DRAWS)) + 1
-    for batch in np.split(multi, cuts):
+    for batch in np.split(multi, cuts) if len(multi) else []:
         n_b = counts[batch]
         # a scalar bound where every point has the same n: the same draws, several times faster
         high = n_b[0] if (n_b == n_b[0]).all() else np.repeat(n_b, reps * n_b).astype(np.uint32)

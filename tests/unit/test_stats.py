@@ -546,6 +546,14 @@ def test_learning_curves_all_points_at_once_equal_the_definition_bit_for_bit(
     assert ns == {5} if not ragged else ({1, 5} <= ns and len(ns) >= 3)
 
 
+def test_learning_curves_of_single_runs_have_no_band() -> None:
+    """One seed everywhere (every point has n = 1): nothing is drawn, the bounds are the values."""
+    df = synthetic(algos=("dqn",), seeds=(0,), points=3)
+    got = stats.learning_curves(df, reps=50)
+    pd.testing.assert_frame_equal(got, learning_curves_one_point_at_a_time(df, 0.95, 50, 0), check_exact=True)
+    assert (got["n"] == 1).all() and got["lower"].equals(got["mean"]) and got["upper"].equals(got["mean"])
+
+
 def test_learning_curves_step_is_median_over_runs() -> None:
     df = pd.DataFrame(
         [
