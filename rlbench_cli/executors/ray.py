@@ -22,8 +22,9 @@ longer answers) ends the attempt ``failed`` with the cause ``node lost: Ray node
 noted at the end of the attempt's ``output.log``) and ``result["node_lost"]`` set: the coordinator runs it
 again as a new attempt on a surviving node (from its checkpoint, when it sent one) without counting it
 against ``--retries``, at most ``NODE_LOSS_RETRIES`` times per run. On Ctrl-C the actors are asked to stop
-(the run flushes and ends ``interrupted``), given a few seconds, then killed. ``import ray`` happens here
-only, never when rlbench itself is imported.
+(the run flushes and ends ``interrupted``), given a few seconds, then killed, after their new shards and
+their ``output.log`` so far have come over. ``import ray`` happens here only, never when rlbench itself is
+imported.
 """
 
 from __future__ import annotations
@@ -192,11 +193,12 @@ class RlbenchWorker:
             shutil.rmtree(f.parent, ignore_errors=True)
         return {"result": result, "files": files}
 
-    def poll(self) -> list[list[tuple[str, bytes]]]:
+    def poll(self, log: bool = False) -> list[list[tuple[str, bytes]]]:
         """For each run of the running job, the shards it flushed (and the checkpoint it saved) since the
-        last poll (complete files only)."""
+        last poll (complete files only); ``log``: also its ``output.log`` so far (the job is about to be
+        killed)."""
         with self.lock:
-            return [self._collect(f, sent, final=False) for f, sent in zip(self.folders, self.sent)]
+            return [self._collect(f, sent, final=False, log=log) for f, sent in zip(self.folders, self.sent)]
 
     def stop(self, name: str) -> None:
         """Ask job ``name`` to stop (it flushes and ends 'interrupted'); also when its run() has not begun."""
@@ -206,7 +208,7 @@ class RlbenchWorker:
                 self.stop_event.set()
 
     @staticmethod
-    def _collect(folder: Path, sent: set[str], final: bool) -> list[tuple[str, bytes]]:
+    def _collect(folder: Path, sent: set[str], final: bool, log: bool = False) -> list[tuple[str, bytes]]:
         # The checkpoints are read BEFORE the shards are listed: every shard they name was flushed
         # before they were saved, so the coordinator never holds a checkpoint without the rows it continues.
         ckpts = _new_checkpoints(folder.parent, sent)
@@ -223,11 +225,11 @@ class RlbenchWorker:
                 p = folder / rel
                 if p.exists():
                     out.append((rel, p.read_bytes()))
-            log = folder / "output.log"
-            if log.exists():
-                with open(log, "rb") as fh:
-                    fh.seek(max(0, log.stat().st_size - MAX_LOG_BYTES))
-                    out.append(("output.log", fh.read()))
+        output = folder / "output.log"
+        if (final or log) and output.exists():
+            with open(output, "rb") as fh:
+                fh.seek(max(0, output.stat().st_size - MAX_LOG_BYTES))
+                out.append(("output.log", fh.read()))
         out += ckpts  # last: written after the shards they continue
         sent.update(rel for rel, _ in ckpts)
         return out
@@ -719,9 +721,10 @@ class RayExecutor:
                 except Exception:  # noqa: BLE001
                     pass
 
-    def _pull(self, ray: Any, slots: list[_Slot]) -> None:
-        """Copy the shards these slots' jobs flushed since the last pull into their attempt folders."""
-        asks = [(s, s.actor.poll.remote()) for s in slots if s.actor is not None and s.job is not None]
+    def _pull(self, ray: Any, slots: list[_Slot], log: bool = False) -> None:
+        """Copy the shards these slots' jobs flushed since the last pull into their attempt folders (``log``:
+        with their output so far, before the jobs are killed)."""
+        asks = [(s, s.actor.poll.remote(log)) for s in slots if s.actor is not None and s.job is not None]
         if not asks:
             return
         ray.wait([ref for _, ref in asks], num_returns=len(asks), timeout=POLL_TIMEOUT_S)
@@ -765,13 +768,14 @@ class RayExecutor:
                 r = reply["result"]
                 status = "finished" if r["status"] == "finished" else "interrupted"
                 on_end(job, Outcome(status, r.get("exit_code"), r.get("error"), r.get("duration_s", 0.0), r))
-        for s in self.slots:
-            if s.job is not None:
-                self._pull(ray, [s])
-                self._kill(ray, s)
-                job, s.job = s.job, None
-                on_end(job, Outcome("interrupted", None, f"interrupted: killed after {STOP_GRACE_S:g}s",
-                                    time.monotonic() - s.started))  # fmt: skip
+        deaf = [s for s in self.slots if s.job is not None]  # did not stop when asked
+        self._pull(ray, deaf, log=True)  # what they flushed and printed, in one round trip for all of them
+        for s in deaf:
+            self._kill(ray, s)
+            job, s.job = s.job, None
+            assert job is not None
+            on_end(job, Outcome("interrupted", None, f"interrupted: killed after {STOP_GRACE_S:g}s",
+                                time.monotonic() - s.started))  # fmt: skip
 
 
 def _note(log: Path, line: str) -> None:

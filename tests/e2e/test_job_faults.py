@@ -2,9 +2,12 @@
 timeout. Each is recorded with its cause and retried as asked; the rest of the grid completes."""
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import textwrap
+import time
 
 import duckdb
 import pytest
@@ -162,3 +165,66 @@ def test_every_kind_of_job_fault_is_recorded_and_the_grid_completes(tmp_path, ex
         assert len(logs) == 2, (algo, logs)
         for log in logs:
             assert f"job {algo} started" in log.read_text(errors="replace"), (algo, log)
+
+
+STUBBORN = textwrap.dedent(
+    """
+    import time
+
+
+    def ignores_stop(ctx):
+        print(f"job {ctx.spec.algo} seed {ctx.spec.seed}: in native code, deaf to the stop request", flush=True)
+        ctx.sink.log(0, **{"train/progress": 0.0})
+        while True:  # never looks at the stop request: Ctrl-C must kill it after the grace period
+            time.sleep(0.1)
+    """
+)
+
+
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_ctrl_c_kills_a_job_deaf_to_the_stop_request_and_keeps_its_output(tmp_path, executor, request):
+    """Jobs that never look at the stop request are killed a few seconds after Ctrl-C; their runs are marked
+    interrupted and their attempts keep what they printed, wherever they ran (a Ray actor's log is on its
+    node)."""
+    (tmp_path / "stubborn.py").write_text(STUBBORN)
+    (tmp_path / "deaf.yaml").write_text(
+        "name: deaf\nseeds: 2\nbudget: {steps: 300, eval_every: 300, eval_episodes: 1}\n"
+        "envs: [CartPole-v1]\nalgorithms:\n  - {name: deaf, entrypoint: 'stubborn:ignores_stop'}\n"
+    )
+    db = tmp_path / "db.duckdb"
+    proc = subprocess.Popen(
+        [RLBENCH, "run", "deaf.yaml", "--db", str(db), "--workers", "2", *executor_args(executor, request)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its own process group, like a terminal's foreground job
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # both jobs are in their loops once their rows are in the store
+            r = subprocess.run([RLBENCH, "fetch", "--db", str(db), "--suite", "deaf", "--metric", "train/progress",
+                                "--format", "csv"], capture_output=True, text=True)  # fmt: skip
+            if r.returncode == 0 and len(r.stdout.strip().splitlines()) >= 3:  # header + a row a job
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError("the jobs did not start")
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: SIGINT to the whole foreground group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    assert time.monotonic() - t0 < 30, "Ctrl-C took too long"
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    status = subprocess.run([RLBENCH, "status", "deaf", "--db", str(db), "--json"], capture_output=True,
+                            text=True, check=True)  # fmt: skip
+    runs = json.loads(status.stdout)["runs"]
+    assert sorted(r["seed"] for r in runs) == [0, 1]
+    for run in runs:
+        assert run["status"] == "interrupted" and "killed after" in run["error"], run
+        (log,) = (tmp_path / "runs" / "deaf" / run["run_id"]).glob("attempt-*/output.log")
+        said = f"job deaf seed {run['seed']}: in native code, deaf to the stop request"
+        assert said in log.read_text(errors="replace"), (run, log.read_text(errors="replace"))
+    if executor == "ray":  # the killed actors hold nothing on the head
+        assert request.getfixturevalue("ray_head").wait_all_free(), "an actor outlived the interrupted run"
