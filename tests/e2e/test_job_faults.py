@@ -11,6 +11,7 @@ import time
 
 import duckdb
 import pytest
+from e2e_cli import rl
 
 RLBENCH = shutil.which("rlbench")
 pytestmark = pytest.mark.slow
@@ -200,8 +201,8 @@ def test_ctrl_c_kills_a_job_deaf_to_the_stop_request_and_keeps_its_output(tmp_pa
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # both jobs are in their loops once their rows are in the store
-            r = subprocess.run([RLBENCH, "fetch", "--db", str(db), "--suite", "deaf", "--metric", "train/progress",
-                                "--format", "csv"], capture_output=True, text=True)  # fmt: skip
+            r = rl("fetch", "--db", db, "--suite", "deaf", "--metric", "train/progress", "--format", "csv",
+                   check=False)  # fmt: skip
             if r.returncode == 0 and len(r.stdout.strip().splitlines()) >= 3:  # header + a row a job
                 break
             time.sleep(0.5)
@@ -217,9 +218,7 @@ def test_ctrl_c_kills_a_job_deaf_to_the_stop_request_and_keeps_its_output(tmp_pa
     assert time.monotonic() - t0 < 30, "Ctrl-C took too long"
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    status = subprocess.run([RLBENCH, "status", "deaf", "--db", str(db), "--json"], capture_output=True,
-                            text=True, check=True)  # fmt: skip
-    runs = json.loads(status.stdout)["runs"]
+    runs = json.loads(rl("status", "deaf", "--db", db, "--json").stdout)["runs"]
     assert sorted(r["seed"] for r in runs) == [0, 1]
     for run in runs:
         assert run["status"] == "interrupted" and "killed after" in run["error"], run
