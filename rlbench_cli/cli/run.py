@@ -18,23 +18,27 @@ class Progress:
 
     def __init__(self, live: bool):
         self.live = live
-        self.total = self.todo = self.done = self.failed = self.running = 0
+        self.total = self.todo = self.done = self.failed = self.interrupted = self.running = 0
         self.durations: list[float] = []
         self.workers = 1
         self.t0 = time.monotonic()
         self.last_line = 0.0
         self.started: set[str] = set()
 
+    def _ended(self) -> int:
+        return self.done + self.failed + self.interrupted
+
     def _eta(self) -> str:
-        left = self.todo - self.done - self.failed
+        left = self.todo - self._ended()
         if not self.durations or left <= 0:
             return "?"
         secs = sum(self.durations) / len(self.durations) * left / max(1, self.workers)
         return f"{int(secs // 60)}m{int(secs % 60):02d}s"
 
     def _status(self) -> str:
-        return (f"[{self.done + self.failed}/{self.todo}] running {self.running}, finished {self.done}, "
-                f"failed {self.failed}, ETA {self._eta()}")  # fmt: skip
+        stopped = f", interrupted {self.interrupted}" if self.interrupted else ""
+        return (f"[{self._ended()}/{self.todo}] running {self.running}, finished {self.done}, "
+                f"failed {self.failed}{stopped}, ETA {self._eta()}")  # fmt: skip
 
     def _print(self, line: str) -> None:
         if self.live:
@@ -46,6 +50,7 @@ class Progress:
     def __call__(self, event: str, info: dict[str, Any]) -> None:
         if event == "plan":
             self.total, self.todo = info["total"], info["todo"]
+            self.done = self.failed = self.interrupted = 0  # per plan: an adaptive run plans each batch
             extra = f", {info['recovered']} recovered from an earlier stop" if info["recovered"] else ""
             if info.get("in_slurm"):
                 extra += f", {info['in_slurm']} already in Slurm (waited for, not resubmitted)"
@@ -99,8 +104,9 @@ class Progress:
                 score += f"  (resumed at step {resumed})" if resumed is not None else ""
                 self._print(f"  done   {s.algo} {s.env} seed={s.seed} in {o.duration_s:.1f}s{score}")
             else:
-                if not info["retry"]:
-                    self.failed += 1
+                if not info["retry"]:  # an interrupted run was stopped (Ctrl-C, cancel), it did not fail
+                    self.interrupted += o.status == "interrupted"
+                    self.failed += o.status != "interrupted"
                 err = (o.error or o.status).strip().splitlines()[0]
                 what = "retrying" if info["retry"] else o.status.upper()
                 self._print(f"  {what} {s.algo} {s.env} seed={s.seed} [{s.run_id}]: {err}")
@@ -110,6 +116,14 @@ class Progress:
         elif time.monotonic() - self.last_line > 30 and event in ("started", "ended"):
             self.last_line = time.monotonic()
             sys.stdout.write(self._status() + "\n")
+
+    def stopped(self, suite: str, store: Path, wall: float) -> str:
+        """What a run stopped by Ctrl-C (or SIGTERM) leaves, and how to go on."""
+        left = self.todo - self._ended()
+        return (f"{suite}: stopped after {wall:.1f}s: {self.done} finished, {self.interrupted} interrupted, "
+                f"{self.failed} failed, {left} not started; results in {store}\n"
+                "  run the same command again to go on: finished runs are skipped, the others start again "
+                "(from their last checkpoint where budget.checkpoint_every is set)")  # fmt: skip
 
     def close(self) -> None:
         if self.live:
@@ -312,6 +326,11 @@ def run(
                 _print_adaptive(suite.name, result, settings, json_out, time.monotonic() - t0)
                 return
             summary = run_suite(suite, str(suite_file), store, **run_kwargs)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every run in flight was stopped and recorded
+        progress.close()
+        if not json_out:
+            typer.echo(progress.stopped(suite.name, store.path, time.monotonic() - t0))
+        raise
     finally:
         progress.close()
     wall = time.monotonic() - t0

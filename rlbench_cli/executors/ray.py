@@ -69,6 +69,7 @@ KEEP_PACKED = 2  # checkpoints kept per run of a packed job on the coordinator's
 SALVAGE_TIMEOUT_S = (
     30.0  # fetching what a dead actor left on its node (a new worker process, slow on a busy node)
 )
+SALVAGE_ON_STOP_S = 10.0  # the same for actors that died while stopping on Ctrl-C, which should not wait long
 # a dead actor's node-local folder is left this long for the coordinator's salvage (which gives up after
 # SALVAGE_TIMEOUT_S) before a later actor on the node removes it
 ORPHAN_AGE_S = 10 * SALVAGE_TIMEOUT_S
@@ -626,7 +627,7 @@ class RayExecutor:
                         node = (s.info or {}).get("node_id")  # _kill forgets the actor's info, not its job
                         self._kill(ray, s)
                         # its output.log (where it hung) and what it flushed since the pull, as local keeps them
-                        self._salvage(ray, s.job, node, s.remote_folders)
+                        self._salvage(ray, [(s.job, node, s.remote_folders)])
                         self._finish(s, queue, on_end, Outcome(
                             "failed", None, f"timeout: killed after {self.timeout:g}s (--timeout / budget.timeout)",
                             time.monotonic() - s.started))  # fmt: skip
@@ -675,7 +676,7 @@ class RayExecutor:
                         self._kill(ray, other)  # retry lands on one of them and is lost a second time
                         self._spawn(other)
             else:
-                self._salvage(ray, s.job, node, s.remote_folders)
+                self._salvage(ray, [(s.job, node, s.remote_folders)])
                 (cause, code), result = _death_cause(e, s.job.folder / "output.log"), {}
             self._finish(
                 s, queue, on_end, Outcome("failed", code, cause, time.monotonic() - s.started, result)
@@ -694,27 +695,32 @@ class RayExecutor:
         self._finish(s, queue, on_end, Outcome(r["status"], r.get("exit_code"), r.get("error"),
                                                r.get("duration_s", 0.0), r))  # fmt: skip
 
-    def _salvage(self, ray: Any, job: Job, node_id: str | None, folders: list[str] | None) -> None:
-        """Fetch what a dead actor's job flushed after the last poll (shards, the latest checkpoint), with a
-        task on the same node (a node that is gone, or does not answer within SALVAGE_TIMEOUT_S, keeps it)."""
-        if not node_id or not folders:
-            return
+    def _salvage(self, ray: Any, dead: list[tuple[Job, str | None, list[str] | None]],
+                 timeout: float = SALVAGE_TIMEOUT_S) -> None:  # fmt: skip
+        """Fetch what dead actors' jobs flushed after the last poll (shards, output.log, the latest
+        checkpoint), with a task on each one's node, all at once (a node that is gone, or does not answer
+        within ``timeout``, keeps it). ``dead``: (job, the actor's node id, the job's folders there)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        task = ray.remote(num_cpus=0, max_retries=0)(_leftovers).options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
-        )
         asks = []
-        for m, folder in zip(job.members, folders):
-            metrics, ckpts = m.folder / "metrics", m.folder.parent / "checkpoint"
-            have = [f"metrics/{p.name}" for p in metrics.glob("*.parquet")] if metrics.is_dir() else []
-            have += [f"checkpoint/{p.name}" for p in ckpts.glob("step-*.pt")] if ckpts.is_dir() else []
-            asks.append((m, task.remote(folder, have)))
-        deadline = time.monotonic() + SALVAGE_TIMEOUT_S
-        for m, ref in asks:
+        for job, node_id, folders in dead:
+            if not node_id or not folders:
+                continue
+            task = ray.remote(num_cpus=0, max_retries=0)(_leftovers).options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+            )
+            for m, folder in zip(job.members, folders):
+                metrics, ckpts = m.folder / "metrics", m.folder.parent / "checkpoint"
+                have = [f"metrics/{p.name}" for p in metrics.glob("*.parquet")] if metrics.is_dir() else []
+                have += [f"checkpoint/{p.name}" for p in ckpts.glob("step-*.pt")] if ckpts.is_dir() else []
+                try:
+                    asks.append((m, KEEP_PACKED if job.pack else 1, task.remote(folder, have)))
+                except Exception:  # noqa: BLE001 - the local Ray instance itself is going down
+                    pass
+        deadline = time.monotonic() + timeout
+        for m, keep, ref in asks:
             try:
-                _write_files(m.folder, ray.get(ref, timeout=max(0.1, deadline - time.monotonic())),
-                             keep=KEEP_PACKED if job.pack else 1)  # fmt: skip
+                _write_files(m.folder, ray.get(ref, timeout=max(0.1, deadline - time.monotonic())), keep=keep)
             except Exception:  # noqa: BLE001 - node lost or too slow: what was pulled before is what we have
                 try:
                     ray.cancel(ref, force=True)
@@ -752,6 +758,7 @@ class RayExecutor:
             except Exception:  # noqa: BLE001
                 pass
         deadline = time.monotonic() + STOP_GRACE_S
+        died: list[tuple[_Slot, Job, str | None, list[str] | None]] = []
         while any(s.job for s in busy) and time.monotonic() < deadline:
             pending = {s.run_ref: s for s in busy if s.job is not None}
             ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.2)
@@ -761,8 +768,8 @@ class RayExecutor:
                 assert job is not None
                 try:
                     reply = ray.get(ref)
-                except Exception:  # noqa: BLE001 - the actor or the local Ray instance went down meanwhile
-                    on_end(job, Outcome("interrupted", None, "interrupted", time.monotonic() - s.started))
+                except Exception:  # noqa: BLE001 - the actor (or the local Ray instance) died while stopping
+                    died.append((s, job, (s.info or {}).get("node_id"), s.remote_folders))
                     continue
                 _receive(job, reply)
                 r = reply["result"]
@@ -776,6 +783,13 @@ class RayExecutor:
             assert job is not None
             on_end(job, Outcome("interrupted", None, f"interrupted: killed after {STOP_GRACE_S:g}s",
                                 time.monotonic() - s.started))  # fmt: skip
+        # an actor that died while stopping left its last shards, output.log and checkpoint on its node, as
+        # the local pool's worker leaves them on disk: fetched for all of them at once
+        self._salvage(
+            ray, [(job, node, folders) for _, job, node, folders in died], timeout=SALVAGE_ON_STOP_S
+        )
+        for s, job, _, _ in died:
+            on_end(job, Outcome("interrupted", None, "interrupted", time.monotonic() - s.started))
 
 
 def _note(log: Path, line: str) -> None:

@@ -317,3 +317,30 @@ def test_step_kinds_of_the_reference_suites(tmp_path):
     )
     offline = step_kinds(store, "offline-classic")
     assert len(offline) == 6 and set(offline.values()) == {"offline"}
+
+
+def test_progress_counts_stopped_runs_as_interrupted_not_failed(capsys):
+    from types import SimpleNamespace
+
+    from rlbench_cli.cli.run import Progress
+    from rlbench_cli.executors.base import Outcome, Placement
+
+    p = Progress(live=False)
+    p("plan", {"total": 5, "todo": 4, "skipped": 1, "recovered": 0})
+    where = Placement("cpu", "host", "local", "1")
+    runs = [SimpleNamespace(algo="ppo", env="CartPole-v1", seed=s, run_id=f"r{s}") for s in range(4)]
+    for s in runs[:3]:
+        p("started", {"spec": s, "placement": where, "attempt": 1})
+    p("ended", {"spec": runs[0], "outcome": Outcome("finished", 0, None, 2.0), "retry": False})
+    p("ended", {"spec": runs[1], "outcome": Outcome("failed", 1, "ValueError: x", 1.0), "retry": True})
+    p("ended", {"spec": runs[1], "outcome": Outcome("failed", 1, "ValueError: x", 1.0), "retry": False})
+    p("ended", {"spec": runs[2], "outcome": Outcome("interrupted", None, "interrupted", 1.0), "retry": False})
+    assert p._status() == "[3/4] running 0, finished 1, failed 1, interrupted 1, ETA 0m00s"
+    said = p.stopped("quick", Path("results/rlbench.duckdb"), 12.34)
+    assert said.splitlines()[0] == (
+        "quick: stopped after 12.3s: 1 finished, 1 interrupted, 1 failed, 1 not started; "
+        "results in results/rlbench.duckdb"
+    )
+    assert "run the same command again" in said.splitlines()[1]
+    out = capsys.readouterr().out
+    assert "retrying ppo CartPole-v1 seed=1" in out and "INTERRUPTED ppo CartPole-v1 seed=2" in out

@@ -182,26 +182,21 @@ STUBBORN = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("executor", ["local", "ray"])
-def test_ctrl_c_kills_a_job_deaf_to_the_stop_request_and_keeps_its_output(tmp_path, executor, request):
-    """Jobs that never look at the stop request are killed a few seconds after Ctrl-C; their runs are marked
-    interrupted and their attempts keep what they printed, wherever they ran (a Ray actor's log is on its
-    node)."""
-    (tmp_path / "stubborn.py").write_text(STUBBORN)
-    (tmp_path / "deaf.yaml").write_text(
-        "name: deaf\nseeds: 2\nbudget: {steps: 300, eval_every: 300, eval_episodes: 1}\n"
-        "envs: [CartPole-v1]\nalgorithms:\n  - {name: deaf, entrypoint: 'stubborn:ignores_stop'}\n"
-    )
+def ctrl_c_once_jobs_logged(
+    tmp_path, suite: str, executor: str, request: pytest.FixtureRequest
+) -> list[dict]:
+    """``rlbench run`` of two seeds of ``suite`` (in tmp_path), Ctrl-C once both jobs logged a row of
+    ``train/progress``; checks the run stops in time with exit 130 and returns ``status --json``'s runs."""
     db = tmp_path / "db.duckdb"
     proc = subprocess.Popen(
-        [RLBENCH, "run", "deaf.yaml", "--db", str(db), "--workers", "2", *executor_args(executor, request)],
+        [RLBENCH, "run", f"{suite}.yaml", "--db", str(db), "--workers", "2", *executor_args(executor, request)],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # its own process group, like a terminal's foreground job
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # both jobs are in their loops once their rows are in the store
-            r = rl("fetch", "--db", db, "--suite", "deaf", "--metric", "train/progress", "--format", "csv",
+            r = rl("fetch", "--db", db, "--suite", suite, "--metric", "train/progress", "--format", "csv",
                    check=False)  # fmt: skip
             if r.returncode == 0 and len(r.stdout.strip().splitlines()) >= 3:  # header + a row a job
                 break
@@ -218,12 +213,69 @@ def test_ctrl_c_kills_a_job_deaf_to_the_stop_request_and_keeps_its_output(tmp_pa
     assert time.monotonic() - t0 < 30, "Ctrl-C took too long"
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    runs = json.loads(rl("status", "deaf", "--db", db, "--json").stdout)["runs"]
+    if executor == "ray":  # the stopped or killed actors hold nothing on the head
+        assert request.getfixturevalue("ray_head").wait_all_free(), "an actor outlived the interrupted run"
+    runs = json.loads(rl("status", suite, "--db", db, "--json").stdout)["runs"]
     assert sorted(r["seed"] for r in runs) == [0, 1]
-    for run in runs:
+    return runs
+
+
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_ctrl_c_kills_a_job_deaf_to_the_stop_request_and_keeps_its_output(tmp_path, executor, request):
+    """Jobs that never look at the stop request are killed a few seconds after Ctrl-C; their runs are marked
+    interrupted and their attempts keep what they printed, wherever they ran (a Ray actor's log is on its
+    node)."""
+    (tmp_path / "stubborn.py").write_text(STUBBORN)
+    (tmp_path / "deaf.yaml").write_text(
+        "name: deaf\nseeds: 2\nbudget: {steps: 300, eval_every: 300, eval_episodes: 1}\n"
+        "envs: [CartPole-v1]\nalgorithms:\n  - {name: deaf, entrypoint: 'stubborn:ignores_stop'}\n"
+    )
+    for run in ctrl_c_once_jobs_logged(tmp_path, "deaf", executor, request):
         assert run["status"] == "interrupted" and "killed after" in run["error"], run
         (log,) = (tmp_path / "runs" / "deaf" / run["run_id"]).glob("attempt-*/output.log")
         said = f"job deaf seed {run['seed']}: in native code, deaf to the stop request"
         assert said in log.read_text(errors="replace"), (run, log.read_text(errors="replace"))
-    if executor == "ray":  # the killed actors hold nothing on the head
-        assert request.getfixturevalue("ray_head").wait_all_free(), "an actor outlived the interrupted run"
+
+
+FRAGILE = textwrap.dedent(
+    """
+    import os
+    import signal
+    import time
+
+
+    def dies_while_stopping(ctx):
+        ctx.sink.log(0, **{"train/progress": 0.0})
+        while not ctx.should_stop():
+            time.sleep(0.05)
+        ctx.sink.log(1, **{"train/progress": 1.0})  # after the coordinator's last pull of this job's shards
+        ctx.sink.flush()
+        print(f"seed {ctx.spec.seed}: asked to stop, dying while saving", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # the worker process dies: what it wrote stays where it ran
+    """
+)
+
+
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_a_job_that_dies_while_stopping_keeps_what_it_wrote_last(tmp_path, executor, request):
+    """A job asked to stop by Ctrl-C whose worker dies on the way out (a crash while saving) is interrupted
+    and keeps the rows it flushed and the lines it printed just before, also on Ray, where they are on the
+    dead actor's node (fetched from there as for a crash mid-run)."""
+    (tmp_path / "fragile.py").write_text(FRAGILE)
+    (tmp_path / "fragile.yaml").write_text(
+        "name: fragile\nseeds: 2\nbudget: {steps: 300, eval_every: 300, eval_episodes: 1}\n"
+        "envs: [CartPole-v1]\nalgorithms:\n  - {name: fragile, entrypoint: 'fragile:dies_while_stopping'}\n"
+    )
+    runs = ctrl_c_once_jobs_logged(tmp_path, "fragile", executor, request)
+    assert [r["status"] for r in runs] == ["interrupted", "interrupted"], runs
+    con = duckdb.connect(str(tmp_path / "db.duckdb"), read_only=True)
+    try:
+        steps = dict(con.execute("SELECT run_id, list(step ORDER BY step) FROM metrics "
+                                 "WHERE name = 'train/progress' GROUP BY run_id").fetchall())  # fmt: skip
+    finally:
+        con.close()
+    assert steps == {r["run_id"]: [0, 1] for r in runs}, steps  # the rows flushed just before dying are kept
+    for run in runs:
+        (log,) = (tmp_path / "runs" / "fragile" / run["run_id"]).glob("attempt-*/output.log")
+        said = f"seed {run['seed']}: asked to stop, dying while saving"
+        assert said in log.read_text(errors="replace"), (run, log.read_text(errors="replace"))

@@ -182,10 +182,15 @@ def test_ctrl_c_stops_workers_and_marks_runs_interrupted(tmp_path, executor, req
         time.sleep(0.5)
     t0 = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: SIGINT to the whole foreground group
-    _, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 15
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
+    # what it leaves and how to go on; stopped runs are not counted as failed
+    assert out.count("INTERRUPTED ppo CartPole-v1") == 2 and "failed 1" not in out, out
+    assert "long: stopped after " in out, out
+    assert ": 0 finished, 2 interrupted, 0 failed, 1 not started;" in out, out
+    assert "run the same command again to go on" in out, out
     gone = False
     for _ in range(50):  # no orphan workers left in the group (an exited child may stay a zombie briefly)
         try:
