@@ -119,9 +119,10 @@ class Progress:
 
     def stopped(self, suite: str, store: Path, wall: float) -> str:
         """What a run stopped by Ctrl-C (or SIGTERM) leaves, and how to go on."""
-        left = self.todo - self._ended()
+        left = self.todo - self._ended() - self.running
+        cut = f", {self.running} cut short (recorded as interrupted by the next run)" if self.running else ""
         return (f"{suite}: stopped after {wall:.1f}s: {self.done} finished, {self.interrupted} interrupted, "
-                f"{self.failed} failed, {left} not started; results in {store}\n"
+                f"{self.failed} failed{cut}, {left} not started; results in {store}\n"
                 "  run the same command again to go on: finished runs are skipped, the others start again "
                 "(from their last checkpoint where budget.checkpoint_every is set)")  # fmt: skip
 
@@ -326,7 +327,7 @@ def run(
                 _print_adaptive(suite.name, result, settings, json_out, time.monotonic() - t0)
                 return
             summary = run_suite(suite, str(suite_file), store, **run_kwargs)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every run in flight was stopped and recorded
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: runs in flight were stopped (a second Ctrl-C: cut short)
         progress.close()
         if not json_out:
             typer.echo(progress.stopped(suite.name, store.path, time.monotonic() - t0))
