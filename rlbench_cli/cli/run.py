@@ -14,11 +14,12 @@ from .common import DbOpt, JsonOpt, handle_errors, is_tty, store_for
 
 
 class Progress:
-    """Prints every start, end and failure at once, plus a status line (live on a terminal)."""
+    """Prints every start, end and failure at once, plus a status line (live on a terminal); ``quiet``
+    (``--json``): only counts them, for the summary of a stopped run."""
 
-    def __init__(self, live: bool):
-        self.live = live
-        self.total = self.todo = self.done = self.failed = self.interrupted = self.running = 0
+    def __init__(self, live: bool, quiet: bool = False):
+        self.live, self.quiet = live and not quiet, quiet
+        self.total = self.todo = self.skipped = self.done = self.failed = self.interrupted = self.running = 0
         self.durations: list[float] = []
         self.workers = 1
         self.t0 = time.monotonic()
@@ -41,6 +42,8 @@ class Progress:
                 f"failed {self.failed}{stopped}, ETA {self._eta()}")  # fmt: skip
 
     def _print(self, line: str) -> None:
+        if self.quiet:
+            return
         if self.live:
             sys.stdout.write("\r\033[K" + line + "\n" + self._status())
         else:
@@ -49,7 +52,7 @@ class Progress:
 
     def __call__(self, event: str, info: dict[str, Any]) -> None:
         if event == "plan":
-            self.total, self.todo = info["total"], info["todo"]
+            self.total, self.todo, self.skipped = info["total"], info["todo"], info["skipped"]
             self.done = self.failed = self.interrupted = 0  # per plan: an adaptive run plans each batch
             extra = f", {info['recovered']} recovered from an earlier stop" if info["recovered"] else ""
             if info.get("in_slurm"):
@@ -63,7 +66,7 @@ class Progress:
         elif event == "dataset_progress":
             self._print(f"  {info['msg']}")
         elif event == "dataset_provenance":
-            typer.echo(
+            self._print(
                 f"dataset {info['name']}: " + ", ".join(f"{k} {v}" for k, v in info.items() if k != "name")
             )
         elif event == "note":
@@ -110,6 +113,8 @@ class Progress:
                 err = (o.error or o.status).strip().splitlines()[0]
                 what = "retrying" if info["retry"] else o.status.upper()
                 self._print(f"  {what} {s.algo} {s.env} seed={s.seed} [{s.run_id}]: {err}")
+        if self.quiet:
+            return
         if self.live:
             sys.stdout.write("\r\033[K" + self._status())
             sys.stdout.flush()
@@ -117,12 +122,21 @@ class Progress:
             self.last_line = time.monotonic()
             sys.stdout.write(self._status() + "\n")
 
+    def stopped_counts(self) -> dict[str, int]:
+        """A stopped run's runs by what became of them (``cut_short``: still running when a second Ctrl-C
+        ended it at once; the next ``rlbench run`` records them interrupted)."""
+        return {"total": self.total, "skipped": self.skipped, "finished": self.done, "failed": self.failed,
+                "interrupted": self.interrupted, "cut_short": self.running,
+                "not_started": self.todo - self._ended() - self.running}  # fmt: skip
+
     def stopped(self, suite: str, store: Path, wall: float) -> str:
         """What a run stopped by Ctrl-C (or SIGTERM) leaves, and how to go on."""
-        left = self.todo - self._ended() - self.running
-        cut = f", {self.running} cut short (recorded as interrupted by the next run)" if self.running else ""
-        return (f"{suite}: stopped after {wall:.1f}s: {self.done} finished, {self.interrupted} interrupted, "
-                f"{self.failed} failed{cut}, {left} not started; results in {store}\n"
+        n = self.stopped_counts()
+        cut = (
+            f", {n['cut_short']} cut short (the next run records them interrupted)" if n["cut_short"] else ""
+        )
+        return (f"{suite}: stopped after {wall:.1f}s: {n['finished']} finished, {n['interrupted']} interrupted, "
+                f"{n['failed']} failed{cut}, {n['not_started']} not started; results in {store}\n"
                 "  run the same command again to go on: finished runs are skipped, the others start again "
                 "(from their last checkpoint where budget.checkpoint_every is set)")  # fmt: skip
 
@@ -312,13 +326,13 @@ def run(
     from ..coordinator import run_suite
 
     store = store_for(db)
-    progress = Progress(live=is_tty() and not json_out)
+    progress = Progress(live=is_tty(), quiet=json_out)
     t0 = time.monotonic()
     try:
         with _StopOnSignal() as stopper:
             run_kwargs: dict[str, Any] = dict(
                 workers=workers, retries=retries, only_failed=only_failed, timeout=timeout, stop=stopper.event,
-                report=(lambda e, i: None) if json_out else progress, executor=executor,
+                report=progress, executor=executor,
                 executor_options=executor_options)  # fmt: skip
             if settings is not None:
                 from ..sequential import run_adaptive
@@ -329,15 +343,20 @@ def run(
             summary = run_suite(suite, str(suite_file), store, **run_kwargs)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: runs in flight were stopped (a second Ctrl-C: cut short)
         progress.close()
-        if not json_out:
-            typer.echo(progress.stopped(suite.name, store.path, time.monotonic() - t0))
+        wall = time.monotonic() - t0
+        if json_out:  # the same keys as a finished run's, with what became of each run
+            typer.echo(json.dumps({"suite": suite.name, "db": str(store.path), "stopped": True,
+                                   **progress.stopped_counts(), "wall_s": round(wall, 2)}))  # fmt: skip
+        else:
+            typer.echo(progress.stopped(suite.name, store.path, wall))
         raise
     finally:
         progress.close()
     wall = time.monotonic() - t0
     if json_out:
         typer.echo(json.dumps({
-            "suite": suite.name, "db": str(store.path), "total": summary.total, "skipped": summary.skipped,
+            "suite": suite.name, "db": str(store.path), "stopped": False, "total": summary.total,
+            "skipped": summary.skipped,
             "finished": summary.finished, "failed": summary.failed, "interrupted": summary.interrupted,
             "recovered": summary.recovered, "queued": summary.queued, "wall_s": round(wall, 2),
             "writes": {k: round(v, 4) for k, v in summary.writes.items()},

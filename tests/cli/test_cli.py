@@ -344,8 +344,10 @@ def test_progress_counts_stopped_runs_as_interrupted_not_failed(capsys):
     assert "run the same command again" in said.splitlines()[1]
     p("started", {"spec": runs[3], "placement": where, "attempt": 1})  # a second Ctrl-C: stopped at once
     assert p.stopped("quick", Path("db"), 1.0).splitlines()[0] == (
-        "quick: stopped after 1.0s: 1 finished, 1 interrupted, 1 failed, 1 cut short (recorded as interrupted "
-        "by the next run), 0 not started; results in db"
+        "quick: stopped after 1.0s: 1 finished, 1 interrupted, 1 failed, 1 cut short (the next run records them "
+        "interrupted), 0 not started; results in db"
     )
+    assert p.stopped_counts() == {"total": 5, "skipped": 1, "finished": 1, "failed": 1, "interrupted": 1,
+                                  "cut_short": 1, "not_started": 0}  # fmt: skip
     out = capsys.readouterr().out
     assert "retrying ppo CartPole-v1 seed=1" in out and "INTERRUPTED ppo CartPole-v1 seed=2" in out

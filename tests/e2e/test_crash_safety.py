@@ -145,6 +145,39 @@ def test_sigterm_to_the_coordinator_stops_its_workers_and_marks_runs_interrupted
     assert sorted(r["status"] for r in runs) == ["interrupted", "interrupted", "pending"]
 
 
+def test_a_stopped_json_run_prints_what_became_of_each_run(tmp_path):
+    """`rlbench run --json` stopped by Ctrl-C prints one JSON object, as a finished one does, that says so and
+    counts its runs as `status` then shows them."""
+    suite, db = _suite(tmp_path, steps=2_000_000, seeds=3), tmp_path / "db.duckdb"
+    proc = subprocess.Popen([RLBENCH, "run", str(suite), "--db", str(db), "--workers", "2", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            r = rl("status", "crash", "--db", db, "--json", check=False)
+            states = [x["status"] for x in json.loads(r.stdout)["runs"]] if r.returncode == 0 else []
+            if states.count("running") == 2:
+                break
+            time.sleep(0.3)
+        else:
+            raise AssertionError("the runs did not start")
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    (line,) = out.strip().splitlines()  # JSON only: no progress lines
+    said = json.loads(line)
+    assert said["suite"] == "crash" and said["db"] == str(db) and said["stopped"] is True, said
+    assert {k: said[k] for k in ("total", "skipped", "finished", "failed", "interrupted", "cut_short",
+                                 "not_started")} == {"total": 3, "skipped": 0, "finished": 0, "failed": 0,
+                                                     "interrupted": 2, "cut_short": 0, "not_started": 1}  # fmt: skip
+    runs = json.loads(rl("status", "crash", "--db", db, "--json").stdout)["runs"]
+    assert sorted(r["status"] for r in runs) == ["interrupted", "interrupted", "pending"]
+
+
 def test_status_watch_follows_a_running_suite_to_its_end_and_the_runlock_is_removed(tmp_path):
     db = tmp_path / "db.duckdb"
     proc = _start(_suite(tmp_path, steps=150_000, seeds=2), db)
