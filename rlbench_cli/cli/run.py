@@ -356,8 +356,7 @@ def run(
     if json_out:
         typer.echo(json.dumps({
             "suite": suite.name, "db": str(store.path), "stopped": False, "total": summary.total,
-            "skipped": summary.skipped,
-            "finished": summary.finished, "failed": summary.failed, "interrupted": summary.interrupted,
+            "skipped": summary.skipped, "finished": summary.finished, "failed": summary.failed, "interrupted": summary.interrupted,
             "recovered": summary.recovered, "queued": summary.queued, "wall_s": round(wall, 2),
             "writes": {k: round(v, 4) for k, v in summary.writes.items()},
             "failures": [{"run_id": s.run_id, "algo": s.algo, "env": s.env, "seed": s.seed, "error": e}

@@ -758,7 +758,7 @@ class RayExecutor:
             except Exception:  # noqa: BLE001
                 pass
         deadline = time.monotonic() + STOP_GRACE_S
-        died: list[tuple[_Slot, Job, str | None, list[str] | None]] = []
+        died: list[tuple[_Slot, Job]] = []  # the slot keeps its actor's node and folders: it is not killed
         while any(s.job for s in busy) and time.monotonic() < deadline:
             pending = {s.run_ref: s for s in busy if s.job is not None}
             ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.2)
@@ -769,7 +769,7 @@ class RayExecutor:
                 try:
                     reply = ray.get(ref)
                 except Exception:  # noqa: BLE001 - the actor (or the local Ray instance) died while stopping
-                    died.append((s, job, (s.info or {}).get("node_id"), s.remote_folders))
+                    died.append((s, job))
                     continue
                 _receive(job, reply)
                 r = reply["result"]
@@ -785,10 +785,9 @@ class RayExecutor:
                                 time.monotonic() - s.started))  # fmt: skip
         # an actor that died while stopping left its last shards, output.log and checkpoint on its node, as
         # the local pool's worker leaves them on disk: fetched for all of them at once
-        self._salvage(
-            ray, [(job, node, folders) for _, job, node, folders in died], timeout=SALVAGE_ON_STOP_S
-        )
-        for s, job, _, _ in died:
+        dead = [(job, (s.info or {}).get("node_id"), s.remote_folders) for s, job in died]
+        self._salvage(ray, dead, timeout=SALVAGE_ON_STOP_S)
+        for s, job in died:
             on_end(job, Outcome("interrupted", None, "interrupted", time.monotonic() - s.started))
 
 

@@ -23,9 +23,9 @@ def _suite(tmp_path: Path, steps: int = 60000, seeds: int = 4) -> Path:
     return p
 
 
-def _start(suite: Path, db: Path) -> subprocess.Popen:
+def _start(suite: Path, db: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [RLBENCH, "run", str(suite), "--db", str(db), "--workers", "2"],
+        [RLBENCH, "run", str(suite), "--db", str(db), "--workers", "2", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -149,8 +149,7 @@ def test_a_stopped_json_run_prints_what_became_of_each_run(tmp_path):
     """`rlbench run --json` stopped by Ctrl-C prints one JSON object, as a finished one does, that says so and
     counts its runs as `status` then shows them."""
     suite, db = _suite(tmp_path, steps=2_000_000, seeds=3), tmp_path / "db.duckdb"
-    proc = subprocess.Popen([RLBENCH, "run", str(suite), "--db", str(db), "--workers", "2", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    proc = _start(suite, db, "--json")
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
