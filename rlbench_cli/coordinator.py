@@ -380,6 +380,14 @@ def set_aside(folder: Path) -> Path | None:
     return dest
 
 
+def _started_at(placement: dict[str, Any] | None) -> float | None:
+    """When a job found in Slurm started running (its placement.json's wall-clock time), None while queued."""
+    if placement is None:
+        return None
+    t = placement.get("started_at")
+    return float(t) if isinstance(t, (int, float)) else time.time()
+
+
 def _recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> tuple[int, list[Any]]:
     """Close runs a dead coordinator left 'running'. Returns how many had in fact finished, and the runs
     still queued or running in Slurm (``recover_slurm``: those are left 'running', not interrupted)."""
@@ -667,9 +675,13 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
     by_id = {s.run_id: s for s in specs}
     if live:  # already in Slurm: waited for, never submitted again
         first_attempt.update({s.run_id: s.attempt for s in live})
-        runner.adopt([(Job(by_id[s.run_id], s.folder, s.attempt), s.job_id, s.placement is not None)
+        runner.adopt([(Job(by_id[s.run_id], s.folder, s.attempt), s.job_id, _started_at(s.placement))
                       for s in live])  # type: ignore[attr-defined]  # fmt: skip
     report("start", {"executor": runner.name, "describe": runner.describe()})
+    for s in live:  # what this run found in Slurm: queued, or running since an earlier rlbench run
+        p = s.placement or {}
+        where = Placement(p.get("device") or "", p.get("host") or "", "slurm", s.job_id)
+        report("attached", {"spec": by_id[s.run_id], "attempt": s.attempt, "placement": where})
     in_flight: set[str] = set()
 
     # Slurm records a submitted job at once; local and Ray batch their writes (see _Recorder)

@@ -42,6 +42,24 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _stdout_closed() -> bool:
+    """Whether whoever reads stdout has gone (``| head``); if so, stdout goes to /dev/null from here on, so
+    that nothing more, not even Python's last flush at exit, complains about it."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if not any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0)):
+            return False
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        return True
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured, closed): not a reader gone away
+        return False
+
+
 def handle_errors(fn: F) -> F:
     """Turn RlbenchError into one line on stderr and its exit code; RLBENCH_DEBUG=1 shows the traceback."""
 
@@ -58,6 +76,12 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(130) from None
         except (typer.Exit, typer.Abort, SystemExit):
             raise
+        except BrokenPipeError:
+            if not _stdout_closed():  # another pipe (a worker's, a socket): not the reader going away
+                raise fail("internal error: a pipe closed early (set RLBENCH_DEBUG=1 for the traceback, and "
+                           "please report it)", 1) from None  # fmt: skip
+            # `rlbench ... | head` stopped reading: stop quietly, with the status SIGPIPE gives
+            raise typer.Exit(141) from None
         except OSError as e:  # a path the user gave (--out, --output, ...) that cannot be written or read
             if debug():
                 raise

@@ -91,6 +91,16 @@ class Progress:
                 self.workers = max(self.workers, self.running)  # runs seen in flight at once, for the ETA
                 on = f" on {where.host}" if where.executor == "slurm" else ""
                 self._print(f"  start  {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}{job}{on}")
+        elif event == "attached":  # found in Slurm, from an earlier (detached or killed) rlbench run
+            s, where = info["spec"], info["placement"]
+            again = f" (attempt {info['attempt']})" if info["attempt"] > 1 else ""
+            if where.host:
+                self.started.add(s.run_id)
+                self.running = len(self.started)
+                self.workers = max(self.workers, self.running)
+            state = f"running on {where.host}" if where.host else "queued"
+            self._print(f"  {state} {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again} slurm job {where.job_id}"
+                        " (submitted earlier)")  # fmt: skip
         elif event == "requeued":
             s = info["spec"]
             self._print(f"  requeued {s.algo} {s.env} seed={s.seed} [{s.run_id}]: {info['outcome'].error}")

@@ -519,9 +519,10 @@ class SlurmExecutor:
         how = "submitted, not waited for (--detach)" if self.detach else "one job-array task per run"
         return f"Slurm: {', '.join(bits)} per run; {how}"
 
-    def adopt(self, jobs: list[tuple[Job, str, bool]]) -> None:
+    def adopt(self, jobs: list[tuple[Job, str, float | None]]) -> None:
         """Jobs already in Slurm (submitted by an earlier, detached or killed, ``rlbench run``): (job, Slurm
-        job id, whether the store already knows its node). ``run`` waits for them with its own."""
+        job id, the wall-clock time its task started running, None while it is queued). ``run`` waits for
+        them with its own; ``--timeout`` counts from that start, not from this run's."""
         self._adopted.extend(jobs)
 
     def _submit(self, jobs: list[Job], on_start: OnStart) -> list[_Tracked]:
@@ -558,12 +559,16 @@ class SlurmExecutor:
         """Submit ``jobs`` as one array (and retries as further arrays), follow them and the adopted ones
         until each has ended; with ``detach``, return once submitted."""
         live: dict[str, _Tracked] = {}
-        for job, jid, known in self._adopted:  # runs sharing a task (seeds_per_job) are one pack again
+        for job, jid, started_at in self._adopted:  # runs sharing a task (seeds_per_job) are one pack again
             if jid in live:
                 t = live[jid]
                 t.job = Job(t.job.spec, t.job.folder, t.job.attempt, pack=[*t.job.members, job])
-            else:
-                live[jid] = _Tracked(job, jid, announced=known)
+            elif started_at is None:
+                live[jid] = _Tracked(job, jid)
+            else:  # running already: its start on this run's monotonic clock
+                live[jid] = _Tracked(
+                    job, jid, announced=True, started=time.monotonic() - max(0.0, time.time() - started_at)
+                )
         self._adopted = []
         queue = list(jobs)
         last_tick = time.monotonic()

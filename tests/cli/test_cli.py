@@ -351,3 +351,30 @@ def test_progress_counts_stopped_runs_as_interrupted_not_failed(capsys):
                                   "cut_short": 1, "not_started": 0}  # fmt: skip
     out = capsys.readouterr().out
     assert "retrying ppo CartPole-v1 seed=1" in out and "INTERRUPTED ppo CartPole-v1 seed=2" in out
+
+
+def test_progress_counts_runs_found_running_in_slurm_as_running(capsys):
+    """A run that re-attaches to Slurm jobs an earlier (detached or killed) run submitted: the ones already
+    on a node are running from the start, the queued ones once they start; a Ctrl-C then says so."""
+    from types import SimpleNamespace
+
+    from rlbench_cli.cli.run import Progress
+    from rlbench_cli.executors.base import Outcome, Placement
+
+    p = Progress(live=False)
+    p("plan", {"total": 3, "todo": 3, "skipped": 0, "recovered": 0, "in_slurm": 3})
+    runs = [SimpleNamespace(algo="ppo", env="CartPole-v1", seed=s, run_id=f"r{s}") for s in range(3)]
+    p("attached", {"spec": runs[0], "attempt": 1, "placement": Placement("cpu", "node7", "slurm", "4_0")})
+    p("attached", {"spec": runs[1], "attempt": 2, "placement": Placement("cpu", "node7", "slurm", "4_1")})
+    p("attached", {"spec": runs[2], "attempt": 1, "placement": Placement("", "", "slurm", "4_2")})
+    assert p._status() == "[0/3] running 2, finished 0, failed 0, ETA ?"
+    p("ended", {"spec": runs[0], "outcome": Outcome("finished", 0, None, 2.0), "retry": False})
+    assert p._status().startswith("[1/3] running 1, finished 1,")
+    assert p.stopped_counts() == {"total": 3, "skipped": 0, "finished": 1, "failed": 0, "interrupted": 0,
+                                  "cut_short": 1, "not_started": 1}  # fmt: skip
+    out = capsys.readouterr().out
+    assert "  running on node7 ppo CartPole-v1 seed=0 [r0] slurm job 4_0 (submitted earlier)" in out
+    assert (
+        "  running on node7 ppo CartPole-v1 seed=1 [r1] (attempt 2) slurm job 4_1 (submitted earlier)" in out
+    )
+    assert "  queued ppo CartPole-v1 seed=2 [r2] slurm job 4_2 (submitted earlier)" in out

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +54,15 @@ JOBS = textwrap.dedent(
                 return
             time.sleep(0.5)
         ctx.sink.log(12, **{"train/tick": 12.0})
+
+
+    def gated(ctx):  # a tick every 0.2 s until the file RLBENCH_TEST_GO names exists (at most 90 s)
+        go, i = Path(os.environ["RLBENCH_TEST_GO"]), 0
+        while not go.exists() and i < 450 and not ctx.should_stop():
+            ctx.sink.log(i, **{"train/tick": float(i)})
+            time.sleep(0.2)
+            i += 1
+        ctx.sink.log(i, **{"train/tick": float(i)})
 
 
     def _start(ctx):
@@ -240,9 +250,10 @@ def test_detach_then_status_reattaches_and_a_killed_coordinator_loses_nothing(sl
     ]
     assert len(places) == 2 and all(p["cuda_visible_devices"] for p in places), places
 
-    # a coordinator killed with -9 while its jobs run; the next `rlbench run` re-attaches, resubmits nothing
-    suite2 = _suite(tmp_path, "k9", ["slow"], seeds=2)
-    env = {**os.environ, "RLBENCH_TEST_FIXED": str(tmp_path / "fixed")}
+    # a coordinator killed with -9 while its jobs run; the next `rlbench run` re-attaches, resubmits nothing,
+    # shows them running, and counts --timeout from their start, not its own (it cancelled them at once)
+    suite2 = _suite(tmp_path, "k9", ["gated"], seeds=2)
+    env = {**os.environ, "RLBENCH_TEST_GO": str(tmp_path / "go")}
     proc = subprocess.Popen([RLBENCH, "run", suite2, "--db", db, "--executor", "slurm"], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
@@ -257,15 +268,35 @@ def test_detach_then_status_reattaches_and_a_killed_coordinator_loses_nothing(sl
         proc.wait(timeout=30)
     before = _runs(db, "k9")
     assert {x["status"] for x in before.values()} == {"running"}
-    r = _rl(tmp_path, "run", suite2, "--db", db, "--executor", "slurm", "--json", timeout=120)
-    out = json.loads(r.stdout)
-    assert out["finished"] == 2 and out["failed"] == 0, out
+    again = subprocess.Popen([RLBENCH, "run", suite2, "--db", db, "--executor", "slurm", "--timeout", "600"],
+                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(again.stdout), daemon=True)
+    reader.start()
+    try:
+        _wait(
+            "the re-attached run to follow the jobs",
+            lambda: any(x.startswith("Slurm:") for x in lines),
+            60,
+            0.2,
+        )
+        time.sleep(3)  # three looks at Slurm while the jobs run
+        (tmp_path / "go").touch()
+        again.wait(timeout=120)
+        reader.join(timeout=10)
+    finally:
+        again.kill()
+    out = "".join(lines)
+    assert again.returncode == 0 and "2 finished, 0 failed" in out and "timeout" not in out, out
+    assert out.count("running on localhost gated CartPole-v1") == 2 and "(submitted earlier)" in out, out
     after = _runs(db, "k9")
     assert {x["status"] for x in after.values()} == {"finished"}
     assert {k: v["job_id"] for k, v in after.items()} == {k: v["job_id"] for k, v in before.items()}
     assert {v["attempts"] for v in after.values()} == {1}
-    rows = _metric_rows(db, "k9", "train/tick")
-    assert len(rows) == 2 * 13 and len(set(rows)) == len(rows)
+    for run_id in after:  # every tick once, none missing
+        ticks = [step for rid, step, _, _ in _metric_rows(db, "k9", "train/tick") if rid == run_id]
+        assert ticks == list(range(len(ticks))) and len(ticks) > 3, ticks
 
 
 def test_cancel_stops_queued_and_running_jobs(slurm, tmp_path):  # noqa: F811

@@ -93,6 +93,17 @@ def test_fetch_csv_and_json(smoke):
     assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}')").fetchall()[0][0] > 18
 
 
+@pytest.mark.parametrize("args", [["fetch", "--suite", "smoke", "--format", "csv"], ["status", "smoke"]])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(smoke, args):
+    """`rlbench fetch ... | head`: once the reader has gone, the command stops with SIGPIPE's exit status and
+    says nothing (it said "error: [Errno 32] Broken pipe; check the path and its permissions")."""
+    proc = subprocess.Popen([RLBENCH, *args, "--db", str(smoke["db"])], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc.stdout.close()  # before the command, still importing, writes anything
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141 and err == "", err
+
+
 def test_plot_writes_real_figures_and_leaderboard(smoke):
     from PIL import Image
 
