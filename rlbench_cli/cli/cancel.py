@@ -35,6 +35,10 @@ def cancel(
             known = ", ".join(store.suites(con)) or "none yet"
             raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
         rows = slurm_rows(store.runs(con, suite))
+    # jobs that ended since the store last looked (finished, failed) are recorded as they ended, not cancelled
+    states = query_states(r["job_id"] for r in rows)
+    ended = [r["job_id"] for r in rows if r["job_id"] in states and states[r["job_id"]].ended]
+    rows = [r for r in rows if r["job_id"] not in ended]
     ids = [r["job_id"] for r in rows]
     for r in rows:  # before scancel: whoever records the end knows it was asked for
         for k in (r["attempts"], r["attempts"] + 1):  # +1: a task requeued but not recorded yet
@@ -55,23 +59,22 @@ def cancel(
         recorded_by = str(e)
     else:
         try:
-            time.sleep(
-                1.0 if ids else 0
-            )  # the tasks' SIGTERM handlers write their last shards and result.json
+            # the tasks' SIGTERM handlers write their last shards and result.json
+            time.sleep(1.0 if ids else 0)
             with store.writer() as con:
                 recover_slurm(store, con, root, store.runs(con, suite))
         finally:
             lock.__exit__(None, None, None)
     if json_out:
-        typer.echo(
-            json.dumps(
-                {"suite": suite, "cancelled": ids, "recorded_by_running_coordinator": bool(recorded_by)}
-            )
-        )
+        typer.echo(json.dumps({"suite": suite, "cancelled": ids, "already_ended": ended,
+                               "recorded_by_running_coordinator": bool(recorded_by)}))  # fmt: skip
         return
+    before = (f"; {len(ended)} other job(s) had already ended ({', '.join(ended)}): "
+              + ("the attached 'rlbench run' records" if recorded_by else "recorded") + " how they ended"
+              if ended else "")  # fmt: skip
     if not ids:
-        typer.echo(f"{suite}: no runs queued or running in Slurm")
+        typer.echo(f"{suite}: no runs queued or running in Slurm{before}")
         return
-    typer.echo(f"{suite}: cancelled {len(ids)} Slurm job(s): {', '.join(ids)}")
+    typer.echo(f"{suite}: cancelled {len(ids)} Slurm job(s): {', '.join(ids)}{before}")
     if recorded_by:
         typer.echo("  the 'rlbench run' attached to this database records them as interrupted")

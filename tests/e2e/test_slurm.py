@@ -318,6 +318,16 @@ def test_cancel_stops_queued_and_running_jobs(slurm, tmp_path):  # noqa: F811
                                                       or "PENDING" in x], 30)  # fmt: skip
     assert "no runs queued or running" in _rl(tmp_path, "cancel", "cx", "--db", db).stdout
 
+    # a job that ended since the store last looked is recorded as it ended, not called cancelled
+    fin = _suite(tmp_path, "fin", ["good", "sleeps"])
+    _rl(tmp_path, "run", fin, "--db", db, "--executor", "slurm", "--detach")
+    _wait("the good job to complete in Slurm", lambda: "COMPLETED" in slurm.cmd(
+        "squeue", "-h", "-r", "-t", "all", "-n", "rlbench-fin", "-o", "%i|%T").stdout, 60, 0.5)  # fmt: skip
+    r = _rl(tmp_path, "cancel", "fin", "--db", db, timeout=90)
+    assert "cancelled 1 Slurm job(s)" in r.stdout and "1 other job(s) had already ended" in r.stdout, r.stdout
+    assert {x["algo"]: x["status"] for x in _runs(db, "fin").values()} == {"good": "finished",
+                                                                           "sleeps": "interrupted"}  # fmt: skip
+
     # Ctrl-C on an attached run: its jobs are cancelled in Slurm and end interrupted
     suite2 = _suite(tmp_path, "ctrlc", ["sleeps"], seeds=2)
     env = {**os.environ, "RLBENCH_TEST_FIXED": str(tmp_path / "fixed")}
