@@ -25,6 +25,8 @@ class Progress:
         self.t0 = time.monotonic()
         self.last_line = 0.0
         self.started: set[str] = set()
+        self.plans = 0  # an adaptive run plans each batch; a stop's summary counts every batch's runs
+        self.earlier = {"total": 0, "skipped": 0, "finished": 0, "failed": 0, "interrupted": 0}
 
     def _ended(self) -> int:
         return self.done + self.failed + self.interrupted
@@ -52,6 +54,10 @@ class Progress:
 
     def __call__(self, event: str, info: dict[str, Any]) -> None:
         if event == "plan":
+            now = (self.total, self.skipped, self.done, self.failed, self.interrupted)
+            for k, v in zip(self.earlier, now):  # the batch before (all zero at the first plan)
+                self.earlier[k] += v
+            self.plans += 1
             self.total, self.todo, self.skipped = info["total"], info["todo"], info["skipped"]
             self.done = self.failed = self.interrupted = 0  # per plan: an adaptive run plans each batch
             extra = f", {info['recovered']} recovered from an earlier stop" if info["recovered"] else ""
@@ -135,8 +141,10 @@ class Progress:
     def stopped_counts(self) -> dict[str, int]:
         """A stopped run's runs by what became of them (``cut_short``: still running when a second Ctrl-C
         ended it at once; the next ``rlbench run`` records them interrupted)."""
-        return {"total": self.total, "skipped": self.skipped, "finished": self.done, "failed": self.failed,
-                "interrupted": self.interrupted, "cut_short": self.running,
+        e = self.earlier
+        return {"total": e["total"] + self.total, "skipped": e["skipped"] + self.skipped,
+                "finished": e["finished"] + self.done, "failed": e["failed"] + self.failed,
+                "interrupted": e["interrupted"] + self.interrupted, "cut_short": self.running,
                 "not_started": self.todo - self._ended() - self.running}  # fmt: skip
 
     def stopped(self, suite: str, store: Path, wall: float) -> str:
@@ -145,7 +153,8 @@ class Progress:
         cut = (
             f", {n['cut_short']} cut short (the next run records them interrupted)" if n["cut_short"] else ""
         )
-        return (f"{suite}: stopped after {wall:.1f}s: {n['finished']} finished, {n['interrupted']} interrupted, "
+        batch = f" in batch {self.plans}" if self.plans > 1 else ""
+        return (f"{suite}: stopped after {wall:.1f}s{batch}: {n['finished']} finished, {n['interrupted']} interrupted, "
                 f"{n['failed']} failed{cut}, {n['not_started']} not started; results in {store}\n"
                 "  run the same command again to go on: finished runs are skipped, the others start again "
                 "(from their last checkpoint where budget.checkpoint_every is set)")  # fmt: skip

@@ -353,6 +353,31 @@ def test_progress_counts_stopped_runs_as_interrupted_not_failed(capsys):
     assert "retrying ppo CartPole-v1 seed=1" in out and "INTERRUPTED ppo CartPole-v1 seed=2" in out
 
 
+def test_a_stopped_adaptive_run_counts_the_runs_of_every_batch():
+    """--adaptive plans each batch on its own; a Ctrl-C in batch 2 says what became of batch 1's runs too."""
+    from types import SimpleNamespace
+
+    from rlbench_cli.cli.run import Progress
+    from rlbench_cli.executors.base import Outcome, Placement
+
+    p = Progress(live=False, quiet=True)
+    where = Placement("cpu", "host", "local", "1")
+    runs = [SimpleNamespace(algo="ppo", env="CartPole-v1", seed=s, run_id=f"r{s}") for s in range(7)]
+    p("plan", {"total": 4, "todo": 4, "skipped": 0, "recovered": 0})
+    for s, status in zip(runs[:4], ["finished", "finished", "finished", "failed"]):
+        p("started", {"spec": s, "placement": where, "attempt": 1})
+        p("ended", {"spec": s, "outcome": Outcome(status, 0, None, 1.0), "retry": False})
+    p("plan", {"total": 3, "todo": 3, "skipped": 0, "recovered": 0})  # batch 2: seeds of undecided pairs
+    assert p._status().startswith("[0/3] running 0, finished 0, failed 0,")  # the line is the batch's
+    p("started", {"spec": runs[4], "placement": where, "attempt": 1})
+    p("ended", {"spec": runs[4], "outcome": Outcome("interrupted", None, "interrupted", 1.0), "retry": False})
+    assert p.stopped_counts() == {"total": 7, "skipped": 0, "finished": 3, "failed": 1, "interrupted": 1,
+                                  "cut_short": 0, "not_started": 2}  # fmt: skip
+    assert p.stopped("ada", Path("db"), 9.0).splitlines()[0] == (
+        "ada: stopped after 9.0s in batch 2: 3 finished, 1 interrupted, 1 failed, 2 not started; results in db"
+    )
+
+
 def test_progress_counts_runs_found_running_in_slurm_as_running(capsys):
     """A run that re-attaches to Slurm jobs an earlier (detached or killed) run submitted: the ones already
     on a node are running from the start, the queued ones once they start; a Ctrl-C then says so."""
