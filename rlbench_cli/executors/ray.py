@@ -489,6 +489,7 @@ class RayExecutor:
                  timeout: float | None = None, local_cpus: int = 1, local_gpus: int = 0,
                  connected: bool = False) -> None:  # fmt: skip
         self.address = address
+        self._gcs: str | None = None  # the address of the cluster connected to, once connected
         self.n_actors = n_actors
         self.cpus = cpus
         self.gpus = gpus
@@ -506,6 +507,8 @@ class RayExecutor:
 
     def describe(self) -> str:
         where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+        if self.address and self._gcs and self._gcs != self.address:  # --address auto: which cluster it found
+            where += f" ({self._gcs})"
         gpu = f", {self.gpus:g} GPU" if self.gpus else ""
         return (f"{self.n_actors} Ray actors on {where} ({self.cpus:g} CPU{gpu} each), "
                 f"{self.threads} torch thread(s) each")  # fmt: skip
@@ -526,6 +529,10 @@ class RayExecutor:
         remote = ray.remote(max_concurrency=4, num_cpus=self.cpus, num_gpus=self.gpus or None, max_restarts=0,
                             enable_task_events=not lean)  # fmt: skip
         self._actor_cls = remote(RlbenchWorker)
+        try:
+            self._gcs = ray.get_runtime_context().gcs_address
+        except Exception:  # noqa: BLE001 - only said in the run's first lines
+            self._gcs = None
         return ray
 
     def _spawn(self, slot: _Slot) -> None:

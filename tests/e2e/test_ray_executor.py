@@ -59,8 +59,10 @@ def test_a_suite_on_ray_stores_the_same_metrics_as_local_and_a_rerun_skips_it(tm
     suite.write_text(TINY)
     local_db, ray_db = tmp_path / "local.duckdb", tmp_path / "ray.duckdb"
     rl("run", suite, "--db", local_db, "--workers", "2", timeout=180)
-    r = rl("run", suite, "--db", ray_db, "--executor", "ray", "--address", ray_head.address, timeout=180)
-    assert "Ray actors on the Ray cluster at" in r.stdout
+    # --address auto finds the cluster RAY_ADDRESS names, and says which it found
+    r = rl("run", suite, "--db", ray_db, "--executor", "ray", "--address", "auto", timeout=180,
+           env={**os.environ, "RAY_ADDRESS": ray_head.address})  # fmt: skip
+    assert f"Ray actors on the Ray cluster at auto ({ray_head.address})" in r.stdout, r.stdout
     same = ("SELECT run_id, step, name, value FROM metrics WHERE name NOT LIKE 'sys/%' "
             "ORDER BY run_id, name, step, value")  # fmt: skip
     local_rows, ray_rows = _rows(local_db, same), _rows(ray_db, same)
