@@ -42,7 +42,7 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _stdout_closed() -> bool:
+def stdout_closed() -> bool:
     """Whether whoever reads stdout has gone (``| head``); if so, stdout goes to /dev/null from here on, so
     that nothing more, not even Python's last flush at exit, complains about it."""
     import select
@@ -77,7 +77,7 @@ def handle_errors(fn: F) -> F:
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except BrokenPipeError:
-            if not _stdout_closed():  # another pipe (a worker's, a socket): not the reader going away
+            if not stdout_closed():  # another pipe (a worker's, a socket): not the reader going away
                 raise fail("internal error: a pipe closed early (set RLBENCH_DEBUG=1 for the traceback, and "
                            "please report it)", 1) from None  # fmt: skip
             # `rlbench ... | head` stopped reading: stop quietly, with the status SIGPIPE gives

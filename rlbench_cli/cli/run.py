@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import RunFailed, UsageError
-from .common import DbOpt, JsonOpt, handle_errors, is_tty, store_for
+from .common import DbOpt, JsonOpt, handle_errors, is_tty, stdout_closed, store_for
 
 
 class Progress:
@@ -46,11 +46,18 @@ class Progress:
     def _print(self, line: str) -> None:
         if self.quiet:
             return
-        if self.live:
-            sys.stdout.write("\r\033[K" + line + "\n" + self._status())
-        else:
-            sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+        self._write(("\r\033[K" + line + "\n" + self._status()) if self.live else line + "\n")
+
+    def _write(self, text: str) -> None:
+        """Writes to stdout; once its reader has gone (``| head``, a closed ``tee``), the run goes on without
+        printing: its results are in the database, and a run must not die because nobody reads it."""
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            if not stdout_closed():
+                raise
+            self.live, self.quiet = False, True
 
     def __call__(self, event: str, info: dict[str, Any]) -> None:
         if event == "plan":
@@ -132,11 +139,10 @@ class Progress:
         if self.quiet:
             return
         if self.live:
-            sys.stdout.write("\r\033[K" + self._status())
-            sys.stdout.flush()
+            self._write("\r\033[K" + self._status())
         elif time.monotonic() - self.last_line > 30 and event in ("started", "ended"):
             self.last_line = time.monotonic()
-            sys.stdout.write(self._status() + "\n")
+            self._write(self._status() + "\n")
 
     def stopped_counts(self) -> dict[str, int]:
         """A stopped run's runs by what became of them (``cut_short``: still running when a second Ctrl-C
@@ -161,8 +167,7 @@ class Progress:
 
     def close(self) -> None:
         if self.live:
-            sys.stdout.write("\r\033[K")
-            sys.stdout.flush()
+            self._write("\r\033[K")
 
 
 class _StopOnSignal:

@@ -104,6 +104,22 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(smoke, args):
     assert proc.wait(timeout=120) == 141 and err == "", err
 
 
+def test_a_run_whose_reader_goes_away_runs_to_the_end(tmp_path):
+    """`rlbench run ... | head`: the run goes on without printing (it died at its first line, leaving a run
+    'running'); every run finishes and is recorded."""
+    suite = tmp_path / "quiet.yaml"
+    suite.write_text("name: quiet\nseeds: 3\nbudget: {steps: 300, eval_every: 100, eval_episodes: 1}\n"
+                     "envs: [CartPole-v1]\nalgorithms: [random]\n")  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    proc = subprocess.Popen([RLBENCH, "run", str(suite), "--db", str(db), "--workers", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=180) == 0 and err == "", err
+    status = json.loads(rl("status", "quiet", "--db", db, "--json").stdout)
+    assert status["suites"]["quiet"]["finished"] == 3, status
+
+
 def test_plot_writes_real_figures_and_leaderboard(smoke):
     from PIL import Image
 
