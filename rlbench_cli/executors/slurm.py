@@ -23,6 +23,7 @@ Nothing here opens the database: the coordinator records what ``run`` reports an
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -353,6 +354,9 @@ class _Task:
             })  # fmt: skip
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())  # scancel: flush, write result.json, end
+        submitits = signal.getsignal(signal.SIGUSR2)  # submitit's: checkpoint, requeue, exit at once
+        if callable(submitits):
+            signal.signal(signal.SIGUSR2, functools.partial(_near_time_limit, submitits, stop))
         sys.stdout.flush()
         sys.stderr.flush()
         saved = os.dup(1), os.dup(2)
@@ -377,6 +381,25 @@ class _Task:
         import submitit
 
         return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
+
+
+def _near_time_limit(submitits: Any, stop: threading.Event, signum: int, frame: Any) -> None:
+    """Slurm's warning before the time limit (``--signal=USR2@90``), or a pre-emption's: submitit's handler
+    pickles the call and requeues the task, but then exits with SystemExit wherever training happens to be,
+    which a run records as its failure. Here it requeues without exiting, and the run stops at its next safe
+    point, saving a checkpoint where it stops, as on SIGTERM (the requeue's own SIGTERM follows); the requeued
+    task resumes from it as the next attempt. Past submitit's ``max_num_timeout`` requeues the run just stops
+    (interrupted: the next ``rlbench run`` goes on from its checkpoint)."""
+    print("rlbench: Slurm's time-limit warning (SIGUSR2): stopping at a checkpoint, then requeued",
+          file=sys.stderr, flush=True)  # fmt: skip
+    stop.set()
+    handler = getattr(submitits, "__self__", None)
+    if handler is not None and hasattr(handler, "_exit"):
+        handler._exit = lambda: None  # the run ends by itself once stopped, with its result.json
+    try:
+        submitits(signum, frame)
+    except Exception as e:  # noqa: BLE001 - submitit will not requeue (timed out too many times)
+        print(f"rlbench: not requeued: {e}", file=sys.stderr, flush=True)
 
 
 # -- what happened to a job -------------------------------------------------------------------------------
@@ -621,7 +644,7 @@ class SlurmExecutor:
         job = t.job
         nxt = latest_attempt(self.runs_root, job.spec.suite, job.spec.run_id, job.attempt, t.job_id)
         if nxt > job.attempt:  # Slurm requeued the task: the old attempt is over, a new one has started
-            on_end(job, Outcome("interrupted", None, f"requeued by Slurm (pre-empted, node failure or requeue) as "
+            on_end(job, Outcome("interrupted", None, f"requeued by Slurm (time limit, pre-emption, node failure or requeue) as "
                                 f"attempt {nxt}", time.monotonic() - (t.started or t.submitted),
                                 {"requeued": True}))  # fmt: skip
             moved = [Job(m.spec, attempt_dir(self.runs_root, m.spec, attempt=m.attempt + nxt - job.attempt),

@@ -42,6 +42,18 @@ class SlurmCluster:
         for job in job_ids:
             r = self.cmd("scontrol", "requeue", job)
             assert r.returncode == 0, r.stderr
+        self.lift_requeue_hold(*job_ids, hold_timeout=hold_timeout)
+
+    def warn_time_limit(self, *job_ids: str, hold_timeout: float = 60) -> None:
+        """Send the jobs' steps SIGUSR2, as Slurm does ahead of the time limit (submitit asks for
+        ``--signal=USR2@90``; Slurm may send it up to a minute early, so a real limit is too coarse for a
+        test), then lift the hold of the requeue the task asks for."""
+        for job in job_ids:
+            r = self.cmd("scancel", "--signal=USR2", job)
+            assert r.returncode == 0, r.stderr
+        self.lift_requeue_hold(*job_ids, hold_timeout=hold_timeout)
+
+    def lift_requeue_hold(self, *job_ids: str, hold_timeout: float = 20) -> None:
         left = set(job_ids)
         deadline = time.monotonic() + hold_timeout
         while left and time.monotonic() < deadline:

@@ -197,16 +197,25 @@ def test_slurm_scancel_mid_training_resumes_from_the_checkpoint_on_the_next_run(
     _same_curve(curve, straight)
 
 
-def test_slurm_requeued_task_resumes_from_its_checkpoint_instead_of_starting_over(tmp_path, slurm, straight):  # noqa: F811
-    """A task requeued mid-training (pre-empted, node failure, `scontrol requeue`) comes back as the next
-    attempt and goes on from the run's last checkpoint; the attached `rlbench run` ends with it finished."""
+@pytest.mark.parametrize("how", ["requeue", "time-limit"])
+def test_slurm_requeued_task_resumes_from_its_checkpoint_instead_of_starting_over(
+    tmp_path, slurm, straight, how
+):  # noqa: F811
+    """A task requeued mid-training (pre-empted, node failure, `scontrol requeue`; or warned of its time limit
+    by SIGUSR2, when submitit requeues it) comes back as the next attempt and goes on from the run's last
+    checkpoint; the attached `rlbench run` ends with it finished. On the time-limit warning the task stopped
+    where it was and saved a checkpoint there (submitit's own handler exited mid-training: a failed run)."""
     suite, db = _suite(tmp_path, "ckq"), tmp_path / "db.duckdb"
     proc = _start(["run", suite, "--db", db, "--executor", "slurm"], tmp_path)
     runs = tmp_path / "runs" / "ckq"
     _wait("a first checkpoint", lambda: list(runs.glob("*/checkpoint/step-*.pt")), 120, proc)
-    slurm.requeue(_job_id(runs))
+    (slurm.requeue if how == "requeue" else slurm.warn_time_limit)(_job_id(runs))
     out = _end(proc, 300)
-    assert proc.returncode == 0 and "requeued" in out, out
+    assert proc.returncode == 0 and "requeued" in out and "FAILED" not in out, out
+    if how == "time-limit":
+        (attempt1,) = runs.glob("*/attempt-1")
+        assert json.loads((attempt1 / "result.json").read_text())["status"] == "interrupted"
+        assert "time-limit warning" in (attempt1 / "output.log").read_text()
     assert [r[1:] for r in _runs(db)] == [("finished", 2)]
     assert _job_id(runs, 2) == _job_id(runs, 1)  # the same Slurm task, run again
     (attempt2,) = runs.glob("*/attempt-2")

@@ -77,10 +77,13 @@ if [ "$WITH_DBD" = 1 ]; then
   if [ ! -d $B/mysql/data/mysql ]; then
     mariadb-install-db --no-defaults --user=root --datadir=$B/mysql/data --auth-root-authentication-method=normal --skip-test-db >$B/log/mariadb-install.log 2>&1
   fi
-  nohup /usr/sbin/mariadbd --no-defaults --user=root --datadir=$B/mysql/data --socket=$B/mysql/mysqld.sock \
-     --pid-file=$B/run/mariadbd.pid --bind-address=127.0.0.1 --port=$PSQL --log-error=$B/log/mariadb.log \
-     --innodb-buffer-pool-size=64M --innodb-lock-wait-timeout=900 >/dev/null 2>&1 & echo $! > $B/run/mariadbd.bgpid
-  for i in $(seq 1 120); do mariadb --no-defaults -S $B/mysql/mysqld.sock -uroot -e 'select 1' >/dev/null 2>&1 && break; sleep 0.25; done
+  start_db() {
+    nohup /usr/sbin/mariadbd --no-defaults --user=root --datadir=$B/mysql/data --socket=$B/mysql/mysqld.sock \
+       --pid-file=$B/run/mariadbd.pid --bind-address=127.0.0.1 --port=$PSQL --log-error=$B/log/mariadb.log \
+       --innodb-buffer-pool-size=64M --innodb-lock-wait-timeout=900 >/dev/null 2>&1 & echo $! > $B/run/mariadbd.bgpid
+    for i in $(seq 1 120); do mariadb --no-defaults -S $B/mysql/mysqld.sock -uroot -e 'select 1' >/dev/null 2>&1 && break; sleep 0.25; done
+  }
+  start_db
   mariadb --no-defaults -S $B/mysql/mysqld.sock -uroot -e "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmpw'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;"
   cat > $B/slurmdbd.conf <<CONF
 DbdHost=localhost
@@ -98,8 +101,20 @@ LogFile=$B/log/slurmdbd.log
 PidFile=$B/run/slurmdbd.pid
 CONF
   chmod 600 $B/slurmdbd.conf
-  nohup slurmdbd -D >$B/log/slurmdbd.out 2>&1 & echo $! > $B/run/slurmdbd.bgpid   # finds slurmdbd.conf next to $SLURM_CONF
-  for i in $(seq 1 120); do sacctmgr -n show cluster >/dev/null 2>&1 && break; sleep 0.25; done
+  start_dbd() {
+    nohup slurmdbd -D >$B/log/slurmdbd.out 2>&1 & echo $! > $B/run/slurmdbd.bgpid   # finds slurmdbd.conf next to $SLURM_CONF
+    for i in $(seq 1 120); do sacctmgr -n show cluster >/dev/null 2>&1 && break
+      kill -0 "$(cat $B/run/mariadbd.bgpid)" 2>/dev/null || break; sleep 0.25; done
+  }
+  start_dbd
+  if ! kill -0 "$(cat $B/run/mariadbd.bgpid)" 2>/dev/null; then
+    # MariaDB 10.11 once segfaulted on slurmdbd's first schema query (show columns from convert_version_table):
+    # start both again on the same data folder (InnoDB recovers it), once
+    echo "mariadbd died under slurmdbd's schema setup; starting both again" >&2
+    kill "$(cat $B/run/slurmdbd.bgpid)" 2>/dev/null || true; sleep 1
+    start_db
+    start_dbd
+  fi
   sacctmgr -i -n show cluster format=cluster | grep -qw local || sacctmgr -i add cluster local >/dev/null
 fi
 nohup slurmctld -D >$B/log/slurmctld.out 2>&1 & echo $! > $B/run/slurmctld.bgpid
