@@ -69,9 +69,10 @@ def cancel(
         typer.echo(json.dumps({"suite": suite, "cancelled": ids, "already_ended": ended,
                                "recorded_by_running_coordinator": bool(recorded_by)}))  # fmt: skip
         return
-    before = (f"; {len(ended)} other job(s) had already ended ({', '.join(ended)}): "
-              + ("the attached 'rlbench run' records" if recorded_by else "recorded") + " how they ended"
-              if ended else "")  # fmt: skip
+    before = ""
+    if ended:
+        who = "the attached 'rlbench run' records" if recorded_by else "recorded"
+        before = f"; {len(ended)} other job(s) had already ended ({', '.join(ended)}): {who} how they ended"
     if not ids:
         typer.echo(f"{suite}: no runs queued or running in Slurm{before}")
         return

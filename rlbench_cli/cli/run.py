@@ -43,6 +43,11 @@ class Progress:
         return (f"[{self._ended()}/{self.todo}] running {self.running}, finished {self.done}, "
                 f"failed {self.failed}{stopped}, ETA {self._eta()}")  # fmt: skip
 
+    def _running(self, run_id: str) -> None:
+        self.started.add(run_id)
+        self.running = len(self.started)
+        self.workers = max(self.workers, self.running)  # runs seen in flight at once, for the ETA
+
     def _print(self, line: str) -> None:
         if self.quiet:
             return
@@ -99,18 +104,14 @@ class Progress:
             if not where.host:  # submitted to a queue, not running yet
                 self._print(f"  queued {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}{job}")
             else:
-                self.started.add(s.run_id)
-                self.running = len(self.started)
-                self.workers = max(self.workers, self.running)  # runs seen in flight at once, for the ETA
+                self._running(s.run_id)
                 on = f" on {where.host}" if where.executor == "slurm" else ""
                 self._print(f"  start  {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}{job}{on}")
         elif event == "attached":  # found in Slurm, from an earlier (detached or killed) rlbench run
             s, where = info["spec"], info["placement"]
             again = f" (attempt {info['attempt']})" if info["attempt"] > 1 else ""
             if where.host:
-                self.started.add(s.run_id)
-                self.running = len(self.started)
-                self.workers = max(self.workers, self.running)
+                self._running(s.run_id)
             state = f"running on {where.host}" if where.host else "queued"
             self._print(f"  {state} {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again} slurm job {where.job_id}"
                         " (submitted earlier)")  # fmt: skip
