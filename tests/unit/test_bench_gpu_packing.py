@@ -69,6 +69,28 @@ def test_the_report_gives_the_commands_ratio_and_the_ratio_within_the_runs():
     assert lines[3].startswith("within the runs: 1.08x (4 sharing the GPU take 5.2 s each, one alone 1.4 s;")
 
 
+def test_the_report_gives_the_ratio_on_warm_workers_where_both_sides_have_runs_there():
+    """The H200's figures of 8 graphed ppo runs of 200k steps under MPS: each worker's first run spent about
+    6 s before its first step; the runs after it took as long alone as four sharing the GPU."""
+    mod = _module()
+    whole = mod.Side(1.0, 75.1, [13.9, 6.5, 7.9, 7.9, 7.4, 8.7, 7.4, 7.9], cold=[6.2],
+                     warm=[6.5, 7.9, 7.9, 7.4, 8.7, 7.4, 7.9])  # fmt: skip
+    packed = mod.Side(0.25, 29.9, [14.8, 14.5, 12.1, 14.5, 7.6, 8.7, 7.5, 8.5], cold=[5.5, 6.2, 5.3, 5.5],
+                      warm=[7.6, 8.7, 7.5, 8.5])  # fmt: skip
+    lines = mod.report([whole, packed], 8 * 200_000)
+    assert "a worker's first run 6.2 s to its first step" in lines[0]
+    assert "a worker's first run 5.5 s to its first step" in lines[1]
+    assert lines[2] == "packing 4 runs per GPU: 2.51x the throughput of one run per GPU (target >= 3x)"
+    assert (
+        lines[4]
+        == "on warm workers (each worker's first run left out): 3.93x (4 sharing take 8.1 s each, one alone 7.9 s)"
+    )
+    # a side whose every run was a worker's first has no warm runs: no such line
+    assert (
+        len(mod.report([whole, mod.Side(0.25, 29.9, [14.8] * 4, cold=[5.5] * 4, warm=[])], 4 * 200_000)) == 4
+    )
+
+
 def test_main_prints_each_side_as_it_is_measured_then_the_ratios(monkeypatch, capsys):
     import rlbench_cli.executors.base as base
 
@@ -94,6 +116,20 @@ def test_mps_asks_rlbench_for_it_in_both_suites_on_the_local_executor_only():
     assert r.returncode == 2 and "--mps: rlbench starts CUDA MPS for the local executor only" in r.stderr
 
 
+def con_rows(db: Path) -> list[tuple[float, float]]:
+    """Each run's seconds and the seconds from its start to its first metric past step 0, in start order."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(
+            "SELECT duration_s, (SELECT min(wall_time) FROM metrics m WHERE m.run_id = r.run_id AND step > 0 "
+            "AND name NOT LIKE 'sys/%') - epoch(started_at) FROM runs r ORDER BY started_at"
+        ).fetchall()
+    finally:
+        con.close()
+
+
 def test_a_side_is_read_from_the_store_rlbench_run_wrote(tmp_path):
     """Each run's seconds, the GPU's mean busy share and a run's median CPU share from the runs' ``sys/``
     metrics, and the command's seconds before the first run and after the last, from a real store."""
@@ -104,7 +140,7 @@ def test_a_side_is_read_from_the_store_rlbench_run_wrote(tmp_path):
     suite.write_text(yaml.safe_dump(mod.suite("s", "ppo", 2, 512, 0.0, {})))
     db = tmp_path / "s.duckdb"
     started = time.time()
-    r = subprocess.run(["rlbench", "run", str(suite), "--db", str(db), "--workers", "2", "--json"],
+    r = subprocess.run(["rlbench", "run", str(suite), "--db", str(db), "--workers", "1", "--json"],
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     ended = time.time()
     assert r.returncode == 0, r.stderr
@@ -123,6 +159,10 @@ def test_a_side_is_read_from_the_store_rlbench_run_wrote(tmp_path):
     assert len(cpu) == 2 and side.cpu_percent == pytest.approx(sum(cpu) / 2)
     assert 0 < side.before < side.wall and 0 < side.after < side.wall
     assert side.before + min(secs) < side.wall
+    # one worker: its first run pays the worker's start-up (torch's first optimiser, ...), the second does not
+    first, second = con_rows(db)
+    assert side.cold == [pytest.approx(first[1])] and side.warm == [second[0]]
+    assert 0 < first[1] < first[0] and second[1] < first[1]
     # the same store with a GPU's samples added
     con = duckdb.connect(str(db))
     run_id = con.execute("SELECT min(run_id) FROM runs").fetchone()[0]
