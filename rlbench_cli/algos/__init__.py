@@ -11,7 +11,7 @@ from typing import Any
 
 from ..envs.text import is_text_env
 
-__all__ = ["ALGORITHMS", "OFFLINE", "TEXT_VARIANTS", "get_algorithm"]
+__all__ = ["ALGORITHMS", "OFFLINE", "TEXT_VARIANTS", "check_params", "get_algorithm"]
 
 # name -> "module:Class", relative to this package. Importing this module stays cheap.
 ALGORITHMS: dict[str, str] = {
@@ -64,3 +64,13 @@ def get_algorithm(name: str, env_id: str | None = None) -> Any:
         ) from None
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+
+
+def check_params(name: str, env_id: str | None, params: dict[str, Any]) -> None:
+    """Raise the ValueError the run's adapter would raise at its start for ``params`` (an unknown name, a value
+    it cannot take), without running anything. An adapter takes part through a ``check_params(params)``
+    classmethod; one without it (``random``) takes any params. Imports the adapter: torch, d3rlpy or
+    transformers, seconds each."""
+    check = getattr(get_algorithm(name, env_id), "check_params", None)
+    if check is not None:
+        check(dict(params))

@@ -286,6 +286,20 @@ class D3rlpyOffline:
         }
 
     @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        """What ``split_params`` refuses for every action kind the algorithm has (the dataset decides the
+        kind when the run starts; a param of one kind's config only is the run's to check)."""
+        kinds = [discrete for discrete, config in ((True, cls.discrete_config), (False, cls.continuous_config))
+                 if config is not None]  # fmt: skip
+        for i, discrete in enumerate(kinds):
+            try:
+                cls.split_params(params, discrete)
+                return
+            except ValueError:
+                if i == len(kinds) - 1:
+                    raise
+
+    @classmethod
     def split_params(cls, params: dict[str, Any], discrete: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         """(config kwargs, run settings with defaults filled in). Unknown keys raise ValueError."""
         config_cls = cls.config_cls(discrete)

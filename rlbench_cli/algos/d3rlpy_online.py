@@ -402,6 +402,10 @@ class D3rlpyOnline:
         return {**RUN_PARAMS, **_EXPLORE_PARAMS[cls.spec.explore]}
 
     @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        cls.split_params(params)
+
+    @classmethod
     def split_params(cls, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """(config kwargs, run settings with defaults filled in). Unknown keys raise ValueError."""
         cfg_fields, run = cls.config_params(), cls.run_params()

@@ -190,6 +190,10 @@ class HFDecisionTransformer:
     name: ClassVar[str] = "hf_decision_transformer"
 
     @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        cls.split_params(params)
+
+    @classmethod
     def split_params(cls, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """(config fields, all settings with defaults filled in). Unknown keys raise ValueError."""
         unknown = sorted(set(params) - set(CONFIG_PARAMS) - set(TRAIN_PARAMS))

@@ -810,6 +810,16 @@ class _Update:
 class PPO:
     name: ClassVar[str] = "ppo"
 
+    @staticmethod
+    def check_params(params: dict[str, Any]) -> None:
+        """What ``PPOConfig.from_params`` refuses for every kind of action space (the env decides the kind,
+        and so the defaults, when the run starts; a value refused with one kind's defaults only is the
+        run's to report)."""
+        try:
+            PPOConfig.from_params(params, continuous=False)
+        except ValueError:
+            PPOConfig.from_params(params, continuous=True)
+
     def train(self, ctx: RunContext) -> None:
 
         seed = ctx.seed

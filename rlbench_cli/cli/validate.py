@@ -10,7 +10,8 @@ from .common import handle_errors
 
 @handle_errors
 def validate(files: Annotated[list[Path], typer.Argument(help="suite files to check")]) -> None:
-    """Check suite files without running anything.
+    """Check suite files without running anything: their fields, and each algorithm's params as its runs
+    would check them when they start (this imports the algorithms: torch, d3rlpy or transformers).
 
     Example: rlbench validate suites/quickstart.yaml
     """
@@ -20,6 +21,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
     for f in files:
         suite = load_suite(f)
         runs = expand(suite)
+        check_params(f, runs)
         variants = len({r.algo for r in runs})
         seeds = len(suite.seed_list)
         tasks = len(suite.envs) + len(suite.datasets)
@@ -43,3 +45,24 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
             typer.echo(f"  seeds_per_job {n}: {len(runs)} runs in {jobs} jobs" + (
                 f"; {', '.join(alone)} cannot be packed and run one seed per job (packable: ppo and "
                 "entrypoints marked @rlbench_cli.seeds_per_job)" if alone else ""))  # fmt: skip
+
+
+def check_params(path: Path, runs: list) -> None:
+    """Each distinct (algorithm, env, params) of ``runs`` through its adapter's own check; the first refusal
+    is a UsageError naming the file, the algorithm config and the env. User code (entrypoint, command) takes
+    any params."""
+    import json
+
+    from ..algos import check_params as check
+    from ..errors import UsageError
+
+    seen = set()
+    for run in runs:
+        key = (run.algo_name, run.env_id, json.dumps(run.params, sort_keys=True, default=str))
+        if run.entrypoint is not None or run.command is not None or key in seen:
+            continue
+        seen.add(key)
+        try:
+            check(run.algo_name, run.env_id, run.params)
+        except ValueError as e:
+            raise UsageError(f"{path}: algorithm {run.algo!r} on {run.env}: {e}") from None

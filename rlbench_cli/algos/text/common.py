@@ -4,7 +4,7 @@ evaluation of a text policy, checkpoints of a model and its optimiser."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,6 +31,18 @@ def adamw(params: Any, settings: dict[str, Any]) -> Any:
     return torch.optim.AdamW(
         params, lr=float(settings["learning_rate"]), weight_decay=float(settings["weight_decay"])
     )
+
+
+class TextParams:
+    """A text algorithm's ``check_params``: what ``settings_of`` refuses (an unknown name, a ``pretrained``
+    folder that does not exist) for its ``name`` and ``own`` settings."""
+
+    name: ClassVar[str]
+    own: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        settings_of(cls.name, params, cls.own)
 
 
 def settings_of(algo: str, params: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:

@@ -27,14 +27,14 @@ import torch
 import torch.nn.functional as F
 
 from ..base import RunContext
-from .common import Turns, adamw, load_episodes, normalizer, settings_of, texts_of, turn_samples
+from .common import TextParams, Turns, adamw, load_episodes, normalizer, settings_of, texts_of, turn_samples
 from .losses import expectile_loss, ilql_q_targets, masked_mean
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer
 
 __all__ = ["TextBC", "FilteredBC", "MCReturns", "ILQL"]
 
 
-class _OfflineText:
+class _OfflineText(TextParams):
     name: ClassVar[str] = "bc"
     values: ClassVar[bool] = False
     own: ClassVar[dict[str, Any]] = {}

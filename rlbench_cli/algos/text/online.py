@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..base import RunContext
+from .common import TextParams
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer
 
 __all__ = ["Turn", "collect", "OnlineFilteredBC", "online_setup"]
@@ -136,7 +137,7 @@ ONLINE_PARAMS: dict[str, Any] = {
 }
 
 
-class OnlineFilteredBC:
+class OnlineFilteredBC(TextParams):
     """``online_filtered_bc``: see the module docstring. ``budget.steps`` counts env turns."""
 
     name: ClassVar[str] = "online_filtered_bc"

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..base import RunContext
+from .common import TextParams
 from .online import ONLINE_PARAMS, EnvPool, Turn, collect, online_setup
 from .policy import TextPolicy, action_batch, action_logprobs
 
@@ -38,7 +39,7 @@ def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, termin
     return adv
 
 
-class TextPPO:
+class TextPPO(TextParams):
     name: ClassVar[str] = "ppo"
     own: ClassVar[dict[str, Any]] = {**ONLINE_PARAMS, "n_steps": 128, "update_epochs": 2, "clip_coef": 0.2,
                                      "vf_coef": 0.5, "gae_lambda": 0.95, "learning_rate": 1e-4,

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from ..base import RunContext, eval_seeds
-from .common import adamw, load_episodes, normalizer, settings_of, texts_of
+from .common import TextParams, adamw, load_episodes, normalizer, settings_of, texts_of
 from .offline import _token_ce
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer, decode_tokens
 
@@ -80,7 +80,7 @@ def world_model_metrics(real: float, w2r_successes: int, episodes: int, errors: 
     return out
 
 
-class TextWorldModel:
+class TextWorldModel(TextParams):
     name: ClassVar[str] = "text_world_model"
     own: ClassVar[dict[str, Any]] = {
         "holdout_fraction": 0.1,  # episodes kept out of training, for EM
