@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .algos import first_refusal, to_check
 from .errors import StoreBusy, SuiteInvalid, UsageError
 from .executors import make_executor
 from .executors.base import NODE_LOSS_RETRIES, Job, Outcome, Placement
@@ -539,18 +540,18 @@ def prepare_datasets(
     return refs
 
 
-def _planned(store: Store, suite: str, specs: list[RunSpec], only_failed: bool) -> int:
-    """How many runs may need launching, read before anything is written: at least ``len(todo)`` (a run left
+def _planned(store: Store, suite: str, specs: list[RunSpec], only_failed: bool) -> list[RunSpec]:
+    """The runs that may need launching, read before anything is written: at least ``todo`` (a run left
     'running' counts, whatever recovery makes of it)."""
     if not store.exists():
-        return len(specs)
+        return specs
     with store.reader() as con:
         try:
             status = {r["run_id"]: r["status"] for r in store.runs(con, suite)}
         except Exception:  # noqa: BLE001 - an older schema, migrated by the writer: plan for every run
-            return len(specs)
+            return specs
     status = {k: "interrupted" if v == "running" else v for k, v in status.items()}
-    return len(select_runs(specs, status, only_failed))
+    return select_runs(specs, status, only_failed)
 
 
 def retry_why(outcome: Outcome, attempts: int, lost: int, retries: int) -> str | None:
@@ -601,12 +602,19 @@ def run_suite(
         # Built (and checked: extra installed, cluster reachable, resources satisfiable) before the store is
         # written to, so bad input changes nothing; sized for the runs that may need launching.
         planned = _planned(store, suite.name, specs, only_failed)
+        # their params, as each run would check them when it starts: a typo is exit 2 with nothing recorded or
+        # submitted. The local pool's workers check (they import the adapters anyway); for a cluster, here.
+        checks = to_check(planned)
+        if checks and executor_name != "local" and (refused := first_refusal(checks)):
+            raise UsageError(f"{source}: {refused}")
         runner = None
         if planned:
-            runner = make_executor(executor_name, suite, planned, workers, timeout, options)
+            runner = make_executor(executor_name, suite, len(planned), workers, timeout, options)
         try:
             if runner is not None and hasattr(runner, "start"):  # workers start while the store is prepared
                 runner.start(preload_torch=any(uses_torch(s) for s in specs))
+            if checks and hasattr(runner, "check") and (refused := runner.check(checks, stop)):
+                raise UsageError(f"{source}: {refused}")
             return _run_suite(suite, source, store, specs, summary, runner, executor_name, root, retries,
                               only_failed, timeout, options, report, stop, workers, extra_config)  # fmt: skip
         finally:

@@ -11,7 +11,15 @@ from typing import Any
 
 from ..envs.text import is_text_env
 
-__all__ = ["ALGORITHMS", "OFFLINE", "TEXT_VARIANTS", "check_params", "get_algorithm"]
+__all__ = [
+    "ALGORITHMS",
+    "OFFLINE",
+    "TEXT_VARIANTS",
+    "check_params",
+    "first_refusal",
+    "get_algorithm",
+    "to_check",
+]
 
 # name -> "module:Class", relative to this package. Importing this module stays cheap.
 ALGORITHMS: dict[str, str] = {
@@ -74,3 +82,37 @@ def check_params(name: str, env_id: str | None, params: dict[str, Any]) -> None:
     check = getattr(get_algorithm(name, env_id), "check_params", None)
     if check is not None:
         check(dict(params))
+
+
+def to_check(specs: list[Any]) -> list[Any]:
+    """The first run of each distinct (algorithm, env, params) among ``specs`` whose params an adapter checks:
+    registered algorithms that use torch (user code, ``entrypoint`` or ``command``, takes any params)."""
+    import json
+
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for spec in specs:
+        key = (spec.algo_name, spec.env_id, json.dumps(spec.params, sort_keys=True, default=str))
+        if (
+            spec.entrypoint is None
+            and spec.command is None
+            and spec.algo_name not in TORCH_FREE
+            and key not in seen
+        ):
+            seen.add(key)
+            out.append(spec)
+    return out
+
+
+def first_refusal(specs: list[Any]) -> str | None:
+    """``algorithm 'LABEL' on ENV: WHY`` for the first of ``specs`` (``to_check``'s) whose adapter refuses its
+    params, None when every one passes. An adapter that cannot be imported (a missing extra) is left to its
+    runs, which report it with their traceback."""
+    for spec in specs:
+        try:
+            check_params(spec.algo_name, spec.env_id, spec.params)
+        except ValueError as e:
+            return f"algorithm {spec.algo!r} on {spec.env}: {e}"
+        except Exception:  # noqa: BLE001, S112 - not a params problem: the run itself reports it
+            continue
+    return None

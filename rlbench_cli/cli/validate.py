@@ -15,13 +15,17 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
 
     Example: rlbench validate suites/quickstart.yaml
     """
+    from ..algos import first_refusal, to_check
+    from ..errors import UsageError
     from ..grid import expand, steps_summary
     from ..spec import load_suite
 
     for f in files:
         suite = load_suite(f)
         runs = expand(suite)
-        check_params(f, runs)
+        refused = first_refusal(to_check(runs))
+        if refused:
+            raise UsageError(f"{f}: {refused}")
         variants = len({r.algo for r in runs})
         seeds = len(suite.seed_list)
         tasks = len(suite.envs) + len(suite.datasets)
@@ -45,24 +49,3 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
             typer.echo(f"  seeds_per_job {n}: {len(runs)} runs in {jobs} jobs" + (
                 f"; {', '.join(alone)} cannot be packed and run one seed per job (packable: ppo and "
                 "entrypoints marked @rlbench_cli.seeds_per_job)" if alone else ""))  # fmt: skip
-
-
-def check_params(path: Path, runs: list) -> None:
-    """Each distinct (algorithm, env, params) of ``runs`` through its adapter's own check; the first refusal
-    is a UsageError naming the file, the algorithm config and the env. User code (entrypoint, command) takes
-    any params."""
-    import json
-
-    from ..algos import check_params as check
-    from ..errors import UsageError
-
-    seen = set()
-    for run in runs:
-        key = (run.algo_name, run.env_id, json.dumps(run.params, sort_keys=True, default=str))
-        if run.entrypoint is not None or run.command is not None or key in seen:
-            continue
-        seen.add(key)
-        try:
-            check(run.algo_name, run.env_id, run.params)
-        except ValueError as e:
-            raise UsageError(f"{path}: algorithm {run.algo!r} on {run.env}: {e}") from None

@@ -79,6 +79,9 @@ def _worker_main(
             msg = conn.recv()
         except (EOFError, OSError):
             break
+        if msg[0] == "check":  # the params of the runs about to be recorded (LocalExecutor.check)
+            conn.send(("checked", _check_params(msg[1])))
+            continue
         if msg[0] != "job":
             break
         spec, folder = msg[1], msg[2]
@@ -112,6 +115,27 @@ def _worker_main(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # nothing left to save: skip the interpreter's teardown of torch & co. (~1 s under load)
+
+
+def _check_params(specs: list[Any]) -> str | None:
+    """``algos.first_refusal(specs)`` here, where the runs will import the adapters anyway; what the imports
+    print (library warnings) goes nowhere rather than onto the coordinator's terminal."""
+    from ..algos import first_refusal
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved, null = (os.dup(1), os.dup(2)), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    try:
+        return first_refusal(specs)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
 
 
 @dataclass
@@ -194,6 +218,38 @@ class LocalExecutor:
             for s in self.slots:
                 self._spawn(s)
             self._started = True
+
+    def check(self, specs: list[Any], stop: threading.Event | None = None) -> str | None:
+        """``algos.first_refusal(specs)`` in the first worker ready (it imports the runs' adapters for them
+        anyway, so the check costs this process no import): the first refusal, or None. In this process when
+        every worker died first; None when ``stop`` is set meanwhile (the run then stops as it starts)."""
+        self.start()
+        asked: _Slot | None = None
+        while True:
+            if stop is not None and stop.is_set():
+                return None
+            if asked is None:
+                asked = next((s for s in self.slots if s.ready and s.job is None), None)
+                if asked is not None:
+                    asked.conn.send(("check", specs))
+            alive = [s for s in self.slots if s.proc.is_alive()]
+            if asked is not None and asked not in alive or not alive:
+                from ..algos import first_refusal
+
+                return first_refusal(specs)  # run() reports and replaces the dead workers
+            ready = set(wait([s.conn for s in alive] + [s.proc.sentinel for s in alive], timeout=self.poll))
+            for s in alive:
+                if s.conn not in ready:
+                    continue
+                try:
+                    msg = s.conn.recv()
+                except (EOFError, OSError):
+                    continue  # its sentinel reports the death
+                if msg[0] == "ready":
+                    s.ready = True
+                    self._spawn_failures = 0
+                elif msg[0] == "checked" and s is asked:
+                    return msg[1]
 
     def close(self) -> None:
         """Stop the workers (also when ``run`` was never called), then the MPS daemon they used."""

@@ -403,3 +403,30 @@ def test_progress_counts_runs_found_running_in_slurm_as_running(capsys):
         "  running on node7 ppo CartPole-v1 seed=1 [r1] (attempt 2) slurm job 4_1 (submitted earlier)" in out
     )
     assert "  queued ppo CartPole-v1 seed=2 [r2] slurm job 4_2 (submitted earlier)" in out
+
+
+def test_a_param_typo_stops_run_before_anything_is_recorded_in_a_store_that_has_runs(tmp_path):
+    """The params of the runs about to launch are checked as each run would check them (in a worker of the
+    local pool) before anything is written: the store keeps what it had, byte for byte."""
+    import duckdb
+
+    db, suite = tmp_path / "r.duckdb", tmp_path / "s.yaml"
+    base = "name: s\nseeds: 2\nbudget: {steps: 200, eval_episodes: 1}\nenvs: [CartPole-v1]\nalgorithms:\n  - random\n"
+    suite.write_text(base)
+    r = invoke("run", suite, "--db", db)
+    assert r.exit_code == 0, r.output
+    before = db.read_bytes()
+    suite.write_text(base + "  - {name: ppo, params: {num_envs: 2, clip_cof: 0.1}}\n")
+    line = _one_line_error(invoke("run", suite, "--db", db))
+    assert line.startswith(
+        f"rlbench: error: {suite}: algorithm 'ppo' on CartPole-v1: unknown ppo param(s) 'clip_cof'"
+    )
+    assert db.read_bytes() == before
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT algo, status, count(*) FROM runs GROUP BY ALL").fetchall() == [
+        ("random", "finished", 2)
+    ]
+    con.close()
+    suite.write_text(base + "  - {name: ppo, params: {num_envs: 2, clip_coef: 0.1, num_steps: 32}}\n")
+    r = invoke("run", suite, "--db", db)  # fixed: the new runs run, the finished ones are skipped
+    assert r.exit_code == 0 and "2 finished, 0 failed, 2 skipped" in r.output, r.output

@@ -26,6 +26,7 @@ BY_ID = {c["id"]: c for c in CASES}
 SUBPROCESS_CASES = [
     "python-object-tag",
     "unknown-env-typo",
+    "run-with-a-param-typo",
     "db-sqlite",
     "plot-format-xml",
     "fetch-from-without-into",
