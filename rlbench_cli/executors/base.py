@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -17,7 +19,7 @@ from ..grid import RunSpec
 
 __all__ = [
     "Job", "Outcome", "Placement", "Executor", "OnStart", "OnEnd", "OnTick",
-    "plan_devices", "usable_cores", "detect_gpus", "signal_name", "hostname", "NODE_LOSS_RETRIES",
+    "plan_devices", "usable_cores", "detect_gpus", "signal_name", "hostname", "output_to", "NODE_LOSS_RETRIES",
 ]  # fmt: skip
 
 # An attempt whose node died under it (``Outcome.result["node_lost"]``) is run again without counting against
@@ -154,3 +156,24 @@ def signal_name(code: int) -> str:
         return signal.Signals(code).name
     except ValueError:
         return f"signal {code}"
+
+
+@contextlib.contextmanager
+def output_to(path: str | Path) -> Iterator[None]:
+    """This process's stdout and stderr appended to ``path`` (a job's ``output.log``; ``os.devnull``) for the
+    block, at the file descriptors, so what libraries' native code prints goes there too; then back."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "ab", buffering=0) as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runner import run_one
-from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, hostname, signal_name
+from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, hostname, output_to, signal_name
 
 __all__ = ["LocalExecutor"]
 
@@ -88,26 +88,13 @@ def _worker_main(
         folders = [Path(f) for f in folder] if isinstance(folder, list) else [Path(folder)]
         for f in folders:
             f.mkdir(parents=True, exist_ok=True)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        saved = os.dup(1), os.dup(2)
-        with open(folders[0] / "output.log", "ab", buffering=0) as log:
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-            try:
-                if isinstance(spec, list):  # several seeds of one cell in one job (resources.seeds_per_job)
-                    from ..packed import pack_outcome, run_packed
+        with output_to(folders[0] / "output.log"):
+            if isinstance(spec, list):  # several seeds of one cell in one job (resources.seeds_per_job)
+                from ..packed import pack_outcome, run_packed
 
-                    result = pack_outcome(run_packed(spec, folders, device=device, stop_event=stop))
-                else:
-                    result = run_one(spec, folders[0], device=device, stop_event=stop)
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os.dup2(saved[0], 1)
-                os.dup2(saved[1], 2)
-                os.close(saved[0])
-                os.close(saved[1])
+                result = pack_outcome(run_packed(spec, folders, device=device, stop_event=stop))
+            else:
+                result = run_one(spec, folders[0], device=device, stop_event=stop)
         try:
             conn.send(("done", result))
         except (BrokenPipeError, OSError):
@@ -122,20 +109,8 @@ def _check_params(specs: list[Any]) -> str | None:
     print (library warnings) goes nowhere rather than onto the coordinator's terminal."""
     from ..algos import first_refusal
 
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved, null = (os.dup(1), os.dup(2)), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    try:
+    with output_to(os.devnull):
         return first_refusal(specs)
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, null):
-            os.close(fd)
 
 
 @dataclass
@@ -246,8 +221,7 @@ class LocalExecutor:
                 except (EOFError, OSError):
                     continue  # its sentinel reports the death
                 if msg[0] == "ready":
-                    s.ready = True
-                    self._spawn_failures = 0
+                    self._ready(s)
                 elif msg[0] == "checked" and s is asked:
                     return msg[1]
 
@@ -336,12 +310,16 @@ class LocalExecutor:
         except (EOFError, OSError):
             return  # the sentinel will report the death
         if msg[0] == "ready":
-            s.ready = True
-            self._spawn_failures = 0
+            self._ready(s)
         elif msg[0] == "done" and s.job is not None:
             r = msg[1]
             self._finish(s, queue, on_end, Outcome(r["status"], r.get("exit_code"), r.get("error"),
                                                    r.get("duration_s", 0.0), r))  # fmt: skip
+
+    def _ready(self, s: _Slot) -> None:
+        """A worker said it is ready (its imports done): it may take a job, and spawning works again."""
+        s.ready = True
+        self._spawn_failures = 0
 
     def _died(self, s: _Slot, queue: deque[Job], on_end: OnEnd) -> None:
         code = s.proc.exitcode

@@ -36,7 +36,6 @@ import re
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 import threading
 import time
@@ -48,7 +47,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..runner import run_one
-from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, detect_gpus, usable_cores
+from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, detect_gpus, output_to, usable_cores
 
 __all__ = ["RayExecutor", "create", "RAY_ENV"]
 
@@ -166,27 +165,15 @@ class RlbenchWorker:
             self.stop_event = threading.Event()
             if any(n in self.stopped for n in names):
                 self.stop_event.set()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        saved = os.dup(1), os.dup(2)
-        with open(folder / "output.log", "ab", buffering=0) as log:
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-            try:
-                if len(specs) > 1:
-                    from ..packed import pack_outcome, run_packed
+        with output_to(folder / "output.log"):
+            if len(specs) > 1:
+                from ..packed import pack_outcome, run_packed
 
-                    result = pack_outcome(run_packed(specs, folders, device=self.device,
-                                                     stop_event=self.stop_event))  # fmt: skip
-                else:
-                    result = run_one(specs[0], folder, device=self.device, stop_event=self.stop_event)
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os.dup2(saved[0], 1)
-                os.dup2(saved[1], 2)
-                os.close(saved[0])
-                os.close(saved[1])
+                result = pack_outcome(
+                    run_packed(specs, folders, device=self.device, stop_event=self.stop_event)
+                )
+            else:
+                result = run_one(specs[0], folder, device=self.device, stop_event=self.stop_event)
         with self.lock:
             files = [self._collect(f, sent, final=True) for f, sent in zip(folders, self.sent)]
             self.folders, self.sent = [], []

@@ -41,7 +41,7 @@ from typing import Any
 from ..errors import UsageError
 from ..grid import RunSpec
 from ..runner import attempt_dir, read_result, run_one, write_json_atomic
-from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, signal_name
+from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, output_to, signal_name
 
 __all__ = [
     "SlurmExecutor", "SlurmState", "Survey", "create", "query_states", "survey", "scancel", "describe_state",
@@ -357,25 +357,12 @@ class _Task:
         submitits = signal.getsignal(signal.SIGUSR2)  # submitit's: checkpoint, requeue, exit at once
         if callable(submitits):
             signal.signal(signal.SIGUSR2, functools.partial(_near_time_limit, submitits, stop))
-        sys.stdout.flush()
-        sys.stderr.flush()
-        saved = os.dup(1), os.dup(2)
-        with open(folder / "output.log", "ab", buffering=0) as log:
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-            try:
-                if len(specs) > 1:
-                    from ..packed import pack_outcome, run_packed
+        with output_to(folder / "output.log"):
+            if len(specs) > 1:
+                from ..packed import pack_outcome, run_packed
 
-                    return pack_outcome(run_packed(specs, folders, device=device, stop_event=stop))
-                return run_one(specs[0], folder, device=device, stop_event=stop)
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os.dup2(saved[0], 1)
-                os.dup2(saved[1], 2)
-                os.close(saved[0])
-                os.close(saved[1])
+                return pack_outcome(run_packed(specs, folders, device=device, stop_event=stop))
+            return run_one(specs[0], folder, device=device, stop_event=stop)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         import submitit
