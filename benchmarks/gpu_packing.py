@@ -8,8 +8,9 @@ the other, each into its own fresh database, and prints the wall time and the ag
 environment steps of all runs / wall seconds) of each, and their ratio. Target: 0.25 at least 3x the
 throughput of 1 on one GPU. Per side it also shows where the wall went (each run's own seconds, the seconds
 before the first run and after the last) and, from the runs' system metrics, how busy the GPU was and how
-much of a core a run used. Each worker's first run also starts the worker's torch (its first optimiser imports
-torch._dynamo) and CUDA: a one-time cost per worker, paid once per side here and amortised in a long suite.
+much of a core a run used. Each worker's first run also starts the worker's CUDA (context, cuBLAS, ppo's graph
+capture): a one-time cost per worker, paid once per side here and amortised in a long suite (ppo's own Adam
+spares it torch.optim's import of torch._dynamo, ``benchmarks/cold_start.py``).
 The script shows it (seconds from such a run's start to its first training step) and the ratio of the runs
 that did not pay it: what packing gives a suite of many runs.
 

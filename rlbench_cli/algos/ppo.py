@@ -84,6 +84,7 @@ import torch
 from torch import nn
 
 from ..checkpoint import dumps_envs, loads_envs
+from .adam import FusedAdam, fused_supported
 from .base import RunContext
 
 __all__ = ["CONTINUOUS_DEFAULTS", "PPO", "PPOConfig", "PPOPolicy", "load_policy"]
@@ -591,12 +592,12 @@ def load_policy(path: str | Path, device: str = "cpu") -> PPOPolicy:
     return PPOPolicy(agent, cfg, obs_shape, space, rms, torch.device(device))
 
 
-def _adam(
-    agent: nn.Module, lr: float | torch.Tensor, device: torch.device, capturable: bool = False
-) -> torch.optim.Optimizer:
-    """CleanRL's Adam (eps 1e-5); the fused kernel on CPU and CUDA (same maths, ~15% faster on CPU)."""
-    fused = device.type in ("cpu", "cuda") or None
-    return torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, fused=fused, capturable=capturable)
+def _adam(params: Any, lr: float | torch.Tensor, device: torch.device, capturable: bool = False) -> Any:
+    """CleanRL's Adam (eps 1e-5); the fused kernel on CPU and CUDA (same maths, ~15% faster on CPU), through
+    ``FusedAdam``, which spares a worker's first run torch.optim's import of torch._dynamo (about 2 s)."""
+    if fused_supported(device):
+        return FusedAdam(params, lr=lr, eps=1e-5, capturable=capturable)
+    return torch.optim.Adam(params, lr=lr, eps=1e-5, capturable=capturable)
 
 
 class _Update:
@@ -620,7 +621,7 @@ class _Update:
         lr: float | torch.Tensor = cfg.learning_rate
         if self.graphed:  # a graph reads the learning rate from device memory, so annealing can change it
             lr = torch.tensor(cfg.learning_rate, dtype=torch.float32, device=device)
-        self.optimizer = _adam(agent, lr, device, capturable=self.graphed)
+        self.optimizer = _adam(agent.parameters(), lr, device, capturable=self.graphed)
         self._lr = float(cfg.learning_rate)  # the host's copy: reading a tensor lr would wait for the device
         self.graph: Any = None
         self.static: tuple[torch.Tensor, ...] = ()  # batch buffers, then the permutation

@@ -83,6 +83,7 @@ from .base import RunContext, resume_together
 from .ppo import (
     PPOConfig,
     PPOPolicy,
+    _adam,
     _Agent,
     _host_side,
     _numpy_forward,
@@ -100,7 +101,7 @@ PACKABLE: frozenset[str] = frozenset({"ppo"})  # algorithms whose seeds can shar
 CHECKPOINT_LAYOUT = "packed"  # a seed's checkpoint state here is its slice of the pack's, not ppo.py's
 
 
-def _adam_slice(optimizer: torch.optim.Optimizer, net: _StackedAgent, k: int) -> list[dict[str, Any]]:
+def _adam_slice(optimizer: Any, net: _StackedAgent, k: int) -> list[dict[str, Any]]:
     """Seed ``k``'s part of the pack's Adam state, per parameter of ``net.parameters()``: its rows of the
     moments, and the step count (shared by the pack, as in N separate runs)."""
     idx = torch.tensor([k], device=net.vw.device)
@@ -112,9 +113,7 @@ def _adam_slice(optimizer: torch.optim.Optimizer, net: _StackedAgent, k: int) ->
     return out
 
 
-def _restore_adam(
-    optimizer: torch.optim.Optimizer, net: _StackedAgent, slices: list[list[dict[str, Any]]]
-) -> None:
+def _restore_adam(optimizer: Any, net: _StackedAgent, slices: list[list[dict[str, Any]]]) -> None:
     """The pack's Adam state from each seed's ``_adam_slice``, in seed order."""
     fused = bool(optimizer.defaults.get("fused"))
     for i, p in enumerate(net.parameters()):
@@ -650,10 +649,9 @@ def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> d
             s.rng = st["rng"]
             s.perm_gen.set_state(st["perm_gen"])
     net = _StackedAgent([s.agent for s in seeds], cfg, device)
-    fused = device.type in ("cpu", "cuda") or None
 
-    def adam(params: list[nn.Parameter]) -> torch.optim.Optimizer:
-        return torch.optim.Adam(params, lr=cfg.learning_rate, eps=1e-5, fused=fused)  # ppo._adam's
+    def adam(params: list[nn.Parameter]) -> Any:
+        return _adam(params, cfg.learning_rate, device)
 
     optimizer = adam(net.parameters())
     if resumed is not None:
