@@ -72,6 +72,7 @@ from .offline import (
     longest_episode,
     transition_steps,
 )
+from .params import INT_LIST, coerce_all
 
 # isort: split
 from d3rlpy.constants import ActionSpace
@@ -108,6 +109,8 @@ TRANSFORMER_PARAMS: dict[str, Any] = {
 }
 # decision_transformer's state embedding width (= the transformer's width) unless hidden_units is set
 TRANSFORMER_EMBED_SIZE = 128
+# the types of the run params whose default is None (and which may be null)
+OPTIONAL_KINDS: dict[str, Any] = {"hidden_units": INT_LIST, "observation_scaler": "", "target_return": 0.0}
 _REPLAY_BUFFERS = ("array", "d3rlpy")
 _OBSERVATION_SCALERS = ("standard", "none")
 
@@ -316,13 +319,15 @@ class D3rlpyOffline:
             for f in dataclasses.fields(config_cls)
             if isinstance(f.default, enum.Enum)
         }
+        plain = {k: v for k, v in cfg_fields.items() if k not in enums}
+        typed = coerce_all(cls.name, params, {**plain, **run}, OPTIONAL_KINDS)
         cfg: dict[str, Any] = {}
-        for k, v in params.items():
+        for k, v in typed.items():
             if k in enums:
                 cfg[k] = enums[k](v)
             elif k in cfg_fields:
-                cfg[k] = float(v) if isinstance(cfg_fields[k], float) and isinstance(v, int) else v
-        settings = {**run, **{k: v for k, v in params.items() if k in run}}
+                cfg[k] = v
+        settings = {**run, **{k: v for k, v in typed.items() if k in run}}
         for key, choices in (
             ("replay_buffer", _REPLAY_BUFFERS),
             ("observation_scaler", _OBSERVATION_SCALERS),

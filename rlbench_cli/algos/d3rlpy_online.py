@@ -54,6 +54,7 @@ import numpy as np
 
 from ..checkpoint import dumps_envs, loads_envs
 from .base import RunContext
+from .params import INT_LIST, coerce_all
 
 
 def _import_d3rlpy() -> Any:
@@ -413,12 +414,9 @@ class D3rlpyOnline:
         if unknown:
             valid = ", ".join(sorted({*cfg_fields, *run}))
             raise ValueError(f"unknown parameter(s) for {cls.name}: {', '.join(unknown)}; valid: {valid}")
-        cfg = {}
-        for k, v in params.items():
-            if k in cfg_fields:
-                default = cfg_fields[k]
-                cfg[k] = float(v) if isinstance(default, float) and isinstance(v, int) else v
-        settings = {**run, **{k: v for k, v in params.items() if k in run}}
+        typed = coerce_all(cls.name, params, {**cfg_fields, **run}, {"hidden_units": INT_LIST})
+        cfg = {k: v for k, v in typed.items() if k in cfg_fields}
+        settings = {**run, **{k: v for k, v in typed.items() if k in run}}
         if settings["replay_buffer"] not in ("array", "d3rlpy"):
             raise ValueError(f"replay_buffer must be 'array' or 'd3rlpy', got {settings['replay_buffer']!r}")
         return cfg, settings

@@ -46,6 +46,7 @@ from .offline import (
     default_target_return,
     longest_episode,
 )
+from .params import coerce_all
 
 __all__ = ["HFDecisionTransformer", "CONFIG_PARAMS", "TRAIN_PARAMS"]
 
@@ -200,7 +201,9 @@ class HFDecisionTransformer:
         if unknown:
             valid = ", ".join(sorted({*CONFIG_PARAMS, *TRAIN_PARAMS}))
             raise ValueError(f"unknown parameter(s) for {cls.name}: {', '.join(unknown)}; valid: {valid}")
-        settings = {**CONFIG_PARAMS, **TRAIN_PARAMS, **params}
+        kinds = {"n_inner": 0, "target_return": 0.0}
+        settings = {**CONFIG_PARAMS, **TRAIN_PARAMS,
+                    **coerce_all(cls.name, params, {**CONFIG_PARAMS, **TRAIN_PARAMS}, kinds)}  # fmt: skip
         return {k: settings[k] for k in CONFIG_PARAMS}, settings
 
     def build_model(self, config_fields: dict[str, Any], state_dim: int, act_dim: int, discrete: bool) -> Any:

@@ -86,6 +86,7 @@ from torch import nn
 from ..checkpoint import dumps_envs, loads_envs
 from .adam import FusedAdam, fused_supported
 from .base import RunContext
+from .params import coerce
 
 __all__ = ["CONTINUOUS_DEFAULTS", "PPO", "PPOConfig", "PPOPolicy", "load_policy"]
 
@@ -190,53 +191,12 @@ CONTINUOUS_DEFAULTS: dict[str, Any] = {
 
 
 def _coerce(name: str, value: Any, default: Any) -> Any:
-    """``value`` as the type of the field's default (params may come from YAML or JSON)."""
-    try:
-        if isinstance(default, bool):
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.lower() in ("true", "false"):
-                return value.lower() == "true"
-            if isinstance(value, (int, float)) and value in (0, 1):
-                return bool(value)
-            raise TypeError
-        if isinstance(default, int):
-            if isinstance(value, bool):
-                raise TypeError
-            f = float(value)
-            if not f.is_integer():
-                raise TypeError
-            return int(f)
-        if isinstance(default, float) or (default is None and name == "target_kl"):
-            if value is None and default is None:
-                return None
-            if isinstance(value, bool):
-                raise TypeError
-            return float(value)
-        if isinstance(default, tuple):
-            items = [value] if isinstance(value, (int, float, str)) else list(value)
-            out = []
-            for v in items:
-                if isinstance(v, bool) or not float(v).is_integer():
-                    raise TypeError
-                out.append(int(float(v)))
-            return tuple(out)
-        if isinstance(default, str):
-            if not isinstance(value, str):
-                raise TypeError
-            return value.lower()
-    except (TypeError, ValueError):
-        pass
-    else:
-        return value
-    kind = (
-        "int list"
-        if isinstance(default, tuple)
-        else type(default).__name__
-        if default is not None
-        else "float"
-    )
-    raise ValueError(f"ppo param {name!r} must be a {kind}, got {value!r}")
+    """``value`` as the type of the field's default (params may come from YAML or JSON); ``target_kl`` is a
+    float or null, and strings (``activation``) are lower-cased."""
+    if name == "target_kl":
+        return coerce("ppo", name, value, 0.0, optional=True)
+    value = coerce("ppo", name, value, default)
+    return value.lower() if isinstance(value, str) else value
 
 
 # -- networks -------------------------------------------------------------------------------------------

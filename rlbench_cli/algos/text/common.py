@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..params import coerce_all
 from . import check_pretrained
 from .losses import returns_to_go
 from .policy import MODEL_PARAMS, context_ids
@@ -54,10 +55,11 @@ def settings_of(algo: str, params: dict[str, Any], own: dict[str, Any]) -> dict[
         raise ValueError(
             f"unknown parameter(s) for {algo}: {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
         )
-    problem = check_pretrained(params.get("pretrained"))
+    typed = coerce_all(algo, params, known, {"pretrained": "", "history": 0})
+    problem = check_pretrained(typed.get("pretrained"))
     if problem:
         raise ValueError(problem)
-    return {**known, **params}
+    return {**known, **typed}
 
 
 def load_episodes(ctx: Any) -> Any:
