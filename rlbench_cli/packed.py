@@ -34,11 +34,20 @@ from pathlib import Path
 from typing import Any
 
 from .grid import RunSpec
-from .runner import ERROR_TAIL_LINES, SYSMON_INTERVAL_S, seed_everything, write_json_atomic
+from .runner import ERROR_TAIL_LINES, SYSMON_INTERVAL_S, run_one, seed_everything, write_json_atomic
 from .sink import ShardSink
 from .sysmon import SystemMonitor
 
-__all__ = ["can_pack", "pack_key", "plan_packs", "packable", "unpackable", "run_packed", "pack_outcome"]
+__all__ = [
+    "can_pack",
+    "pack_key",
+    "plan_packs",
+    "packable",
+    "unpackable",
+    "run_packed",
+    "pack_outcome",
+    "run_job",
+]
 
 PACKABLE_ALGOS = frozenset({"ppo"})  # mirrors algos.ppo_packed.PACKABLE without importing torch here
 
@@ -97,6 +106,15 @@ def unpackable(specs: list[RunSpec]) -> list[str]:
 def packable(specs: list[RunSpec]) -> list[str]:
     """Algorithm labels whose seeds share jobs under ``resources.seeds_per_job``."""
     return sorted({s.algo for s in specs if can_pack(s)})
+
+
+def run_job(specs: list[RunSpec], folders: list[Path], device: str = "cpu",
+            stop_event: threading.Event | None = None) -> dict[str, Any]:  # fmt: skip
+    """What every executor's worker runs for a job: its one run (``run_one``), or the seeds of a pack trained
+    together (``run_packed``) and reported as one record (``pack_outcome``)."""
+    if len(specs) > 1:
+        return pack_outcome(run_packed(specs, folders, device=device, stop_event=stop_event))
+    return run_one(specs[0], folders[0], device=device, stop_event=stop_event)
 
 
 def pack_outcome(results: list[dict[str, Any]]) -> dict[str, Any]:

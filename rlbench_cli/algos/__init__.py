@@ -87,12 +87,12 @@ def check_params(name: str, env_id: str | None, params: dict[str, Any]) -> None:
 def to_check(specs: list[Any]) -> list[Any]:
     """The first run of each distinct (algorithm, env, params) among ``specs`` whose params an adapter checks:
     registered algorithms that use torch (user code, ``entrypoint`` or ``command``, takes any params)."""
-    import json
+    from ..grid import canonical_json
 
     seen: set[tuple[str, str, str]] = set()
     out = []
     for spec in specs:
-        key = (spec.algo_name, spec.env_id, json.dumps(spec.params, sort_keys=True, default=str))
+        key = (spec.algo_name, spec.env_id, canonical_json(spec.params))
         if (
             spec.entrypoint is None
             and spec.command is None

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from copy import deepcopy
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -61,18 +61,10 @@ class FusedAdam:
         self.param_groups: list[dict[str, Any]] = [{**self.defaults, "params": params}]
         self.state: defaultdict[torch.Tensor, dict[str, torch.Tensor]] = defaultdict(dict)
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
+    def zero_grad(self, set_to_none: Literal[True] = True) -> None:
+        """Gradients set to None (torch.optim's default and ppo's only use)."""
         for p in self.param_groups[0]["params"]:
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                if p.grad.grad_fn is not None:
-                    p.grad.detach_()
-                else:
-                    p.grad.requires_grad_(False)
-                p.grad.zero_()
+            p.grad = None
 
     @torch.no_grad()
     def step(self) -> None:

@@ -292,15 +292,15 @@ class D3rlpyOffline:
     def check_params(cls, params: dict[str, Any]) -> None:
         """What ``split_params`` refuses for every action kind the algorithm has (the dataset decides the
         kind when the run starts; a param of one kind's config only is the run's to check)."""
-        kinds = [discrete for discrete, config in ((True, cls.discrete_config), (False, cls.continuous_config))
-                 if config is not None]  # fmt: skip
-        for i, discrete in enumerate(kinds):
+        configs = ((True, cls.discrete_config), (False, cls.continuous_config))
+        *others, last = [discrete for discrete, config in configs if config is not None]
+        for discrete in others:
             try:
                 cls.split_params(params, discrete)
                 return
             except ValueError:
-                if i == len(kinds) - 1:
-                    raise
+                pass
+        cls.split_params(params, last)
 
     @classmethod
     def split_params(cls, params: dict[str, Any], discrete: bool) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -19,8 +19,8 @@ INT_LIST: list[int] = []  # the kind of a param whose default is None and whose 
 def coerce(algo: str, name: str, value: Any, default: Any, optional: bool = False) -> Any:
     """``value`` as the type of ``default``: a bool (also from "true"/"false", 0, 1), an int (also from an
     integral float or numeric string), a float (also from an int or numeric string), a string, or, for a tuple
-    or list default, a tuple or list of ints (one number is a list of one). ``optional``: None is a value too. A default of
-    another type (None, a list, a dict) takes the value as it is. Raises ValueError otherwise."""
+    or list default, a tuple or list of ints (one number is a list of one). ``optional``: None is a value too.
+    A default of another type (None, a dict) takes the value as it is. Raises ValueError otherwise."""
     if value is None and optional:
         return None
     try:
@@ -46,9 +46,7 @@ def coerce(algo: str, name: str, value: Any, default: Any, optional: bool = Fals
                 raise TypeError
             return value
     except (TypeError, ValueError):
-        kind = {bool: "bool", int: "int", float: "float", str: "str", tuple: "int list", list: "int list"}[
-            type(default)
-        ]
+        kind = "int list" if isinstance(default, (tuple, list)) else type(default).__name__
         raise ValueError(f"{algo} param {name!r} must be a{'n' if kind[0] == 'i' else ''} {kind}"
                          f"{' or null' if optional else ''}, got {value!r}") from None  # fmt: skip
     return value

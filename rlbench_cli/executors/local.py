@@ -22,7 +22,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-from ..runner import run_one
+from ..packed import run_job
 from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, hostname, output_to, signal_name
 
 __all__ = ["LocalExecutor"]
@@ -88,13 +88,9 @@ def _worker_main(
         folders = [Path(f) for f in folder] if isinstance(folder, list) else [Path(folder)]
         for f in folders:
             f.mkdir(parents=True, exist_ok=True)
+        specs = spec if isinstance(spec, list) else [spec]  # a list: a pack (resources.seeds_per_job)
         with output_to(folders[0] / "output.log"):
-            if isinstance(spec, list):  # several seeds of one cell in one job (resources.seeds_per_job)
-                from ..packed import pack_outcome, run_packed
-
-                result = pack_outcome(run_packed(spec, folders, device=device, stop_event=stop))
-            else:
-                result = run_one(spec, folders[0], device=device, stop_event=stop)
+            result = run_job(specs, folders, device=device, stop_event=stop)
         try:
             conn.send(("done", result))
         except (BrokenPipeError, OSError):

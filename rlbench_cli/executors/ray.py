@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..runner import run_one
+from ..packed import run_job
 from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, detect_gpus, output_to, usable_cores
 
 __all__ = ["RayExecutor", "create", "RAY_ENV"]
@@ -166,14 +166,7 @@ class RlbenchWorker:
             if any(n in self.stopped for n in names):
                 self.stop_event.set()
         with output_to(folder / "output.log"):
-            if len(specs) > 1:
-                from ..packed import pack_outcome, run_packed
-
-                result = pack_outcome(
-                    run_packed(specs, folders, device=self.device, stop_event=self.stop_event)
-                )
-            else:
-                result = run_one(specs[0], folder, device=self.device, stop_event=self.stop_event)
+            result = run_job(specs, folders, device=self.device, stop_event=self.stop_event)
         with self.lock:
             files = [self._collect(f, sent, final=True) for f, sent in zip(folders, self.sent)]
             self.folders, self.sent = [], []

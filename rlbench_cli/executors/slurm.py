@@ -40,7 +40,8 @@ from typing import Any
 
 from ..errors import UsageError
 from ..grid import RunSpec
-from ..runner import attempt_dir, read_result, run_one, write_json_atomic
+from ..packed import run_job
+from ..runner import attempt_dir, read_result, write_json_atomic
 from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, output_to, signal_name
 
 __all__ = [
@@ -358,11 +359,7 @@ class _Task:
         if callable(submitits):
             signal.signal(signal.SIGUSR2, functools.partial(_near_time_limit, submitits, stop))
         with output_to(folder / "output.log"):
-            if len(specs) > 1:
-                from ..packed import pack_outcome, run_packed
-
-                return pack_outcome(run_packed(specs, folders, device=device, stop_event=stop))
-            return run_one(specs[0], folder, device=device, stop_event=stop)
+            return run_job(specs, folders, device=device, stop_event=stop)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         import submitit
