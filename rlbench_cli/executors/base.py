@@ -6,6 +6,7 @@ import contextlib
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from ..grid import RunSpec
 __all__ = [
     "Job", "Outcome", "Placement", "Executor", "OnStart", "OnEnd", "OnTick",
     "plan_devices", "usable_cores", "detect_gpus", "signal_name", "hostname", "output_to", "NODE_LOSS_RETRIES",
+    "set_parent_death_signal",
 ]  # fmt: skip
 
 # An attempt whose node died under it (``Outcome.result["node_lost"]``) is run again without counting against
@@ -150,12 +152,24 @@ def plan_devices(n_gpus: int, gpus_per_job: float, workers: int) -> list[tuple[s
 
 
 def signal_name(code: int) -> str:
-    import signal
-
     try:
         return signal.Signals(code).name
     except ValueError:
         return f"signal {code}"
+
+
+def set_parent_death_signal() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (a local worker: kill -9 of the coordinator, or
+    of the zygote it was forked from, leaves no orphans)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:  # pragma: no cover
+        pass
 
 
 @contextlib.contextmanager

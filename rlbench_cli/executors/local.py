@@ -1,7 +1,8 @@
 """Local executor: a pool of persistent worker processes on this machine.
 
 Each worker imports torch once (not at all when no run uses it) and then runs job after job, so the per-job
-start-up cost is near zero.
+start-up cost is near zero. A pool on the CPU (Linux) forks its workers from a zygote that did those imports
+once for all of them (``zygote.py``), also the worker that replaces one that died; a GPU pool spawns each.
 A job that raises is reported by its worker, which carries on. A worker that dies (segfault, SIGKILL from the
 out-of-memory killer) or overruns its timeout is replaced, and its job is reported failed with the cause.
 Workers ignore SIGINT: on Ctrl-C the coordinator asks them to stop (SIGTERM sets their stop flag, so the run
@@ -23,36 +24,46 @@ from pathlib import Path
 from typing import Any
 
 from ..packed import run_job
-from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, hostname, output_to, signal_name
+from . import zygote
+from .base import (
+    Job,
+    OnEnd,
+    OnStart,
+    OnTick,
+    Outcome,
+    Placement,
+    hostname,
+    output_to,
+    set_parent_death_signal,
+    signal_name,
+)
 
 __all__ = ["LocalExecutor"]
 
 STOP_GRACE_S = 5.0
 
 
-def _set_parent_death_signal() -> None:
-    """Ask Linux to SIGKILL this worker if the coordinator dies (kill -9 leaves no orphans)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
+def _preload(threads: int, preload_torch: bool) -> None:
+    """What a worker imports before its first job (in the zygote, once for the pool's forked workers)."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RLBENCH_TORCH_THREADS"):
+        os.environ[var] = str(threads)
+    from .. import algos, sink, sysmon  # noqa: F401 - what every run uses: gymnasium, pyarrow, the registry
+    from ..algos import base  # noqa: F401
 
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:  # pragma: no cover
-        pass
+    if preload_torch:  # once per worker, not once per job; else by the first run that uses it, if any
+        import torch  # noqa: F401
 
 
 def _worker_main(
     conn: Any,
+    parent_pid: int,
     cuda_visible: str | None,
     device: str,
     threads: int,
-    parent_pid: int,
     preload_torch: bool = True,
     env: dict[str, str] | None = None,
 ) -> None:
-    _set_parent_death_signal()
+    set_parent_death_signal()
     if os.getppid() != parent_pid:  # parent already gone before prctl took effect
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -61,12 +72,8 @@ def _worker_main(
     if cuda_visible is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible
     os.environ.update(env or {})  # e.g. the CUDA MPS daemon to connect to (before CUDA is initialised)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RLBENCH_TORCH_THREADS"):
-        os.environ[var] = str(threads)
-    from .. import algos, sink, sysmon  # noqa: F401 - what every run uses: gymnasium, pyarrow, the registry
-    from ..algos import base  # noqa: F401
-
-    if preload_torch:  # once per worker, not once per job; else by the first run that uses it, if any
+    _preload(threads, preload_torch)  # nothing left to import in a worker forked from the zygote
+    if preload_torch:
         import torch
 
         from ..runner import configure_torch
@@ -144,6 +151,7 @@ class LocalExecutor:
         self._host = hostname()
         self._started = False
         self._preload_torch = True
+        self._zygote: zygote.Zygote | None = None
 
     name = "local"
 
@@ -153,24 +161,25 @@ class LocalExecutor:
 
     # -- worker management --------------------------------------------------------------------------
     def _spawn(self, slot: _Slot) -> None:
-        parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(
-            target=_worker_main,
-            args=(
-                child,
-                slot.cuda_visible,
-                slot.device,
-                self.threads,
-                os.getpid(),
-                self._preload_torch,
-                self.mps.env if self.mps is not None else {},
-            ),
-            name=f"rlbench-worker-{slot.index}",
-            daemon=True,
-        )
-        proc.start()
-        child.close()
-        slot.proc, slot.conn, slot.job, slot.ready = proc, parent, None, False
+        """Start ``slot``'s worker: forked from the zygote where the pool has one, else a fresh process."""
+        if slot.proc is not None and hasattr(slot.proc, "close"):
+            try:
+                slot.proc.close()  # the one it replaces: dead or killed
+            except ValueError:  # a spawned process that outlived its kill: the OS reaps it
+                pass
+        args = (slot.cuda_visible, slot.device, self.threads, self._preload_torch,
+                self.mps.env if self.mps is not None else {})  # fmt: skip
+        forked = self._zygote.fork(args) if self._zygote is not None else None
+        if forked is not None:
+            slot.proc, parent = forked
+        else:
+            parent, child = self._ctx.Pipe()
+            proc = self._ctx.Process(target=_worker_main, args=(child, os.getpid(), *args),
+                                     name=f"rlbench-worker-{slot.index}", daemon=True)  # fmt: skip
+            proc.start()
+            child.close()
+            slot.proc = proc
+        slot.conn, slot.job, slot.ready = parent, None, False
 
     def _kill(self, slot: _Slot) -> None:
         if slot.proc is not None and slot.proc.is_alive():
@@ -180,21 +189,42 @@ class LocalExecutor:
 
     def start(self, preload_torch: bool = True) -> None:
         """Start the worker processes (their imports run meanwhile); ``run`` starts them if not yet done.
-        ``preload_torch=False``: no run of these jobs uses torch (``runner.uses_torch``), so workers skip it."""
+        ``preload_torch=False``: no run of these jobs uses torch (``runner.uses_torch``), so workers skip it.
+        A CPU pool starts its zygote here and forks the workers after ``check`` (or in ``run``), so that they
+        find the adapters the check imported already imported."""
         if not self._started:
             self._preload_torch = preload_torch
             if self.mps is not None:  # before the workers, which connect to it when they first use CUDA
                 how = "started" if self.mps.start() else "left by an earlier run"
                 self.mps_note = f", under CUDA MPS (a daemon {how} in {self.mps.folder})"
-            for s in self.slots:
-                self._spawn(s)
+            if zygote.usable([s.device for s in self.slots]):  # one import of torch & co. for the pool
+                self._zygote = zygote.Zygote(
+                    self._ctx, _preload, (self.threads, preload_torch), _worker_main, _check_params
+                )
+            else:
+                self._spawn_missing()
             self._started = True
 
+    def _spawn_missing(self) -> None:
+        for s in self.slots:
+            if s.proc is None:
+                self._spawn(s)
+
     def check(self, specs: list[Any], stop: threading.Event | None = None) -> str | None:
-        """``algos.first_refusal(specs)`` in the first worker ready (it imports the runs' adapters for them
-        anyway, so the check costs this process no import): the first refusal, or None. In this process when
-        every worker died first; None when ``stop`` is set meanwhile (the run then stops as it starts)."""
+        """``algos.first_refusal(specs)`` in the zygote, or else the first worker ready (either imports the
+        runs' adapters for them anyway, so the check costs this process no import): the first refusal, or
+        None. In this process when every worker died first; None when ``stop`` is set meanwhile (the run then
+        stops as it starts)."""
         self.start()
+        if self._zygote is not None:
+            checked = self._zygote.check(specs, stop)
+            if stop is not None and stop.is_set():
+                return None
+            if checked is not None and checked[0] is not None:
+                return checked[0]
+            self._spawn_missing()  # forked now, finding the adapters imported (or spawned: no zygote)
+            if checked is not None:
+                return None
         asked: _Slot | None = None
         while True:
             if stop is not None and stop.is_set():
@@ -202,7 +232,10 @@ class LocalExecutor:
             if asked is None:
                 asked = next((s for s in self.slots if s.ready and s.job is None), None)
                 if asked is not None:
-                    asked.conn.send(("check", specs))
+                    try:
+                        asked.conn.send(("check", specs))
+                    except OSError:  # it died since it said it was ready: the check below sees that
+                        pass
             alive = [s for s in self.slots if s.proc.is_alive()]
             if asked is not None and asked not in alive or not alive:
                 from ..algos import first_refusal
@@ -241,6 +274,9 @@ class LocalExecutor:
             if s.proc is not None:
                 s.proc.join(timeout=max(0.0, deadline - time.monotonic()))
                 self._kill(s)
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
 
     # -- the loop -------------------------------------------------------------------------------------
     def run(
@@ -257,6 +293,7 @@ class LocalExecutor:
         signal handler only sets it and never interrupts a database write half way)."""
         queue: deque[Job] = deque(jobs)
         self.start()
+        self._spawn_missing()
         last_tick = time.monotonic()
         try:
             while queue or any(s.job for s in self.slots):
@@ -269,12 +306,15 @@ class LocalExecutor:
                         for m in job.members:
                             m.folder.mkdir(parents=True, exist_ok=True)
                         on_start(job, Placement(s.device, self._host, self.name, str(s.proc.pid)))
-                        if job.pack:
-                            s.conn.send(
-                                ("job", [m.spec for m in job.pack], [str(m.folder) for m in job.pack])
-                            )
-                        else:
-                            s.conn.send(("job", job.spec, str(job.folder)))
+                        msg = (
+                            ("job", [m.spec for m in job.pack], [str(m.folder) for m in job.pack])
+                            if job.pack
+                            else ("job", job.spec, str(job.folder))
+                        )
+                        try:
+                            s.conn.send(msg)
+                        except OSError:  # it died since it said it was ready: its sentinel reports the job
+                            pass
                 waitables = [s.conn for s in self.slots] + [s.proc.sentinel for s in self.slots]
                 # woken by a message or a death at once; the timeout only paces ticks, timeouts and `stop`
                 until_tick = max(0.0, tick_every - (time.monotonic() - last_tick))
@@ -347,7 +387,7 @@ class LocalExecutor:
         busy = [s for s in self.slots if s.job is not None]
         for s in busy:
             if s.proc.is_alive():
-                os.kill(s.proc.pid, signal.SIGTERM)
+                s.proc.terminate()
         deadline = time.monotonic() + STOP_GRACE_S
         while any(s.job for s in busy) and time.monotonic() < deadline:
             ready = set(wait([s.conn for s in busy if s.job] + [s.proc.sentinel for s in busy if s.job],
