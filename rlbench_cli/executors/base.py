@@ -21,7 +21,7 @@ from ..grid import RunSpec
 __all__ = [
     "Job", "Outcome", "Placement", "Executor", "OnStart", "OnEnd", "OnTick",
     "plan_devices", "usable_cores", "detect_gpus", "signal_name", "hostname", "output_to", "NODE_LOSS_RETRIES",
-    "set_parent_death_signal",
+    "set_parent_death_signal", "preload_worker",
 ]  # fmt: skip
 
 # An attempt whose node died under it (``Outcome.result["node_lost"]``) is run again without counting against
@@ -156,6 +156,18 @@ def signal_name(code: int) -> str:
         return signal.Signals(code).name
     except ValueError:
         return f"signal {code}"
+
+
+def preload_worker(threads: int, preload_torch: bool) -> None:
+    """What a worker (a local one, or its zygote once for all; a Ray actor) imports before its first job, with
+    ``threads`` for the math libraries."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RLBENCH_TORCH_THREADS"):
+        os.environ[var] = str(threads)
+    from .. import algos, sink, sysmon  # noqa: F401 - what every run uses: gymnasium, pyarrow, the registry
+    from ..algos import base  # noqa: F401
+
+    if preload_torch:  # once per worker, not once per job; else by the first run that uses it, if any
+        import torch  # noqa: F401
 
 
 def set_parent_death_signal() -> None:

@@ -34,6 +34,7 @@ from .base import (
     Placement,
     hostname,
     output_to,
+    preload_worker,
     set_parent_death_signal,
     signal_name,
 )
@@ -41,17 +42,6 @@ from .base import (
 __all__ = ["LocalExecutor"]
 
 STOP_GRACE_S = 5.0
-
-
-def _preload(threads: int, preload_torch: bool) -> None:
-    """What a worker imports before its first job (in the zygote, once for the pool's forked workers)."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RLBENCH_TORCH_THREADS"):
-        os.environ[var] = str(threads)
-    from .. import algos, sink, sysmon  # noqa: F401 - what every run uses: gymnasium, pyarrow, the registry
-    from ..algos import base  # noqa: F401
-
-    if preload_torch:  # once per worker, not once per job; else by the first run that uses it, if any
-        import torch  # noqa: F401
 
 
 def _worker_main(
@@ -72,7 +62,7 @@ def _worker_main(
     if cuda_visible is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible
     os.environ.update(env or {})  # e.g. the CUDA MPS daemon to connect to (before CUDA is initialised)
-    _preload(threads, preload_torch)  # nothing left to import in a worker forked from the zygote
+    preload_worker(threads, preload_torch)  # nothing left to import in a worker forked from the zygote
     if preload_torch:
         import torch
 
@@ -162,7 +152,7 @@ class LocalExecutor:
     # -- worker management --------------------------------------------------------------------------
     def _spawn(self, slot: _Slot) -> None:
         """Start ``slot``'s worker: forked from the zygote where the pool has one, else a fresh process."""
-        if slot.proc is not None and hasattr(slot.proc, "close"):
+        if slot.proc is not None:
             try:
                 slot.proc.close()  # the one it replaces: dead or killed
             except ValueError:  # a spawned process that outlived its kill: the OS reaps it
@@ -199,7 +189,7 @@ class LocalExecutor:
                 self.mps_note = f", under CUDA MPS (a daemon {how} in {self.mps.folder})"
             if zygote.usable([s.device for s in self.slots]):  # one import of torch & co. for the pool
                 self._zygote = zygote.Zygote(
-                    self._ctx, _preload, (self.threads, preload_torch), _worker_main, _check_params
+                    self._ctx, preload_worker, (self.threads, preload_torch), _worker_main, _check_params
                 )
             else:
                 self._spawn_missing()

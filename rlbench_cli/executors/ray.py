@@ -47,7 +47,18 @@ from typing import Any
 
 from ..errors import UsageError
 from ..packed import run_job
-from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, detect_gpus, output_to, usable_cores
+from .base import (
+    Job,
+    OnEnd,
+    OnStart,
+    OnTick,
+    Outcome,
+    Placement,
+    detect_gpus,
+    output_to,
+    preload_worker,
+    usable_cores,
+)
 
 __all__ = ["RayExecutor", "create", "RAY_ENV"]
 
@@ -103,14 +114,10 @@ class RlbenchWorker:
         import ray
 
         os.environ.update(env)
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RLBENCH_TORCH_THREADS"):
-            os.environ[var] = str(threads)
         if os.path.isdir(cwd):
             os.chdir(cwd)
-        # what every run uses: gymnasium, pyarrow, the registry; torch once per actor, not once per job (or
-        # not at all when no run uses it, unless a GPU is to be checked)
-        from .. import algos, sink, sysmon  # noqa: F401
-        from ..algos import base  # noqa: F401
+        # torch once per actor, not once per job (or not at all when no run uses it, unless a GPU is to be checked)
+        preload_worker(threads, preload_torch=False)
 
         ctx = ray.get_runtime_context()
         gpus = ray.get_gpu_ids()
