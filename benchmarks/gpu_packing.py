@@ -6,18 +6,19 @@ identical small runs (--algo ppo or dqn on CartPole-v1, --steps each, seeds 0..r
 ``rlbench run`` twice, once with ``gpus_per_job: 1`` and once with ``0.25``, on the same machine, one after
 the other, each into its own fresh database, and prints the wall time and the aggregate throughput (total
 environment steps of all runs / wall seconds) of each, and their ratio. Target: 0.25 at least 3x the
-throughput of 1 on one GPU. Per side it also shows where the wall went (each run's own seconds, the seconds
-before the first run and after the last) and, from the runs' system metrics, how busy the GPU was and how
-much of a core a run used. Each worker's first run also starts the worker's CUDA (context, cuBLAS, ppo's graph
-capture): a one-time cost per worker, paid once per side here and amortised in a long suite (ppo's own Adam
+throughput of 1 on one GPU (met under MPS, ``--mps``, at the default 500,000 ppo steps a run: README). Per
+side it also shows where the wall went (each run's own seconds, the seconds before the first run and after
+the last) and, from the runs' system metrics, how busy the GPU was and how much of a core a run used. Each
+worker's first run also starts the worker's CUDA (context, cuBLAS, ppo's graph capture): a one-time cost per worker, paid once per side here and amortised in a long suite (ppo's own Adam
 spares it torch.optim's import of torch._dynamo, ``benchmarks/cold_start.py``).
 The script shows it (seconds from such a run's start to its first training step) and the ratio of the runs
 that did not pay it: what packing gives a suite of many runs.
 
-    python benchmarks/gpu_packing.py                       # 8 PPO runs x 50,000 steps
+    python benchmarks/gpu_packing.py --mps                 # 8 PPO runs x 500,000 steps (CleanRL's budget)
+    python benchmarks/gpu_packing.py --steps 200000        # shorter runs: start-up weighs more
     python benchmarks/gpu_packing.py --algo dqn --steps 20000 --executor ray
     python benchmarks/gpu_packing.py --param cuda_graph=false   # ppo's updates without CUDA graphs
-    python benchmarks/gpu_packing.py --mps                      # both sides with resources.mps: true
+    python benchmarks/gpu_packing.py --mps --steps 50000        # both sides with resources.mps: true
     python benchmarks/gpu_packing.py --keep out/                # keep both sides' stores to query later
 
 It needs an NVIDIA GPU (nvidia-smi): without one it says so and exits 0 having measured nothing (packing
@@ -46,6 +47,9 @@ PARAMS = {
     "ppo": {"num_envs": 4, "num_steps": 128},
     "dqn": {"update_start_step": 1000, "hidden_units": [64, 64]},
 }
+# Each run's steps unless --steps says otherwise: ppo's is CleanRL ppo.py's total_timesteps on CartPole-v1 (with
+# the same num_envs and num_steps above); d3rlpy's dqn waits for the device twice an env step, so it gets less.
+STEPS = {"ppo": 500_000, "dqn": 50_000}
 
 
 def suite(name: str, algo: str, runs: int, steps: int, gpus_per_job: float, params: dict,
@@ -143,11 +147,14 @@ def measure(folder: Path, algo: str, runs: int, steps: int, gpus_per_job: float,
     return read_side(folder / f"{name}.duckdb", gpus_per_job, started, ended)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with --steps filled in from STEPS and --param read into ``args.params``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--algo", choices=sorted(PARAMS), default="ppo")
     ap.add_argument("--runs", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=50_000)
+    ap.add_argument(
+        "--steps", type=int, help="environment steps of each run (default: ppo 500,000, dqn 50,000)"
+    )
     ap.add_argument("--executor", choices=["local", "ray"], default="local")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="an algorithm param for both sides (YAML value; repeatable), e.g. cuda_graph=false")  # fmt: skip
@@ -156,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="copy each side's store (pack10.duckdb, pack025.duckdb) into DIR, e.g. to query its metrics")  # fmt: skip
     args = ap.parse_args(argv)
+    args.steps = args.steps or STEPS[args.algo]
     if args.mps and args.executor != "local":
         ap.error("--mps: rlbench starts CUDA MPS for the local executor only; leave out --executor ray")
     params = {}
@@ -164,7 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not key:
             ap.error(f"--param {item!r}: write KEY=VALUE, e.g. --param cuda_graph=false")
         params[key] = yaml.safe_load(value)
+    args.params = params
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     from rlbench_cli.executors.base import detect_gpus
 
     gpus = detect_gpus()
@@ -174,13 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     total = args.runs * args.steps
     print(
         f"{args.runs} x {args.algo} CartPole-v1 x {args.steps:,} steps on {gpus} GPU(s), executor {args.executor}, "
-        f"params {dict(PARAMS[args.algo], **params)}" + (", under CUDA MPS" if args.mps else "")
+        f"params {dict(PARAMS[args.algo], **args.params)}" + (", under CUDA MPS" if args.mps else "")
     )
     sides = []
     with tempfile.TemporaryDirectory() as tmp:
         for g in (1.0, 0.25):
             sides.append(
-                measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor, params, args.mps)
+                measure(Path(tmp), args.algo, args.runs, args.steps, g, args.executor, args.params, args.mps)
             )
             print(side_line(sides[-1], total))  # as soon as it is measured
             if args.keep:

@@ -51,6 +51,16 @@ def test_params_from_the_command_line_reach_both_suites():
     assert r.returncode == 2 and "--param 'cuda_graph': write KEY=VALUE" in r.stderr
 
 
+def test_each_run_gets_cleanrls_ppo_budget_unless_steps_says_otherwise():
+    mod = _module()
+    # CleanRL ppo.py's total_timesteps on CartPole-v1, with its num_envs and num_steps
+    assert mod.parse_args([]).steps == 500_000
+    assert mod.PARAMS["ppo"] == {"num_envs": 4, "num_steps": 128}
+    assert mod.parse_args(["--algo", "dqn"]).steps == 50_000
+    assert mod.parse_args(["--steps", "200000", "--param", "cuda_graph=false"]).steps == 200_000
+    assert mod.parse_args(["--param", "cuda_graph=false"]).params == {"cuda_graph": False}
+
+
 def test_the_report_gives_the_commands_ratio_and_the_ratio_within_the_runs():
     mod = _module()
     # the H200's figures for graphed ppo: 8 runs of 1.4 s one at a time, four sharing the GPU at 5.2 s each
