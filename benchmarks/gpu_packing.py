@@ -7,12 +7,12 @@ identical small runs (--algo ppo or dqn on CartPole-v1, --steps each, seeds 0..r
 the other, each into its own fresh database, and prints the wall time and the aggregate throughput (total
 environment steps of all runs / wall seconds) of each, and their ratio. Target: 0.25 at least 3x the
 throughput of 1 on one GPU (met under MPS, ``--mps``, at the default 500,000 ppo steps a run: README). Per
-side it also shows where the wall went (each run's own seconds, the seconds before the first run and after
-the last) and, from the runs' system metrics, how busy the GPU was and how much of a core a run used. Each
-worker's first run also starts the worker's CUDA (context, cuBLAS, ppo's graph capture): a one-time cost per worker, paid once per side here and amortised in a long suite (ppo's own Adam
-spares it torch.optim's import of torch._dynamo, ``benchmarks/cold_start.py``).
-The script shows it (seconds from such a run's start to its first training step) and the ratio of the runs
-that did not pay it: what packing gives a suite of many runs.
+side it also shows where the wall went (each run's own seconds, the seconds before the first run and after the
+last) and, from the runs' system metrics, how busy the GPU was and how much of a core a run used. Each
+worker's first run also starts the worker's CUDA (context, cuBLAS, ppo's graph capture): a one-time cost per
+worker, paid once per side here and amortised in a long suite (ppo's own Adam spares it torch.optim's import
+of torch._dynamo, ``benchmarks/cold_start.py``). The script shows it (seconds from such a run's start to its
+first training step) and the ratio of the runs that did not pay it: what packing gives a suite of many runs.
 
     python benchmarks/gpu_packing.py --mps                 # 8 PPO runs x 500,000 steps (CleanRL's budget)
     python benchmarks/gpu_packing.py --steps 200000        # shorter runs: start-up weighs more
@@ -166,13 +166,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.steps = args.steps or STEPS[args.algo]
     if args.mps and args.executor != "local":
         ap.error("--mps: rlbench starts CUDA MPS for the local executor only; leave out --executor ray")
-    params = {}
+    args.params = {}
     for item in args.param:
         key, sep, value = item.partition("=")
         if not sep or not key:
             ap.error(f"--param {item!r}: write KEY=VALUE, e.g. --param cuda_graph=false")
-        params[key] = yaml.safe_load(value)
-    args.params = params
+        args.params[key] = yaml.safe_load(value)
     return args
 
 

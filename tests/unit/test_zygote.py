@@ -103,9 +103,8 @@ def test_a_dead_zygote_takes_its_workers_with_it_and_forks_no_more() -> None:
         proc, conn = forked
         conn.recv()
         os.kill(z.proc.pid, signal.SIGKILL)
-        assert (
-            _ended(proc) == -signal.SIGKILL
-        )  # its parent-death signal; the exit code said so without a report
+        # its parent-death signal; the exit code says so without a report from the zygote
+        assert _ended(proc) == -signal.SIGKILL
         assert z.fork(("after",)) is None  # the pool spawns from now on
     finally:
         z.close()
