@@ -16,15 +16,19 @@ if ! command -v slurmctld >/dev/null || { [ "$WITH_DBD" = 1 ] && ! command -v sl
   apt-get update -qq && apt-get install -y -qq --no-install-recommends $pk >/dev/null
   flock -u 9; exec 9>&-
 fi
-mkdir -p $B/{state,spool,log,run,dev,mysql}
-# --- munge (package postinst creates /etc/munge/munge.key) ---
+mkdir -p $B/{state,spool,log,run,dev,mysql/tmp,munge}
+# --- munge (package postinst creates /etc/munge/munge.key): a munged of this cluster's own, on a socket in $B
+# (AuthInfo below), so that two clusters on one machine (two test workers) never share one: stopping one, or
+# one failing to start, cannot take the other's authentication down ---
 [ -s /etc/munge/munge.key ] || { mungekey --create --force 2>/dev/null || dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key; chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key; }
-mkdir -p /run/munge && chown munge:munge /run/munge
-if ! munge -n >/dev/null 2>&1; then
-  nohup setpriv --reuid=munge --regid=munge --clear-groups /usr/sbin/munged --foreground >$B/log/munged.out 2>&1 & echo $! > $B/run/munged.bgpid
-  for i in $(seq 1 40); do munge -n >/dev/null 2>&1 && break; sleep 0.25; done
+M=$B/munge; SOCK=$M/munge.socket; chown munge:munge $M; chmod 755 $M
+if ! munge -S $SOCK -n >/dev/null 2>&1; then
+  nohup setpriv --reuid=munge --regid=munge --clear-groups /usr/sbin/munged --foreground --socket=$SOCK \
+     --pid-file=$M/munged.pid --seed-file=$M/munged.seed --log-file=$M/munged.log >$B/log/munged.out 2>&1 &
+  echo $! > $B/run/munged.bgpid
+  for i in $(seq 1 40); do munge -S $SOCK -n >/dev/null 2>&1 && break; sleep 0.25; done
 fi
-munge -n | unmunge >/dev/null
+munge -S $SOCK -n | unmunge -S $SOCK >/dev/null
 # --- fake GPU device files (same major/minor as /dev/null) ---
 GRES_LINE=""; GRES_TYPES=""
 if [ "$FAKE_GPUS" -gt 0 ]; then
@@ -33,7 +37,8 @@ if [ "$FAKE_GPUS" -gt 0 ]; then
   GRES_LINE=" Gres=gpu:fake:$FAKE_GPUS"; GRES_TYPES='GresTypes=gpu'
   [ "$WITH_DBD" = 1 ] && GRES_TYPES=$'GresTypes=gpu\nAccountingStorageTRES=gres/gpu'   # this TRES needs slurmdbd (slurmctld is fatal otherwise)
 fi
-if [ "$WITH_DBD" = 1 ]; then ACCT=$(printf 'AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=localhost\nAccountingStoragePort=%s' $PDBD)
+# AccountingStoragePass: the munged socket of connections to slurmdbd (AuthInfo's is for the rest)
+if [ "$WITH_DBD" = 1 ]; then ACCT=$(printf 'AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=localhost\nAccountingStoragePort=%s\nAccountingStoragePass=%s' $PDBD $SOCK)
 else ACCT='AccountingStorageType=accounting_storage/none'; fi
 cat > $B/slurm.conf <<CONF
 ClusterName=local
@@ -44,7 +49,7 @@ SlurmctldPort=$P
 SlurmdPort=$PD
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=cred_expire=10
+AuthInfo=cred_expire=10,socket=$SOCK
 StateSaveLocation=$B/state
 SlurmdSpoolDir=$B/spool
 SlurmctldPidFile=$B/run/slurmctld.pid
@@ -74,12 +79,19 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
 export SLURM_CONF=$B/slurm.conf
 if [ "$WITH_DBD" = 1 ]; then
+  # temporary tables in $B too (--tmpdir), not in the /tmp every other process shares
+  install_db() {
+    rm -rf $B/mysql/data
+    mariadb-install-db --no-defaults --user=root --datadir=$B/mysql/data --tmpdir=$B/mysql/tmp \
+       --auth-root-authentication-method=normal --skip-test-db >>$B/log/mariadb-install.log 2>&1
+  }
   if [ ! -d $B/mysql/data/mysql ]; then
-    mariadb-install-db --no-defaults --user=root --datadir=$B/mysql/data --auth-root-authentication-method=normal --skip-test-db >$B/log/mariadb-install.log 2>&1
+    # it once failed here as a second cluster's was installing ('Unknown table mysql.tmp_user_sys'): once more
+    install_db || { echo "mariadb-install-db failed; installing again" >&2; install_db; }
   fi
   start_db() {
     nohup /usr/sbin/mariadbd --no-defaults --user=root --datadir=$B/mysql/data --socket=$B/mysql/mysqld.sock \
-       --pid-file=$B/run/mariadbd.pid --bind-address=127.0.0.1 --port=$PSQL --log-error=$B/log/mariadb.log \
+       --pid-file=$B/run/mariadbd.pid --tmpdir=$B/mysql/tmp --bind-address=127.0.0.1 --port=$PSQL --log-error=$B/log/mariadb.log \
        --innodb-buffer-pool-size=64M --innodb-lock-wait-timeout=900 >/dev/null 2>&1 & echo $! > $B/run/mariadbd.bgpid
     for i in $(seq 1 120); do mariadb --no-defaults -S $B/mysql/mysqld.sock -uroot -e 'select 1' >/dev/null 2>&1 && break; sleep 0.25; done
   }
@@ -91,6 +103,7 @@ DbdAddr=127.0.0.1
 DbdPort=$PDBD
 SlurmUser=root
 AuthType=auth/munge
+AuthInfo=socket=$SOCK
 StorageType=accounting_storage/mysql
 StorageHost=127.0.0.1
 StoragePort=$PSQL
