@@ -66,15 +66,15 @@ from typing import Any
 import numpy as np
 
 from . import __version__
-from .datasets.data import (
+from .datasets.data import OfflineData
+from .datasets.hdf5 import read_meta, write_hdf5
+from .datasets.names import (
     LEVELS,
-    OfflineData,
     datasets_root,
     generated_file_stem,
     generated_name,
     parse_generated_name,
 )
-from .datasets.hdf5 import read_meta, write_hdf5
 from .envs import known_env, make_env
 from .envs.text import is_text_env
 from .errors import UnknownName, UsageError

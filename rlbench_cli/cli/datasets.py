@@ -96,14 +96,14 @@ def build(
     Example: rlbench datasets build rlbench/MazeFO-v0 --level mixed --size 500
     """
     from ..datagen import build_dataset
-    from ..datasets.data import LEVELS
+    from ..datasets.names import LEVELS, TEXT_LEVELS
     from ..errors import UsageError
 
     kwargs = _json_kwargs(env_kwargs)
     from ..envs.text import is_text_env
 
     if is_text_env(env):  # a text env: episodes of its scripted policies, as JSONL
-        from ..datasets.text import TEXT_LEVELS, ensure_text_dataset
+        from ..datasets.text import ensure_text_dataset
         from ..envs import known_env
 
         problem = known_env(env)
@@ -162,7 +162,7 @@ def list_(datasets: DatasetsOpt = None, json_out: JsonOpt = False) -> None:
     Example: rlbench datasets list --json
     """
     from ..datasets.catalog import list_datasets
-    from ..datasets.data import datasets_root
+    from ..datasets.names import datasets_root
 
     rows = list_datasets(datasets)
     if json_out:

@@ -12,15 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ..envs.text import is_text_env
-from .data import (
-    LEVELS,
-    OfflineData,
-    datasets_root,
-    generated_file_stem,
-    generated_name,
-    parse_generated_name,
-)
+from .data import OfflineData
 from .minari_io import MINARI_PREFIX, minari_path
+from .names import LEVELS, datasets_root, generated_file_stem, generated_name, parse_generated_name
 
 __all__ = [
     "LEVELS",

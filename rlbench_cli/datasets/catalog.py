@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnknownName, UsageError
-from .data import OfflineData, datasets_root, generated_file_stem
+from .data import OfflineData
 from .minari_io import MINARI_PREFIX, is_minari_folder, minari_path
+from .names import datasets_root, generated_file_stem
 
 __all__ = ["resolve", "open_dataset", "summarize", "list_datasets", "describe", "provenance", "PROVENANCE"]
 

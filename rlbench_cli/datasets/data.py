@@ -1,4 +1,4 @@
-"""Offline datasets in memory (``OfflineData``), where they live on disk, and D4RL-format HDF5 files.
+"""Offline datasets in memory (``OfflineData``) and their metadata as HDF5 attributes (``meta_to_attrs``).
 
 A dataset is a flat sequence of transitions, D4RL's layout: ``observations``, ``actions``, ``rewards``,
 ``terminals`` (the episode ended in a terminal state) and ``timeouts`` (the episode was cut off by a time
@@ -6,61 +6,21 @@ limit); an episode ends where either is true. ``meta`` holds what rlbench knows 
 it is evaluated in (``env_id``, ``env_kwargs``), whether actions are discrete, its level, the random and
 expert reference returns used for normalisation (``ref_random``, ``ref_expert``) and its provenance.
 
-Names: a dataset rlbench generates is named ``<EnvId>-<level>`` (``CartPole-v1-medium``) and lives in the
-datasets folder (``RLBENCH_DATASETS``, default ``results/datasets``) as ``<name>.hdf5``. A user's own file
-is named by its path.
+Datasets' names and where they live: ``datasets.names``.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "LEVELS",
-    "OfflineData",
-    "datasets_root",
-    "parse_generated_name",
-    "generated_name",
-]
+# spec.py still imports these two from here (its import moves to .names with spec.py's own change)
+from .names import LEVELS, parse_generated_name
 
-LEVELS = ("random", "medium", "expert", "medium-replay", "medium-expert", "conservative")
-_GENERATED = re.compile(
-    r"^(?P<env>.+?)-(?P<level>medium-replay|medium-expert|random|medium|expert|conservative)$"
-)
-
-
-def generated_name(env_id: str, level: str) -> str:
-    return f"{env_id}-{level}"
-
-
-def generated_file_stem(name: str, wrappers: list[dict[str, Any]] | None = None) -> str:
-    """A generated dataset's file name without suffix: its name, plus ``+Wrapper`` per wrapper of the env it
-    was collected in (``Pendulum-v1-conservative+Delay``)."""
-    return name + "".join(f"+{w['name'].rpartition(':')[2]}" for w in wrappers or [])
-
-
-def parse_generated_name(name: str) -> tuple[str, str] | None:
-    """``CartPole-v1-medium-replay`` -> (``CartPole-v1``, ``medium-replay``); a text env's dataset
-    ``MazeFO-v0-mixed`` -> (``rlbench/MazeFO-v0``, ``mixed``) (``datasets.text``); None if not such a name."""
-    from .text import parse_text_name
-
-    text = parse_text_name(name)
-    if text is not None:
-        return text
-    m = _GENERATED.match(name)
-    return (m.group("env"), m.group("level")) if m else None
-
-
-def datasets_root() -> Path:
-    """Where generated datasets live: ``$RLBENCH_DATASETS`` or ``results/datasets``."""
-    return Path(os.environ.get("RLBENCH_DATASETS") or "results/datasets")
+__all__ = ["OfflineData", "meta_to_attrs", "LEVELS", "parse_generated_name"]
 
 
 @dataclass

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportInvalid
-from .text import TextEpisodes
+from .episodes import TextEpisodes
 
 __all__ = ["load_lmrl_jsonl"]
 

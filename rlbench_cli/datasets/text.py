@@ -4,10 +4,10 @@
 float, "done": bool}``, plus the env id it comes from and its level. On disk: JSONL, one episode per line,
 ``{"env": ..., "level": ..., "turns": [...]}``.
 
-Generated datasets are named ``<EnvName>-<level>`` with the env's name without its ``rlbench/`` prefix
-(dataset names hold no '/'): ``MazeFO-v0-mixed`` is evaluated in ``rlbench/MazeFO-v0``, lives in the datasets
-folder as ``MazeFO-v0-mixed.jsonl``. Levels: ``optimal``, ``noisy``, ``random`` (every episode by the
-scripted policy of that quality) and ``mixed`` (each episode by one of the three, drawn uniformly).
+Generated datasets are named ``<EnvName>-<level>`` (``datasets.names``): ``MazeFO-v0-mixed`` is evaluated in
+``rlbench/MazeFO-v0``, lives in the datasets folder as ``MazeFO-v0-mixed.jsonl``. Levels: ``optimal``,
+``noisy``, ``random`` (every episode by the scripted policy of that quality) and ``mixed`` (each episode by
+one of the three, drawn uniformly).
 
 LMRL-Gym's own JSONL files are read by ``load_lmrl_jsonl`` (see there) into the same ``TextEpisodes``.
 """
@@ -16,21 +16,17 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from pathlib import Path
 from typing import Any
 
-from ..envs.text import TEXT_ENVS, short_name
 from ..errors import ImportInvalid, UsageError
+from .episodes import TextEpisodes
+from .names import TEXT_LEVELS, datasets_root, text_dataset_name
 
 __all__ = [
-    "TEXT_LEVELS",
-    "TextEpisodes",
     "build_text_dataset",
     "save_text_dataset",
     "load_text_dataset",
-    "parse_text_name",
-    "text_dataset_name",
     "episode_returns",
     "DEFAULT_EPISODES",
     "text_dataset_path",
@@ -41,36 +37,9 @@ __all__ = [
 DEFAULT_EPISODES = {"rlbench/Chess-v0": 50, "rlbench/Endgames-v0": 200}
 _DEFAULT = 1_000
 
-TEXT_LEVELS = ("optimal", "noisy", "mixed", "random")
-_NAME = re.compile(r"^(?P<env>[A-Za-z0-9_.]+-v\d+)-(?P<level>optimal|noisy|mixed|random)$")
-
-
-class TextEpisodes(list):
-    """A list of episodes (each a list of turn dicts) with ``env`` (gymnasium id), ``level`` and ``meta``."""
-
-    def __init__(self, episodes: Any = (), env: str = "", level: str = "", meta: dict | None = None) -> None:
-        super().__init__(episodes)
-        self.env, self.level, self.meta = env, level, dict(meta or {})
-
-    @property
-    def n_turns(self) -> int:
-        return sum(len(e) for e in self)
-
 
 def episode_returns(data: TextEpisodes) -> list[float]:
     return [float(sum(t["reward"] for t in ep)) for ep in data]
-
-
-def text_dataset_name(env_id: str, level: str) -> str:
-    return f"{short_name(env_id)}-{level}"
-
-
-def parse_text_name(name: str) -> tuple[str, str] | None:
-    """``MazeFO-v0-mixed`` -> (``rlbench/MazeFO-v0``, ``mixed``); None if not a generated text dataset name."""
-    m = _NAME.match(name)
-    if not m or f"rlbench/{m.group('env')}" not in TEXT_ENVS:
-        return None
-    return f"rlbench/{m.group('env')}", m.group("level")
 
 
 def _episode(env: Any, policy: Any, seed: int) -> list[dict[str, Any]]:
@@ -191,8 +160,6 @@ def load_text_dataset(path: str | Path, env: str | None = None) -> TextEpisodes:
 
 
 def text_dataset_path(name: str, root: Path | None = None) -> Path:
-    from .data import datasets_root
-
     return Path(root or datasets_root()) / f"{name}.jsonl"
 
 

@@ -238,8 +238,9 @@ def test_adaptive_seeds_run_on_ray_to_the_same_decisions_as_local(tmp_path, ray_
 
 
 _LEAN_START_PROBE = """
-from rlbench_cli.executors.ray import RayExecutor, _import_ray, _kill_monitor
-ray = _import_ray()
+from rlbench_cli.executors.ray import RayExecutor
+from rlbench_cli.executors.ray.cluster import import_ray, kill_monitor
+ray = import_ray()
 hooks = (ray._private.services.get_node, ray._private.utils.get_dashboard_dependency_error,
          ray._private.node.Node.start_api_server)
 executor = RayExecutor(None, 1, 1, 0, 1, local_cpus=1)
@@ -254,7 +255,7 @@ print(hooks == (ray._private.services.get_node, ray._private.utils.get_dashboard
                 ray._private.node.Node.start_api_server))
 print(executor._actor_cls._default_options.get("enable_task_events"))
 print(ray.get(ray.remote(lambda: 41 + 1).remote()))
-_kill_monitor(ray)
+kill_monitor(ray)
 ray.shutdown()
 """
 

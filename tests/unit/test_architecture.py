@@ -23,7 +23,6 @@ KNOWN_BIG = {
     "rlbench_cli.algos.ppo_packed": 1006,
     "rlbench_cli.bootstrap": 842,
     "rlbench_cli.datagen": 869,
-    "rlbench_cli.executors.ray": 1046,
     "rlbench_cli.plots": 958,
     "rlbench_cli.spec": 956,
     "rlbench_cli.stats": 816,
@@ -31,7 +30,6 @@ KNOWN_BIG = {
 }
 # Import circles still there; issue #39 empties this list.
 KNOWN_CIRCLES = [
-    {"rlbench_cli.datasets.data", "rlbench_cli.datasets.lmrl", "rlbench_cli.datasets.text"},
     {"rlbench_cli.algos", "rlbench_cli.grid", "rlbench_cli.spec"},
     {"rlbench_cli.importers", "rlbench_cli.importers.bundle_source", "rlbench_cli.importers.duckdb_store"},
 ]

@@ -3,8 +3,8 @@ the Ray executor tells a lost node from a dead worker process (the e2e proof on 
 tests/e2e/test_ray_node_loss.py)."""
 
 from rlbench_cli.coordinator import retry_why
-from rlbench_cli.executors import ray as rx
 from rlbench_cli.executors.base import NODE_LOSS_RETRIES, Outcome
+from rlbench_cli.executors.ray import failures
 
 LOST = Outcome("failed", None, "node lost: Ray node ab at 10.0.0.2 died", 1.0, {"node_lost": "ab"})
 FAILED = Outcome("failed", 1, "ValueError: boom", 1.0)
@@ -38,8 +38,8 @@ def test_a_node_death_is_told_from_a_worker_death():
                            "terminated expectedly: received SIGTERM")  # fmt: skip
     worker = _ActorDiedError("The actor died unexpectedly before finishing this task. Worker exit type: "
                              "SYSTEM_ERROR Worker exit detail: The leased worker process has died.")  # fmt: skip
-    assert rx._says_node_died(node) and not rx._says_node_died(worker)
-    cause = rx._lost_cause(node, {"node_id": "f76b9d3cd2d757091d2c", "ip": "10.0.0.2", "host": "n2"})
+    assert failures.says_node_died(node) and not failures.says_node_died(worker)
+    cause = failures.lost_cause(node, {"node_id": "f76b9d3cd2d757091d2c", "ip": "10.0.0.2", "host": "n2"})
     assert cause == ("node lost: Ray node f76b9d3cd2d7 at 10.0.0.2 died or left the cluster; "
                      "Ray: _ActorDiedError")  # fmt: skip
-    assert rx._lost_cause(worker, None).startswith("node lost: Ray node ? at ? died")
+    assert failures.lost_cause(worker, None).startswith("node lost: Ray node ? at ? died")

@@ -7,27 +7,28 @@ from pathlib import Path
 import pytest
 
 from rlbench_cli.errors import UsageError
-from rlbench_cli.executors import ray as rx
+from rlbench_cli.executors.ray import actor, cluster, failures, transfer
+from rlbench_cli.executors.ray.executor import create
 from rlbench_cli.spec import Suite
 
 
 def test_addresses_parse_with_ray_defaults():
-    assert rx._host_port("10.0.0.5:6380") == ("10.0.0.5", 6380)
-    assert rx._host_port("head") == ("head", 6379)
-    assert rx._host_port("ray://head") == ("head", 10001)
-    assert rx._host_port("ray://head:10002") == ("head", 10002)
+    assert cluster._host_port("10.0.0.5:6380") == ("10.0.0.5", 6380)
+    assert cluster._host_port("head") == ("head", 6379)
+    assert cluster._host_port("ray://head") == ("head", 10001)
+    assert cluster._host_port("ray://head:10002") == ("head", 10002)
     with pytest.raises(UsageError, match="expected auto, HOST:PORT or ray://HOST:PORT"):
-        rx._host_port("head:port")
+        cluster._host_port("head:port")
 
 
 def test_runs_per_node_follow_cpus_and_fractional_gpus():
     node = {"CPU": 16.0, "GPU": 2.0}
-    assert rx._fit(node, 1, 0) == 16
-    assert rx._fit(node, 1, 0.25) == 8  # four per GPU
-    assert rx._fit(node, 0.25, 0.25) == 8
-    assert rx._fit(node, 4, 0.25) == 4  # CPUs bound first
-    assert rx._fit(node, 1, 3) == 0
-    assert rx._fit({"CPU": 2.0}, 1, 0.5) == 0  # a CPU-only node holds no GPU run
+    assert cluster.fit(node, 1, 0) == 16
+    assert cluster.fit(node, 1, 0.25) == 8  # four per GPU
+    assert cluster.fit(node, 0.25, 0.25) == 8
+    assert cluster.fit(node, 4, 0.25) == 4  # CPUs bound first
+    assert cluster.fit(node, 1, 3) == 0
+    assert cluster.fit({"CPU": 2.0}, 1, 0.5) == 0  # a CPU-only node holds no GPU run
 
 
 class _DiedError(Exception):
@@ -41,14 +42,14 @@ def test_a_dead_actor_is_named_by_the_fatal_signal_it_reported(tmp_path: Path):
     log.write_text(
         "training...\n*** SIGSEGV received at time=1 on cpu 1 ***\nFatal Python error: Segmentation fault\n"
     )
-    cause, code = rx._death_cause(_DiedError(ray_text), log)
+    cause, code = failures.death_cause(_DiedError(ray_text), log)
     assert cause.startswith("worker killed by SIGSEGV (segmentation fault in native code); Ray: _DiedError")
     assert "connection error code 2" in cause and code == -11
     log.write_text("training...\n")  # SIGKILL leaves no report
-    cause, code = rx._death_cause(_DiedError(ray_text), log)
+    cause, code = failures.death_cause(_DiedError(ray_text), log)
     assert cause.startswith("worker died: the Ray actor's process exited without a fatal-signal report")
     assert code is None
-    cause, _ = rx._death_cause(
+    cause, _ = failures.death_cause(
         _DiedError("The actor died because its node has died. Node ID: ab"), tmp_path / "none"
     )
     assert cause.startswith("node lost: the Ray node running this job died or left the cluster")
@@ -57,10 +58,10 @@ def test_a_dead_actor_is_named_by_the_fatal_signal_it_reported(tmp_path: Path):
 def test_checks_before_anything_is_recorded():
     base = {"name": "t", "envs": ["CartPole-v1"], "algorithms": ["random"]}
     with pytest.raises(UsageError, match=r"resources.gpus_per_job=1.5: Ray shares a GPU only below 1"):
-        rx.create(Suite(**base, resources={"gpus_per_job": 1.5}), 4, None, None, {})
+        create(Suite(**base, resources={"gpus_per_job": 1.5}), 4, None, None, {})
     pytest.importorskip("ray")
     with pytest.raises(UsageError, match=r"--address 127.0.0.1:1: no Ray cluster answers at 127.0.0.1:1"):
-        rx.create(Suite(**base), 4, None, None, {"address": "127.0.0.1:1"})
+        create(Suite(**base), 4, None, None, {"address": "127.0.0.1:1"})
 
 
 def _save(run: Path, step: int) -> None:
@@ -91,8 +92,10 @@ def test_a_packs_seeds_keep_a_common_checkpoint_on_the_coordinator_whenever_the_
 
     def poll() -> None:
         for k in (0, 1):
-            rx._write_files(
-                coord[k], rx.RlbenchWorker._collect(node[k], sent[k], final=False), keep=rx.KEEP_PACKED
+            transfer.write_files(
+                coord[k],
+                actor.RlbenchWorker._collect(node[k], sent[k], final=False),
+                keep=transfer.KEEP_PACKED,
             )
 
     def pack_save(step: int, then_poll_after_seed0: bool = False) -> None:
@@ -133,18 +136,18 @@ def test_a_starting_actor_leaves_a_just_dead_actors_folder_to_its_salvage(tmp_pa
     (orphan / "output.log").write_text("long ago\n")
     alive = base / str(os.getppid()) / "suite"
     alive.mkdir(parents=True)
-    old = time.time() - rx.ORPHAN_AGE_S - 60
+    old = time.time() - transfer.ORPHAN_AGE_S - 60
     for folder in (base / "99999998", base / str(os.getppid())):
         for where, _, files in os.walk(folder):
             for path in [where, *(os.path.join(where, f) for f in files)]:
                 os.utime(path, (old, old))
 
-    root = rx._actor_root()
+    root = transfer.actor_root()
 
     assert root == base / str(os.getpid()) and root.is_dir()
     assert (just_died / "output.log").read_text().startswith("*** SIGSEGV")  # left for the salvage
     assert not (base / "99999998").exists()  # an orphan nobody salvaged
     assert alive.is_dir()  # a running actor's
-    found = rx._leftovers(str(just_died), have=[])
+    found = transfer.leftovers(str(just_died), have=[])
     assert dict(found)["output.log"].startswith(b"*** SIGSEGV")
     assert not just_died.parent.exists()  # the salvage removes what it took

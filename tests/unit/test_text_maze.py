@@ -7,14 +7,13 @@ import statistics
 
 import pytest
 
+from rlbench_cli.datasets.episodes import TextEpisodes
+from rlbench_cli.datasets.names import parse_text_name, text_dataset_name
 from rlbench_cli.datasets.text import (
-    TextEpisodes,
     build_text_dataset,
     episode_returns,
     load_text_dataset,
-    parse_text_name,
     save_text_dataset,
-    text_dataset_name,
 )
 from rlbench_cli.envs import known_env, make_env
 from rlbench_cli.envs.text.policies import scripted_policy

@@ -1,0 +1,75 @@
+"""Datasets' names and their parsing, and where generated datasets live; a leaf of ``datasets`` that the
+others import.
+
+A dataset rlbench generates is named ``<EnvId>-<level>`` (``CartPole-v1-medium``, ``LEVELS``) and lives in the
+datasets folder (``RLBENCH_DATASETS``, default ``results/datasets``) as ``<name>.hdf5`` (collected in a wrapped
+env: ``<name>+<Wrapper>.hdf5``). A text env's is named ``<EnvName>-<level>`` with the env's name without its
+``rlbench/`` prefix (dataset names hold no '/'; ``TEXT_LEVELS``) and lives there as ``<name>.jsonl``. A user's
+own file is named by its path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from ..envs.text import TEXT_ENVS, short_name
+
+__all__ = [
+    "LEVELS",
+    "TEXT_LEVELS",
+    "datasets_root",
+    "generated_file_stem",
+    "generated_name",
+    "parse_generated_name",
+    "parse_text_name",
+    "text_dataset_name",
+]
+
+LEVELS = ("random", "medium", "expert", "medium-replay", "medium-expert", "conservative")
+_GENERATED = re.compile(
+    r"^(?P<env>.+?)-(?P<level>medium-replay|medium-expert|random|medium|expert|conservative)$"
+)
+
+
+def generated_name(env_id: str, level: str) -> str:
+    return f"{env_id}-{level}"
+
+
+def generated_file_stem(name: str, wrappers: list[dict[str, Any]] | None = None) -> str:
+    """A generated dataset's file name without suffix: its name, plus ``+Wrapper`` per wrapper of the env it
+    was collected in (``Pendulum-v1-conservative+Delay``)."""
+    return name + "".join(f"+{w['name'].rpartition(':')[2]}" for w in wrappers or [])
+
+
+def parse_generated_name(name: str) -> tuple[str, str] | None:
+    """``CartPole-v1-medium-replay`` -> (``CartPole-v1``, ``medium-replay``); a text env's dataset
+    ``MazeFO-v0-mixed`` -> (``rlbench/MazeFO-v0``, ``mixed``) (``datasets.text``); None if not such a name."""
+    text = parse_text_name(name)
+    if text is not None:
+        return text
+    m = _GENERATED.match(name)
+    return (m.group("env"), m.group("level")) if m else None
+
+
+TEXT_LEVELS = ("optimal", "noisy", "mixed", "random")
+_TEXT = re.compile(r"^(?P<env>[A-Za-z0-9_.]+-v\d+)-(?P<level>optimal|noisy|mixed|random)$")
+
+
+def text_dataset_name(env_id: str, level: str) -> str:
+    return f"{short_name(env_id)}-{level}"
+
+
+def parse_text_name(name: str) -> tuple[str, str] | None:
+    """``MazeFO-v0-mixed`` -> (``rlbench/MazeFO-v0``, ``mixed``); None if not a generated text dataset name."""
+    m = _TEXT.match(name)
+    if not m or f"rlbench/{m.group('env')}" not in TEXT_ENVS:
+        return None
+    return f"rlbench/{m.group('env')}", m.group("level")
+
+
+def datasets_root() -> Path:
+    """Where generated datasets live: ``$RLBENCH_DATASETS`` or ``results/datasets``."""
+    return Path(os.environ.get("RLBENCH_DATASETS") or "results/datasets")
