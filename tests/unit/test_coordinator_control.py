@@ -16,8 +16,6 @@ from rlbench_cli.executors import EXECUTORS, NAMES, executor_kind
 from rlbench_cli.runner import attempt_dir
 from rlbench_cli.store import Store
 
-pytestmark = pytest.mark.fast
-
 
 @pytest.fixture
 def fake_slurm(monkeypatch):
@@ -57,6 +55,7 @@ def _status(store: Store) -> dict[str, tuple[str, str | None]]:
         return {r["run_id"]: (r["status"], r["error"]) for r in store.runs(con, "s")}
 
 
+@pytest.mark.fast
 def test_the_run_lock_is_a_context_manager_that_refuses_a_second_holder(tmp_path):
     db = tmp_path / "r.duckdb"
     with RunLock(db) as lock:
@@ -75,6 +74,7 @@ def test_the_run_lock_is_a_context_manager_that_refuses_a_second_holder(tmp_path
     assert not lock.path.exists()
 
 
+@pytest.mark.fast
 def test_an_error_inside_unless_running_releases_the_lock(tmp_path):
     db = tmp_path / "r.duckdb"
     with pytest.raises(RuntimeError):
@@ -142,6 +142,7 @@ def test_status_without_slurms_commands_shows_the_store_with_a_note(tmp_path, mo
     assert snap.note.startswith("cannot ask Slurm about its runs (squeue: no 'squeue' on PATH)")
 
 
+@pytest.mark.fast
 def test_every_executor_of_the_table_names_where_it_is_built():
     assert NAMES == ("local", "ray", "slurm")
     for kind in EXECUTORS.values():
@@ -153,6 +154,7 @@ def test_every_executor_of_the_table_names_where_it_is_built():
         executor_kind("kubernetes")
 
 
+@pytest.mark.fast
 def test_the_coordinator_never_asks_for_an_executor_by_name():
     package = Path(__file__).resolve().parents[2] / "rlbench_cli" / "coordinator"
     for path in package.glob("*.py"):
