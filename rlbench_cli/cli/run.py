@@ -73,8 +73,10 @@ class Progress:
             self.total, self.todo, self.skipped = info["total"], info["todo"], info["skipped"]
             self.done = self.failed = self.interrupted = 0  # per plan: an adaptive run plans each batch
             extra = f", {info['recovered']} recovered from an earlier stop" if info["recovered"] else ""
-            if info.get("in_slurm"):
-                extra += f", {info['in_slurm']} already in Slurm (waited for, not resubmitted)"
+            if info.get("attached"):
+                extra += (
+                    f", {info['attached']} already in {info['attached_in']} (waited for, not resubmitted)"
+                )
             self._print(f"{info['total']} runs in the suite: {info['skipped']} already done, "
                         f"{info['todo']} to run{extra}")  # fmt: skip
         elif event == "start":
@@ -100,20 +102,20 @@ class Progress:
             again = f" (attempt {info['attempt']})" if info["attempt"] > 1 else ""
             if info.get("resume_step") is not None:
                 again = f" (attempt {info['attempt']}, resumed at step {info['resume_step']})"
-            job = f" slurm job {where.job_id}" if where.executor == "slurm" else ""
+            job = f" {where.executor} job {where.job_id}" if _outlives(where.executor) else ""
             if not where.host:  # submitted to a queue, not running yet
                 self._print(f"  queued {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}{job}")
             else:
                 self._running(s.run_id)
-                on = f" on {where.host}" if where.executor == "slurm" else ""
+                on = f" on {where.host}" if _outlives(where.executor) else ""
                 self._print(f"  start  {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again}{job}{on}")
-        elif event == "attached":  # found in Slurm, from an earlier (detached or killed) rlbench run
+        elif event == "attached":  # found in Slurm (say), from an earlier (detached or killed) rlbench run
             s, where = info["spec"], info["placement"]
             again = f" (attempt {info['attempt']})" if info["attempt"] > 1 else ""
             if where.host:
                 self._running(s.run_id)
             state = f"running on {where.host}" if where.host else "queued"
-            self._print(f"  {state} {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again} slurm job {where.job_id}"
+            self._print(f"  {state} {s.algo} {s.env} seed={s.seed} [{s.run_id}]{again} {where.executor} job {where.job_id}"
                         " (submitted earlier)")  # fmt: skip
         elif event == "requeued":
             s = info["spec"]
@@ -169,6 +171,14 @@ class Progress:
     def close(self) -> None:
         if self.live:
             self._write("\r\033[K")
+
+
+def _outlives(executor: str) -> bool:
+    """Whether runs on ``executor`` are jobs that outlive the coordinator (Slurm's): shown with their job id."""
+    from ..executors import EXECUTORS
+
+    kind = EXECUTORS.get(executor)
+    return kind is not None and kind.outlives_coordinator
 
 
 class _StopOnSignal:
@@ -300,8 +310,10 @@ def run(
         raise UsageError(f"--retries must be 0 or more (got {retries})")
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be a positive number of seconds (got {timeout:g})")
-    if executor is not None and executor not in ("local", "ray", "slurm"):
-        raise UsageError(f"--executor {executor!r}: choose one of local, ray, slurm")
+    if executor is not None:
+        from ..executors import executor_kind
+
+        executor_kind(executor)  # a name of the table, or UsageError naming them
     extra = {}
     for item in sbatch or []:
         key, eq, value = item.partition("=")

@@ -8,40 +8,15 @@ import typer
 
 from .common import DbOpt, JsonOpt, handle_errors, is_tty, store_for
 
-# the latest value of these per run, shown beside each run (system metrics: while it runs, and after)
-SYS_COLUMNS = ("sys/steps_per_second", "sys/cpu_percent", "sys/rss_mb", "sys/gpu_util", "sys/gpu_mem_mb")
 
+def _snapshot(store: Any, suite: str | None) -> Any:
+    """``coordinator.snapshot``, saying on stderr when the executor could not be asked."""
+    from ..coordinator import snapshot
 
-def _snapshot(store: Any, suite: str | None) -> dict[str, Any]:
-    """One consistent read of what ``status`` shows: runs, their placement, last eval/return and sys/*."""
-    from ..errors import UnknownName
-
-    with store.reader() as con:
-        pending_slurm = bool(_slurm_rows(store, con, suite))
-    slurm_state = _reattach(store, suite) if pending_slurm else {}
-    with store.reader() as con:
-        suites = store.suites(con)
-        if suite is not None and suite not in suites:
-            known = ", ".join(suites) or "none yet"
-            raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
-        runs = store.runs(con, suite)
-        latest: dict[str, dict[str, float]] = {}
-        if suite is not None:
-            for run_id, name, value in con.execute(
-                """SELECT run_id, name, arg_max(value, step) FROM metrics
-                   WHERE list_contains(?::VARCHAR[], name)
-                   AND run_id IN (SELECT run_id FROM runs WHERE suite = ?) GROUP BY run_id, name""",
-                [["eval/return", *SYS_COLUMNS], suite],
-            ).fetchall():  # fmt: skip
-                latest.setdefault(run_id, {})[name] = value
-    for r in runs:  # a run in Slurm shows Slurm's word for it: queued or running
-        if r["status"] == "running" and r["run_id"] in slurm_state:
-            r["status"] = slurm_state[r["run_id"]]
-    counts: dict[str, dict[str, int]] = {}
-    for r in runs:
-        c = counts.setdefault(r["suite"], {})
-        c[r["status"]] = c.get(r["status"], 0) + 1
-    return {"runs": runs, "latest": latest, "counts": counts}
+    snap = snapshot(store, suite)
+    if snap.note:
+        typer.echo(f"rlbench: note: {snap.note}", err=True)
+    return snap
 
 
 def _fmt(v: float | None, spec: str = ".1f") -> str:
@@ -62,31 +37,31 @@ HEADERS = ["run_id", "algo", "env", "seed", "status", "tries", "time", "executor
            "steps/s", "cpu%", "rss MB", "eval/return"]  # fmt: skip
 
 
-def _print_plain(snap: dict[str, Any], suite: str | None, path: Any) -> None:
-    if not snap["counts"]:
+def _print_plain(snap: Any, suite: str | None, path: Any) -> None:
+    if not snap.counts:
         typer.echo(f"{path}: no runs yet")
         return
-    for name, c in snap["counts"].items():
+    for name, c in snap.counts.items():
         parts = ", ".join(f"{n} {k}" for k, n in sorted(c.items()))
         typer.echo(f"{name}: {sum(c.values())} runs: {parts}")
     if suite is None:
         return
-    rows = [_run_cells(r, snap["latest"].get(r["run_id"], {})) for r in snap["runs"]]
+    rows = [_run_cells(r, snap.latest.get(r["run_id"], {})) for r in snap.runs]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(HEADERS)]
     right = {3, 5, 6, 11, 12, 13, 14}
     line = lambda cells: "  ".join(c.rjust(w) if i in right else c.ljust(w)  # noqa: E731
                                    for i, (c, w) in enumerate(zip(cells, widths))).rstrip()  # fmt: skip
     typer.echo(line(HEADERS))
-    for r, row in zip(snap["runs"], rows):
+    for r, row in zip(snap.runs, rows):
         typer.echo(line(row))
         if r["status"] in ("failed", "interrupted") and r["error"]:
             typer.echo(f"    {r['error'].strip().splitlines()[0]}")
 
 
-def _rich_table(snap: dict[str, Any], suite: str, path: Any) -> Any:
+def _rich_table(snap: Any, suite: str, path: Any) -> Any:
     from rich.table import Table
 
-    c = snap["counts"].get(suite, {})
+    c = snap.counts.get(suite, {})
     parts = ", ".join(f"{n} {k}" for k, n in sorted(c.items()))
     table = Table(title=f"{suite}: {sum(c.values())} runs: {parts}   ({path}, {time.strftime('%H:%M:%S')})",
                   title_justify="left", expand=False, pad_edge=False)  # fmt: skip
@@ -94,8 +69,8 @@ def _rich_table(snap: dict[str, Any], suite: str, path: Any) -> Any:
         table.add_column(h, justify="right" if h in ("seed", "tries", "time", "steps/s", "cpu%", "rss MB",
                                                      "eval/return") else "left", no_wrap=True)  # fmt: skip
     colour = {"finished": "green", "failed": "red", "interrupted": "yellow", "running": "cyan"}
-    for r in snap["runs"]:
-        cells = _run_cells(r, snap["latest"].get(r["run_id"], {}))
+    for r in snap.runs:
+        cells = _run_cells(r, snap.latest.get(r["run_id"], {}))
         cells[4] = f"[{colour.get(r['status'], 'white')}]{cells[4]}[/]"
         table.add_row(*cells)
     return table
@@ -118,6 +93,7 @@ def status(
 
     Example: rlbench status quickstart --watch
     """
+    from ..coordinator import SYS_COLUMNS
     from ..errors import UsageError
 
     if watch and suite is None:
@@ -134,13 +110,13 @@ def status(
             "db": str(store.path),
             "suites": {
                 name: {"total": sum(c.values()), **c, "all_finished": set(c) == {"finished"}}
-                for name, c in snap["counts"].items()
+                for name, c in snap.counts.items()
             },
         }
         if suite is not None:
             out["runs"] = []
-            for r in snap["runs"]:
-                m = snap["latest"].get(r["run_id"], {})
+            for r in snap.runs:
+                m = snap.latest.get(r["run_id"], {})
                 out["runs"].append({
                     "run_id": r["run_id"], "algo": r["algo"], "env": r["env"], "seed": r["seed"],
                     "status": r["status"], "attempts": r["attempts"], "exit_code": r["exit_code"],
@@ -152,13 +128,13 @@ def status(
     _print_plain(snap, suite, store.path)
 
 
-def _watch(store: Any, suite: str, snap: dict[str, Any], interval: float) -> None:
+def _watch(store: Any, suite: str, snap: Any, interval: float) -> None:
     """Redraw the suite's table every ``interval`` seconds until no run is pending or running (Ctrl-C ends
     it earlier). Without a terminal, print the plain table each time something changes."""
     from ..store import TERMINAL
 
-    def done(s: dict[str, Any]) -> bool:
-        return bool(s["runs"]) and all(r["status"] in TERMINAL for r in s["runs"])
+    def done(s: Any) -> bool:
+        return bool(s.runs) and all(r["status"] in TERMINAL for r in s.runs)
 
     try:
         if is_tty():
@@ -173,7 +149,7 @@ def _watch(store: Any, suite: str, snap: dict[str, Any], interval: float) -> Non
         else:
             last = None
             while True:
-                key = [(r["run_id"], r["status"], r["attempts"]) for r in snap["runs"]]
+                key = [(r["run_id"], r["status"], r["attempts"]) for r in snap.runs]
                 if key != last:
                     _print_plain(snap, suite, store.path)
                     last = key
@@ -183,41 +159,3 @@ def _watch(store: Any, suite: str, snap: dict[str, Any], interval: float) -> Non
                 snap = _snapshot(store, suite)
     except KeyboardInterrupt:
         pass
-
-
-def _slurm_rows(store: Any, con: Any, suite: str | None) -> list[dict[str, Any]]:
-    from ..coordinator import slurm_rows
-
-    return slurm_rows(store.runs(con, suite))
-
-
-def _reattach(store: Any, suite: str | None) -> dict[str, str]:
-    """Runs the store says are in Slurm: ask Slurm. When no ``rlbench run`` holds the database, ingest what
-    they wrote and close the ones that ended (``recover_slurm``); otherwise only read. Returns {run_id:
-    queued | running} for runs still in Slurm. Without Slurm's commands here, says so and shows the store."""
-    from ..coordinator import _RunLock, recover_slurm, runs_root
-    from ..errors import StoreBusy, UsageError
-    from ..executors.slurm import describe_state, query_states
-
-    try:
-        try:
-            lock = _RunLock(store.path).__enter__()
-        except StoreBusy:  # a coordinator is attached and records them: only look
-            with store.reader() as con:
-                rows = _slurm_rows(store, con, suite)
-            states = query_states(r["job_id"] for r in rows)
-            return {
-                r["run_id"]: describe_state(states[r["job_id"]].state) for r in rows if r["job_id"] in states
-            }
-        try:
-            with store.writer() as con:
-                rows = store.runs(con, suite)
-                live = recover_slurm(store, con, runs_root(store), rows)[1]
-        finally:
-            lock.__exit__(None, None, None)
-        return {s.run_id: describe_state(s.state) for s in live}
-    except UsageError as e:
-        typer.echo(
-            f"rlbench: note: cannot ask Slurm about its runs ({e}); showing the database as it is", err=True
-        )
-        return {}

@@ -32,14 +32,17 @@ from .base import (
     OnTick,
     Outcome,
     Placement,
+    detect_gpus,
     hostname,
     output_to,
+    plan_devices,
     preload_worker,
     set_parent_death_signal,
     signal_name,
+    usable_cores,
 )
 
-__all__ = ["LocalExecutor"]
+__all__ = ["LocalExecutor", "create"]
 
 STOP_GRACE_S = 5.0
 
@@ -405,3 +408,35 @@ class LocalExecutor:
                 job, s.job = s.job, None
                 on_end(job, Outcome("interrupted", None, f"interrupted: killed after {STOP_GRACE_S:g}s",
                                     time.monotonic() - s.started))  # fmt: skip
+
+
+def create(suite: Any, n_jobs: int, workers: int | None, timeout: float | None,
+           options: dict[str, Any]) -> LocalExecutor:  # fmt: skip
+    """A LocalExecutor for ``n_jobs`` runs of ``suite``: ``workers`` processes (default: the usable cores),
+    at most one per job, each with its device from ``plan_devices``; ``options["mps"]``: under CUDA MPS,
+    the daemon of the store ``options["db"]``."""
+    res = suite.resources
+    cores = usable_cores()
+    n_workers = max(1, min(workers or cores, n_jobs))
+    devices = plan_devices(detect_gpus(), res.gpus_per_job, n_workers)
+    threads = res.threads_per_job or max(1, cores // len(devices))
+    daemon, note = _mps(bool(options.get("mps")), devices, options.get("db"))
+    return LocalExecutor(devices, threads=threads, timeout=timeout, mps=daemon, mps_note=note)
+
+
+def _mps(wanted: bool, devices: list[tuple[str | None, str]], db: str | None) -> tuple[Any, str]:
+    """The local pool's CUDA MPS: the store's daemon to start (or None) and what ``describe`` says of it.
+    Without MPS, a daemon a killed coordinator left for this store is stopped."""
+    from .. import mps
+
+    where = Path(db) if db else Path.cwd() / "rlbench.duckdb"
+    if not wanted:
+        mps.stop_left_behind(where)
+        return None, ""
+    mps.require_control()  # asked for: its absence is an error even where no run uses a GPU
+    if all(dev == "cpu" for _, dev in devices):
+        return None, ", no CUDA MPS (no run uses a GPU here)"
+    theirs = mps.user_daemon()
+    if theirs is not None:
+        return None, f", under the CUDA MPS daemon already running ({theirs})"
+    return mps.store_daemon(where), ""

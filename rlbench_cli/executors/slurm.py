@@ -46,7 +46,7 @@ from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, output_to, si
 
 __all__ = [
     "SlurmExecutor", "SlurmState", "Survey", "create", "query_states", "survey", "scancel", "describe_state",
-    "mark_cancelled", "ALIVE", "PLACEMENT", "CANCEL_MARKER",
+    "mark_cancelled", "peek", "cancel", "ALIVE", "PLACEMENT", "CANCEL_MARKER",
 ]  # fmt: skip
 
 PLACEMENT = "placement.json"
@@ -462,6 +462,12 @@ class Survey:
     placement: dict[str, Any] | None  # placement.json of that attempt, once the task has started
     state: str  # Slurm's state, UNKNOWN when Slurm has forgotten the job
     outcome: Outcome | None  # None while the job is alive in Slurm
+    executor: str = "slurm"  # where the job is (the coordinator's recovery treats every executor's alike)
+
+    @property
+    def shown(self) -> str:
+        """What ``rlbench status`` calls a job alive in Slurm: queued or running."""
+        return describe_state(self.state)
 
 
 def survey(runs_root: Path, runs: list[dict[str, Any]]) -> list[Survey]:
@@ -477,6 +483,40 @@ def survey(runs_root: Path, runs: list[dict[str, Any]]) -> list[Survey]:
         outcome = outcome_of(st, folder) if st.ended or st.state == UNKNOWN else None
         out.append(Survey(r["run_id"], jid, attempt, folder, read_placement(folder), st.state, outcome))
     return out
+
+
+def peek(runs: list[dict[str, Any]]) -> dict[str, str]:
+    """Only look (another ``rlbench run`` records them): {run_id: queued | running} for the runs of ``runs``
+    (rows with run_id and job_id) whose job Slurm still knows."""
+    states = query_states(r["job_id"] for r in runs)
+    return {r["run_id"]: describe_state(states[r["job_id"]].state) for r in runs if r["job_id"] in states}
+
+
+def cancel(
+    runs_root: Path, runs: list[dict[str, Any]], settle_s: float = 20.0
+) -> tuple[list[str], list[str]]:
+    """``rlbench cancel``'s part in Slurm: scancel the jobs of ``runs`` (rows with run_id, suite, attempts,
+    job_id) that have not ended, after leaving the ``cancelled`` marker in their attempt folders (whoever
+    records the end knows it was asked for), then wait up to ``settle_s`` seconds for them to leave Slurm's
+    queue. Returns (the job ids cancelled, the job ids that had already ended: they are recorded as they
+    ended, not as cancelled)."""
+    states = query_states(r["job_id"] for r in runs)
+    ended = [r["job_id"] for r in runs if r["job_id"] in states and states[r["job_id"]].ended]
+    runs = [r for r in runs if r["job_id"] not in ended]
+    ids = [r["job_id"] for r in runs]
+    for r in runs:  # before scancel
+        for k in (r["attempts"], r["attempts"] + 1):  # +1: a task requeued but not recorded yet
+            folder = attempt_dir(runs_root, r["suite"], r["run_id"], k)
+            if k == r["attempts"] or folder.exists():
+                mark_cancelled(folder)
+    scancel(ids)
+    deadline = time.monotonic() + settle_s
+    while ids and time.monotonic() < deadline:
+        states = query_states(ids)
+        if all(j not in states or states[j].ended for j in ids):
+            break
+        time.sleep(0.5)
+    return ids, ended
 
 
 # -- the executor -----------------------------------------------------------------------------------------

@@ -387,7 +387,7 @@ def test_progress_counts_runs_found_running_in_slurm_as_running(capsys):
     from rlbench_cli.executors.base import Outcome, Placement
 
     p = Progress(live=False)
-    p("plan", {"total": 3, "todo": 3, "skipped": 0, "recovered": 0, "in_slurm": 3})
+    p("plan", {"total": 3, "todo": 3, "skipped": 0, "recovered": 0, "attached": 3, "attached_in": "Slurm"})
     runs = [SimpleNamespace(algo="ppo", env="CartPole-v1", seed=s, run_id=f"r{s}") for s in range(3)]
     p("attached", {"spec": runs[0], "attempt": 1, "placement": Placement("cpu", "node7", "slurm", "4_0")})
     p("attached", {"spec": runs[1], "attempt": 2, "placement": Placement("cpu", "node7", "slurm", "4_1")})

@@ -12,7 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from rlbench_cli.cli.app import app
-from rlbench_cli.coordinator import _Recorder, mark_started
+from rlbench_cli.coordinator import Recorder, mark_started
 from rlbench_cli.executors.base import Job
 from rlbench_cli.grid import expand
 from rlbench_cli.runner import attempt_dir, run_one
@@ -73,7 +73,7 @@ def test_the_recorder_writes_a_burst_in_one_transaction_and_reports_after_the_co
         _shards(folder, i)
         jobs.append(Job(expand_stub(i), folder, 1))
     said: list[str] = []
-    rec = _Recorder(store)
+    rec = Recorder(store)
     rec.last_flush = time.monotonic()  # inside the batching interval: the writes wait for the next tick
     for i, job in enumerate(jobs):
         rec.start(f"r{i}", 1, {"started_at": time.time()}, lambda i=i: said.append(f"started r{i}"))
@@ -119,7 +119,7 @@ def test_a_reader_in_another_process_never_blocks_the_loop_and_the_end_waits_for
         deadline = time.monotonic() + 60
         while not flag.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
-        rec = _Recorder(store)
+        rec = Recorder(store)
         rec.start("r0", 1, {"started_at": time.time()})
         assert rec.ops and rec.con is None  # the file is held: the write waits in the queue, nothing raised
         rec.close()  # the end waits for the reader, then records
@@ -243,7 +243,7 @@ def test_a_burst_with_retries_records_what_one_write_at_a_time_does(tmp_path):
                 one.end_attempt(con, f"r{i}", x, outcome(x))
             else:
                 note(con)
-    rec = _Recorder(burst)
+    rec = Recorder(burst)
     rec.last_flush = time.monotonic()  # all in one transaction
     for kind, i, x in plan:
         if kind == "start":

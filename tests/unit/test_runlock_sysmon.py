@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from rlbench_cli.coordinator import _RunLock
+from rlbench_cli.coordinator import RunLock
 from rlbench_cli.errors import StoreBusy
 from rlbench_cli.sysmon import SystemMonitor, rss_mb
 
@@ -16,23 +16,23 @@ from rlbench_cli.sysmon import SystemMonitor, rss_mb
 def test_the_lock_file_holds_the_pid_while_held_and_is_gone_after(tmp_path):
     db = tmp_path / "r.duckdb"
     lock = db.with_name("r.duckdb.runlock")
-    with _RunLock(db):
+    with RunLock(db):
         assert lock.read_text() == str(os.getpid())
     assert not lock.exists()
-    with _RunLock(db):  # and it can be taken again
+    with RunLock(db):  # and it can be taken again
         assert lock.exists()
     assert not lock.exists()
 
 
 def test_a_live_holder_refuses_a_second_run_with_its_pid(tmp_path):
     db = tmp_path / "r.duckdb"
-    code = ("import sys, time; from pathlib import Path; from rlbench_cli.coordinator import _RunLock\n"
-            "with _RunLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)\n")  # fmt: skip
+    code = ("import sys, time; from pathlib import Path; from rlbench_cli.coordinator import RunLock\n"
+            "with RunLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)\n")  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "held"
         with pytest.raises(StoreBusy, match=f"another 'rlbench run' \\(pid {proc.pid}\\)"):
-            with _RunLock(db):
+            with RunLock(db):
                 pass
     finally:
         proc.kill()
@@ -40,7 +40,7 @@ def test_a_live_holder_refuses_a_second_run_with_its_pid(tmp_path):
     # killed with -9: the file stays behind with its PID, but nobody holds it, so it is stale
     lock = db.with_name("r.duckdb.runlock")
     assert lock.read_text() == str(proc.pid)
-    with _RunLock(db):
+    with RunLock(db):
         assert lock.read_text() == str(os.getpid())
     assert not lock.exists()
 
