@@ -232,7 +232,7 @@ class DatasetSpec(_Model):
     def _imagine(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is None:
             return v
-        from .imagine.build import BUILD_DEFAULTS
+        from .datagen.imagine import BUILD_DEFAULTS
 
         for k, x in v.items():
             if k not in BUILD_DEFAULTS:
@@ -256,7 +256,7 @@ class DatasetSpec(_Model):
 
     @model_validator(mode="after")
     def _env_known(self) -> DatasetSpec:
-        from .datasets.data import LEVELS, parse_generated_name
+        from .datasets.names import LEVELS, parse_generated_name
 
         if self.env is None and self.name.endswith(IMAGINE_SUFFIX) and not self.path:
             object.__setattr__(self, "env", "rlbench/" + self.name[: -len(IMAGINE_SUFFIX)])
@@ -836,8 +836,8 @@ def _check_lang_kwargs(env_id: str, kwargs: dict[str, Any]) -> str | None:
         return None
     import importlib.util
 
-    from .imagine import LANG_LEVELS
-    from .imagine.encoder import check_encoder
+    from .envs.imagine import LANG_LEVELS
+    from .envs.imagine.encoder import check_encoder
 
     needs = "minigrid" if "BabyAI" in env_id else "mujoco"
     if importlib.util.find_spec(needs) is None:
