@@ -467,8 +467,12 @@ def check(ds: Any, path: Path) -> tuple[str, str] | None:
 
 
 # -- rlbench-generator ----------------------------------------------------------------------------------
+
+
 @dataclass
 class Episode:
+    """One episode, real or imagined: states, actions, rewards and its instruction."""
+
     states: np.ndarray  # (T + 1, state_dim): the states visited, the last one after the last action
     actions: np.ndarray  # (T,) int for discrete actions, (T, act_dim) float for continuous ones
     rewards: np.ndarray  # (T,)
