@@ -61,7 +61,7 @@ def exact(dist: dict, gamma: float) -> tuple:
 def train(algo: str, steps: int, params: dict, seed: int) -> tuple[float, object, dict]:
     from rlbench_cli.algos.base import RunContext
     from rlbench_cli.algos.text import offline
-    from rlbench_cli.datasets.text import ensure_text_dataset
+    from rlbench_cli.datagen.text import ensure_text_dataset
     from rlbench_cli.grid import RunSpec
     from rlbench_cli.sink import ShardSink
 

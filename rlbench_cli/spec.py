@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
-IMAGINE_SUFFIX = "-imagine"  # <EnvId>-imagine: a language env's real and imagined rollouts (imagine.build)
+IMAGINE_SUFFIX = "-imagine"  # <EnvId>-imagine: a language env's real and imagined rollouts (datagen.imagine)
 SCORE_RULE_RE = re.compile(r"^(final|best|auc|mean_last:[1-9][0-9]*)$")
 MAX_SEED = 2**31 - 1  # runs.seed is a 32-bit INTEGER column
 MAX_SEEDS = 10_000
@@ -189,7 +189,7 @@ class DatasetSpec(_Model):
         "or a list of these (one task per mix); for <EnvId>-imagine datasets and files with imagined rollouts",
     )
     imagine: dict[str, Any] | None = Field(
-        None, description="how an <EnvId>-imagine dataset is built (imagine.build.BUILD_DEFAULTS keys)"
+        None, description="how an <EnvId>-imagine dataset is built (datagen.imagine.BUILD_DEFAULTS keys)"
     )
     wrappers: list[WrapperSpec] = Field(
         default_factory=list,
@@ -232,7 +232,7 @@ class DatasetSpec(_Model):
     def _imagine(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is None:
             return v
-        from .imagine.build import BUILD_DEFAULTS
+        from .datagen.imagine import BUILD_DEFAULTS
 
         for k, x in v.items():
             if k not in BUILD_DEFAULTS:
@@ -256,7 +256,7 @@ class DatasetSpec(_Model):
 
     @model_validator(mode="after")
     def _env_known(self) -> DatasetSpec:
-        from .datasets.data import LEVELS, parse_generated_name
+        from .datasets.names import LEVELS, parse_generated_name
 
         if self.env is None and self.name.endswith(IMAGINE_SUFFIX) and not self.path:
             object.__setattr__(self, "env", "rlbench/" + self.name[: -len(IMAGINE_SUFFIX)])
@@ -836,8 +836,8 @@ def _check_lang_kwargs(env_id: str, kwargs: dict[str, Any]) -> str | None:
         return None
     import importlib.util
 
-    from .imagine import LANG_LEVELS
-    from .imagine.encoder import check_encoder
+    from .envs.imagine import LANG_LEVELS
+    from .envs.imagine.encoder import check_encoder
 
     needs = "minigrid" if "BabyAI" in env_id else "mujoco"
     if importlib.util.find_spec(needs) is None:

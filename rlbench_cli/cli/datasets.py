@@ -95,45 +95,20 @@ def build(
     Example: rlbench datasets build CartPole-v1 --level medium --level expert
     Example: rlbench datasets build rlbench/MazeFO-v0 --level mixed --size 500
     """
-    from ..datagen import build_dataset
-    from ..datasets.names import LEVELS, TEXT_LEVELS
-    from ..errors import UsageError
+    from ..datagen import build
 
-    kwargs = _json_kwargs(env_kwargs)
-    from ..envs.text import is_text_env
-
-    if is_text_env(env):  # a text env: episodes of its scripted policies, as JSONL
-        from ..datasets.text import ensure_text_dataset
-        from ..envs import known_env
-
-        problem = known_env(env)
-        if problem:
-            raise UsageError(problem)
-        bad = [lv for lv in level if lv not in TEXT_LEVELS]
-        if bad:
-            raise UsageError(f"--level {bad[0]!r}: text datasets have levels {', '.join(TEXT_LEVELS)}")
-        for lv in dict.fromkeys(level):
-            ensure_text_dataset(
-                env, lv, n_episodes=size, seed=seed, root=datasets, env_kwargs=kwargs, force=force,
-                progress=typer.echo,
-            )  # fmt: skip
-        return
-    bad = [lv for lv in level if lv not in LEVELS]
-    if bad:
-        raise UsageError(f"--level {bad[0]!r}: choose one of {', '.join(LEVELS)}")
-    for lv in dict.fromkeys(level):
-        build_dataset(
-            env,
-            lv,
-            size=size,
-            seed=seed,
-            root=datasets,
-            env_kwargs=kwargs,
-            force=force,
-            behaviour_steps=behaviour_steps,
-            device=device,
-            progress=typer.echo,
-        )
+    build(
+        env,
+        level,
+        size=size,
+        seed=seed,
+        root=datasets,
+        env_kwargs=_json_kwargs(env_kwargs),
+        force=force,
+        behaviour_steps=behaviour_steps,
+        device=device,
+        progress=typer.echo,
+    )
 
 
 def _json_kwargs(text: str | None) -> dict[str, Any]:
@@ -297,8 +272,8 @@ def import_(
     from ..datasets.hdf5 import write_hdf5
     from ..datasets.imaginebench import read_imaginebench
     from ..envs import known_env, make_env
+    from ..envs.imagine.encoder import check_encoder
     from ..errors import UsageError
-    from ..imagine.encoder import check_encoder
     from ..spec import NAME_RE
 
     if not NAME_RE.match(name):

@@ -224,8 +224,8 @@ def _success_by_level(store, suite: str, rule: str, drop_first: int, out_dir: Pa
     import pandas as pd
 
     from .. import plots
+    from ..envs.imagine import LANG_LEVELS
     from ..errors import UnknownName
-    from ..imagine import LANG_LEVELS
 
     frames = []
     for level in LANG_LEVELS:

@@ -17,10 +17,7 @@ from typing import Any
 
 import numpy as np
 
-# spec.py still imports these two from here (its import moves to .names with spec.py's own change)
-from .names import LEVELS, parse_generated_name
-
-__all__ = ["OfflineData", "meta_to_attrs", "LEVELS", "parse_generated_name"]
+__all__ = ["OfflineData", "meta_to_attrs"]
 
 
 @dataclass

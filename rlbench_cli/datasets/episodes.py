@@ -1,5 +1,5 @@
-"""A text dataset in memory: ``TextEpisodes``, what ``datasets.text`` builds and reads and ``datasets.lmrl``
-reads LMRL-Gym's files into.
+"""A text dataset in memory: ``TextEpisodes``, what ``datagen.text`` builds, ``datasets.text`` reads and
+``datasets.lmrl`` reads LMRL-Gym's files into.
 """
 
 from __future__ import annotations

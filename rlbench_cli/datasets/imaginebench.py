@@ -10,7 +10,7 @@ Loading a pickle can execute any code inside it, so a pickle is read only with `
 ``--trust`` flag); without it the error says why, and nothing is read. Every problem (a missing key,
 arrays of different lengths, NaN or infinite observations, a pickle that is not a dictionary) is a
 one-line ``ImportInvalid`` naming the file and the key. Instructions given as words are embedded with the
-encoder (``imagine.encoder``); the observation of a transition is then its state followed by that
+encoder (``envs.imagine.encoder``); the observation of a transition is then its state followed by that
 embedding, as rlbench's language envs give it.
 """
 
@@ -96,7 +96,7 @@ def read_imaginebench(path: Path, trust: bool = False, encoder: str | None = Non
                             "drop or fix those transitions")  # fmt: skip
     instr = arrays["instructions"]
     if instr.dtype.kind in "USO":
-        from ..imagine.encoder import describe, get_encoder
+        from ..envs.imagine.encoder import describe, get_encoder
 
         enc = get_encoder(encoder)
         words = [x.decode() if isinstance(x, bytes) else str(x) for x in instr.reshape(n)]

@@ -1,8 +1,8 @@
 """``data_mix``: which rollouts a run on a dataset with imagined rollouts trains on.
 
 A dataset ``<name>`` of real rollouts may have imagined ones beside it (``<name>.imagined.hdf5``, written by
-``imagine.build`` or imported from ImagineBench's files), and ``oracle`` ones (``<name>.oracle.hdf5``, written
-by ``imagine.build``: REAL rollouts of the new instructions the generator imagined, the upper bound ImagineBench
+``datagen.imagine`` or imported from ImagineBench's files), and ``oracle`` ones (``<name>.oracle.hdf5``, written
+by ``datagen.imagine``: REAL rollouts of the new instructions the generator imagined, the upper bound ImagineBench
 compares imagined rollouts with). A mix is one source (``real``, ``imagined``, ``oracle``), sources joined by
 ``+`` (all of each: ``real+imagined``, ``real+oracle``) or shares of transitions, ``{real: 0.7, imagined: 0.3}``
 (written ``real=0.7,imagined=0.3``): whole episodes are drawn from each, in a fixed order, until each has its
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..imagine import IMAGINED_SUFFIX, ORACLE_SUFFIX
 from .data import OfflineData
+from .names import IMAGINED_SUFFIX, ORACLE_SUFFIX
 
 __all__ = ["MIX_SOURCES", "SUFFIXES", "canonical_mix", "parse_mix", "mix_sources", "mix_data", "concat"]
 

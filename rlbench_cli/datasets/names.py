@@ -5,7 +5,9 @@ A dataset rlbench generates is named ``<EnvId>-<level>`` (``CartPole-v1-medium``
 datasets folder (``RLBENCH_DATASETS``, default ``results/datasets``) as ``<name>.hdf5`` (collected in a wrapped
 env: ``<name>+<Wrapper>.hdf5``). A text env's is named ``<EnvName>-<level>`` with the env's name without its
 ``rlbench/`` prefix (dataset names hold no '/'; ``TEXT_LEVELS``) and lives there as ``<name>.jsonl``. A user's
-own file is named by its path.
+own file is named by its path. An ``<EnvId>-imagine`` dataset's real rollouts ``<name>.hdf5`` have their
+imagined rollouts beside them as ``<name>.imagined.hdf5`` and the oracle's (real rollouts of the new
+instructions) as ``<name>.oracle.hdf5``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any
 from ..envs.text import TEXT_ENVS, short_name
 
 __all__ = [
+    "IMAGINED_SUFFIX",
     "LEVELS",
+    "ORACLE_SUFFIX",
     "TEXT_LEVELS",
     "datasets_root",
     "generated_file_stem",
@@ -73,3 +77,8 @@ def parse_text_name(name: str) -> tuple[str, str] | None:
 def datasets_root() -> Path:
     """Where generated datasets live: ``$RLBENCH_DATASETS`` or ``results/datasets``."""
     return Path(os.environ.get("RLBENCH_DATASETS") or "results/datasets")
+
+
+# a dataset <name> of real rollouts has its imagined rollouts next to it as <name>.imagined.hdf5
+IMAGINED_SUFFIX = ".imagined.hdf5"
+ORACLE_SUFFIX = ".oracle.hdf5"  # real rollouts of the new instructions (datagen.imagine.build_oracle)

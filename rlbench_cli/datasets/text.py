@@ -2,12 +2,9 @@
 
 ``TextEpisodes`` is a list of episodes, each a list of turns ``{"observation": str, "action": str, "reward":
 float, "done": bool}``, plus the env id it comes from and its level. On disk: JSONL, one episode per line,
-``{"env": ..., "level": ..., "turns": [...]}``.
-
-Generated datasets are named ``<EnvName>-<level>`` (``datasets.names``): ``MazeFO-v0-mixed`` is evaluated in
-``rlbench/MazeFO-v0``, lives in the datasets folder as ``MazeFO-v0-mixed.jsonl``. Levels: ``optimal``,
-``noisy``, ``random`` (every episode by the scripted policy of that quality) and ``mixed`` (each episode by
-one of the three, drawn uniformly).
+``{"env": ..., "level": ..., "turns": [...]}``. This module reads them; ``datagen.text`` builds rlbench's own
+(``<EnvName>-<level>``, ``datasets.names``: ``MazeFO-v0-mixed`` is ``MazeFO-v0-mixed.jsonl``, evaluated in
+``rlbench/MazeFO-v0``).
 
 LMRL-Gym's own JSONL files are read by ``load_lmrl_jsonl`` (see there) into the same ``TextEpisodes``.
 """
@@ -15,82 +12,17 @@ LMRL-Gym's own JSONL files are read by ``load_lmrl_jsonl`` (see there) into the 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
-from ..errors import ImportInvalid, UsageError
+from ..errors import ImportInvalid
 from .episodes import TextEpisodes
-from .names import TEXT_LEVELS, datasets_root, text_dataset_name
 
-__all__ = [
-    "build_text_dataset",
-    "save_text_dataset",
-    "load_text_dataset",
-    "episode_returns",
-    "DEFAULT_EPISODES",
-    "text_dataset_path",
-    "ensure_text_dataset",
-]
-
-# episodes of a generated text dataset when no size is given: cheap envs many, Stockfish-played ones fewer
-DEFAULT_EPISODES = {"rlbench/Chess-v0": 50, "rlbench/Endgames-v0": 200}
-_DEFAULT = 1_000
+__all__ = ["load_text_dataset", "episode_returns"]
 
 
 def episode_returns(data: TextEpisodes) -> list[float]:
     return [float(sum(t["reward"] for t in ep)) for ep in data]
-
-
-def _episode(env: Any, policy: Any, seed: int) -> list[dict[str, Any]]:
-    obs, info = env.reset(seed=seed)
-    turns = []
-    while True:
-        action = policy(obs, info)
-        nxt, reward, terminated, truncated, info = env.step(action)
-        done = bool(terminated or truncated)
-        turns.append({"observation": obs, "action": action, "reward": float(reward), "done": done})
-        if done:
-            return turns
-        obs = nxt
-
-
-def build_text_dataset(
-    env_id: str, level: str, n_episodes: int, seed: int = 0, env_kwargs: dict[str, Any] | None = None
-) -> TextEpisodes:
-    """``n_episodes`` episodes of ``env_id`` played by the scripted policies of ``level``, seeded."""
-    from ..envs import make_env
-    from ..envs.text.policies import QUALITIES, scripted_policy
-
-    if level not in TEXT_LEVELS:
-        raise UsageError(f"--level {level!r}: text datasets have levels {', '.join(TEXT_LEVELS)}")
-    rng = random.Random(seed)
-    env = make_env(env_id, env_kwargs)
-    policies = {q: scripted_policy(env_id, q, seed=seed * 1_000 + i) for i, q in enumerate(QUALITIES)}
-    episodes, qualities = [], []
-    try:
-        for i in range(n_episodes):
-            quality = rng.choice(QUALITIES) if level == "mixed" else level
-            qualities.append(quality)
-            episodes.append(_episode(env, policies[quality], seed=seed * 1_000_003 + i))
-    finally:
-        env.close()
-        for p in policies.values():
-            getattr(p, "close", lambda: None)()
-    meta = {"seed": seed, "env_kwargs": dict(env_kwargs or {}), "qualities": qualities}
-    return TextEpisodes(episodes, env=env_id, level=level, meta=meta)
-
-
-def save_text_dataset(data: TextEpisodes, path: str | Path) -> Path:
-    """Write ``data`` as JSONL (one episode a line), atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for ep in data:
-            f.write(json.dumps({"env": data.env, "level": data.level, "turns": ep}) + "\n")
-    tmp.replace(path)
-    return path
 
 
 def _turns(path: Path, lineno: int, raw: Any) -> list[dict[str, Any]]:
@@ -157,35 +89,3 @@ def load_text_dataset(path: str | Path, env: str | None = None) -> TextEpisodes:
         level = level or obj.get("level", "")
         episodes.append(_turns(path, lineno, obj["turns"]))
     return TextEpisodes(episodes, env=env_id or "", level=level, meta={"path": str(path)})
-
-
-def text_dataset_path(name: str, root: Path | None = None) -> Path:
-    return Path(root or datasets_root()) / f"{name}.jsonl"
-
-
-def ensure_text_dataset(
-    env_id: str,
-    level: str,
-    *,
-    n_episodes: int | None = None,
-    seed: int = 0,
-    root: Path | None = None,
-    env_kwargs: dict[str, Any] | None = None,
-    force: bool = False,
-    progress: Any = None,
-) -> Path:
-    """Build ``<root>/<EnvName>-<level>.jsonl`` unless it exists (or ``force``); return its path."""
-    path = text_dataset_path(text_dataset_name(env_id, level), root)
-    if path.exists() and not force:
-        if progress:
-            progress(f"{path}: exists, kept (--force rebuilds it)")
-        return path
-    n = n_episodes or DEFAULT_EPISODES.get(env_id, _DEFAULT)
-    data = build_text_dataset(env_id, level, n, seed=seed, env_kwargs=env_kwargs)
-    save_text_dataset(data, path)
-    if progress:
-        rets = episode_returns(data)
-        progress(
-            f"{path}: {len(data)} episodes, {data.n_turns} turns, mean return {sum(rets) / len(rets):.3f}"
-        )
-    return path

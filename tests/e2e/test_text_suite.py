@@ -7,7 +7,7 @@ import json
 import pytest
 from e2e_cli import rl
 
-from rlbench_cli.datasets.text import build_text_dataset, save_text_dataset
+from rlbench_cli.datagen.text import build_text_dataset, save_text_dataset
 
 pytestmark = pytest.mark.slow
 

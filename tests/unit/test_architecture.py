@@ -22,7 +22,6 @@ KNOWN_BIG = {
     "rlbench_cli.algos.ppo": 987,
     "rlbench_cli.algos.ppo_packed": 1006,
     "rlbench_cli.bootstrap": 842,
-    "rlbench_cli.datagen": 869,
     "rlbench_cli.plots": 958,
     "rlbench_cli.spec": 956,
     "rlbench_cli.stats": 816,

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlbench_cli import datagen as B
+from rlbench_cli import datagen
 from rlbench_cli.algos.base import RunContext
 from rlbench_cli.algos.d3rlpy_online import _EpisodeStats
+from rlbench_cli.datagen import d4rl as B
 from rlbench_cli.datasets import dataset_path, load_dataset
 from rlbench_cli.datasets.hdf5 import read_hdf5
 from rlbench_cli.envs import make_env
@@ -67,7 +68,7 @@ def test_generated_data_is_collected_in_the_wrapped_env(tmp_path):
     path = B.build_dataset("MountainCar-v0", "random", size=600, root=tmp_path, wrappers=[DELAY])
     assert path == tmp_path / "MountainCar-v0-random+Delay.hdf5"
     (spec,) = suite([{"name": "MountainCar-v0-random", "wrappers": [DELAY]}], ["bc"]).datasets
-    assert B.ensure_datasets([spec], root=tmp_path) == [path]  # a suite's wrapped dataset: that file
+    assert datagen.ensure_datasets([spec], root=tmp_path) == [path]  # a suite's wrapped dataset: that file
     from rlbench_cli.datasets.catalog import summarize
 
     assert summarize(path)["name"] == "MountainCar-v0-random+Delay"  # as `rlbench datasets list` shows it
@@ -85,7 +86,7 @@ def test_generated_data_is_collected_in_the_wrapped_env(tmp_path):
         o = env.step(int(d.actions[t]))[0]
         np.testing.assert_array_equal(d.next_observations[t], o)
     plain_path = B.build_dataset("MountainCar-v0", "random", size=600, root=tmp_path)
-    assert B.ensure_datasets([DatasetSpec(name="MountainCar-v0-random")], root=tmp_path) == [plain_path]
+    assert datagen.ensure_datasets([DatasetSpec(name="MountainCar-v0-random")], root=tmp_path) == [plain_path]
     assert (
         plain_path == tmp_path / "MountainCar-v0-random.hdf5"
         and "env_wrappers" not in read_hdf5(plain_path).meta

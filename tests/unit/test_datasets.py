@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from rlbench_cli import datagen as B
+from rlbench_cli import datagen
+from rlbench_cli.datagen import behaviour, rollouts
+from rlbench_cli.datagen import d4rl as B
 from rlbench_cli.datasets import OfflineData, dataset_path, load_dataset, to_d3rlpy
 from rlbench_cli.datasets.catalog import describe, list_datasets
 from rlbench_cli.datasets.hdf5 import read_hdf5, write_hdf5
@@ -117,17 +119,17 @@ def test_replay_shares(steps: list[int], medium: int, total: int, expected: list
 
 
 def test_behaviour_defaults() -> None:
-    assert B.behaviour_defaults("CartPole-v1", True).algo == "ppo"
-    assert B.behaviour_defaults("Pendulum-v1", False).algo == "sac"
-    hopper = B.behaviour_defaults("Hopper-v5", False)
+    assert behaviour.behaviour_defaults("CartPole-v1", True).algo == "ppo"
+    assert behaviour.behaviour_defaults("Pendulum-v1", False).algo == "sac"
+    hopper = behaviour.behaviour_defaults("Hopper-v5", False)
     assert (hopper.steps, hopper.size) == (1_000_000, 1_000_000)
-    assert B.behaviour_defaults("LunarLander-v3", True).algo == "ppo"
-    assert B.behaviour_defaults("Reacher-v5", False).algo == "sac"
-    short = B.behaviour_defaults("CartPole-v1", True, steps=4000)
+    assert behaviour.behaviour_defaults("LunarLander-v3", True).algo == "ppo"
+    assert behaviour.behaviour_defaults("Reacher-v5", False).algo == "sac"
+    short = behaviour.behaviour_defaults("CartPole-v1", True, steps=4000)
     assert (
         short.steps == 4000
         and short.eval_every == 200
-        and short.params == B.ENV_DEFAULTS["CartPole-v1"].params
+        and short.params == behaviour.ENV_DEFAULTS["CartPole-v1"].params
     )
 
 
@@ -141,7 +143,7 @@ def _balance(obs: np.ndarray) -> np.ndarray:
 
 def test_collect_keeps_whole_episodes_in_order_and_marks_the_cut() -> None:
     rng = np.random.default_rng(0)
-    c = B.collect("CartPole-v1", {}, lambda obs: rng.integers(0, 2, len(obs)), 300, seed=5, n_envs=4)
+    c = rollouts.collect("CartPole-v1", {}, lambda obs: rng.integers(0, 2, len(obs)), 300, seed=5, n_envs=4)
     assert len(c.observations) == len(c.next_observations) == len(c.rewards) == 300
     assert c.actions.dtype == np.int64 and c.observations.dtype == np.float32
     assert not (c.terminals & c.timeouts).any()
@@ -158,16 +160,16 @@ def test_collect_keeps_whole_episodes_in_order_and_marks_the_cut() -> None:
 
 
 def test_collect_marks_time_limits_as_timeouts() -> None:
-    c = B.collect("CartPole-v1", {}, _balance, 1000, seed=0, n_envs=2)
+    c = rollouts.collect("CartPole-v1", {}, _balance, 1000, seed=0, n_envs=2)
     assert c.timeouts.sum() == 2 and not c.terminals.any()  # two 500-step episodes, cut by the time limit
     assert c.returns == [500.0, 500.0]
 
 
 def test_small_collections_are_whole_episodes_not_fragments() -> None:
     """Few transitions: one env, so the data is whole episodes plus one cut (not 8 parallel fragments)."""
-    assert B.collect_envs(250) == 1 and B.collect_envs(100_000) == B.COLLECT_ENVS
+    assert rollouts.collect_envs(250) == 1 and rollouts.collect_envs(100_000) == rollouts.COLLECT_ENVS
     rng = np.random.default_rng(0)
-    c = B.collect(
+    c = rollouts.collect(
         "Pendulum-v1", {}, lambda obs: rng.uniform(-2, 2, (len(obs), 1)).astype(np.float32), 250, seed=0
     )
     assert np.flatnonzero(c.timeouts).tolist() == [199, 249] and len(c.returns) == 1
@@ -177,11 +179,13 @@ def test_small_collections_are_whole_episodes_not_fragments() -> None:
 def test_episode_returns_are_seeded() -> None:
     seeds = [1, 2, 3]
     rng = np.random.default_rng(0)
-    a = B.episode_returns("CartPole-v1", {}, _balance, seeds)
+    a = rollouts.episode_returns("CartPole-v1", {}, _balance, seeds)
     assert (a == 500).all()
-    r1 = B.episode_returns("CartPole-v1", {}, lambda o: rng.integers(0, 2, len(o)), seeds)
+    r1 = rollouts.episode_returns("CartPole-v1", {}, lambda o: rng.integers(0, 2, len(o)), seeds)
     rng = np.random.default_rng(0)
-    assert (r1 == B.episode_returns("CartPole-v1", {}, lambda o: rng.integers(0, 2, len(o)), seeds)).all()
+    assert (
+        r1 == rollouts.episode_returns("CartPole-v1", {}, lambda o: rng.integers(0, 2, len(o)), seeds)
+    ).all()
 
 
 # -- the HDF5 file, d3rlpy -------------------------------------------------------------------------------
@@ -419,11 +423,11 @@ class _Stand:
 @pytest.fixture
 def cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A behaviour run of CartPole-v1 in the cache: five checkpoints whose eval returns climb to 500."""
-    folder = B.behaviour_folder(tmp_path, "CartPole-v1", {}, "ppo", 0)
+    folder = behaviour.behaviour_folder(tmp_path, "CartPole-v1", {}, "ppo", 0)
     folder.mkdir(parents=True)
     ks = {"0": 0.0, "1000": 0.5, "2000": 5.0, "3000": 20.0, "4000": 1000.0}  # returns ~22, 27, 150, 325, 500
     returns = [22.0, 40.0, 210.0, 400.0, 500.0]
-    cfg = B.ENV_DEFAULTS["CartPole-v1"]
+    cfg = behaviour.ENV_DEFAULTS["CartPole-v1"]
     index = {
         "env_id": "CartPole-v1",
         "env_kwargs": {},
@@ -476,7 +480,9 @@ def test_levels_from_a_cached_behaviour_run(cached: Path) -> None:
         100 * (mean["medium"] - refs[0]) / (refs[1] - refs[0])
     )
     # the expert's 100 reference episodes are stored once, with the behaviour run
-    index = json.loads((B.behaviour_folder(cached, "CartPole-v1", {}, "ppo", 0) / "index.json").read_text())
+    index = json.loads(
+        (behaviour.behaviour_folder(cached, "CartPole-v1", {}, "ppo", 0) / "index.json").read_text()
+    )
     assert index["references"]["random"] == refs[0] and index["references"]["expert_step"] == 4000
     # a second build keeps the file; d3rlpy loads what was built
     assert B.build_dataset("CartPole-v1", "medium", root=cached, size=10) == out["medium"]
@@ -523,9 +529,11 @@ def test_ensure_datasets(tmp_path: Path) -> None:
     from rlbench_cli.spec import DatasetSpec
 
     specs = [DatasetSpec(name="MountainCar-v0-random")]
-    assert B.ensure_datasets(specs, root=tmp_path) == [tmp_path / "MountainCar-v0-random.hdf5"]
+    assert datagen.ensure_datasets(specs, root=tmp_path) == [tmp_path / "MountainCar-v0-random.hdf5"]
     mtime = (tmp_path / "MountainCar-v0-random.hdf5").stat().st_mtime_ns
-    assert B.ensure_datasets(specs, root=tmp_path) == [tmp_path / "MountainCar-v0-random.hdf5"]
+    assert datagen.ensure_datasets(specs, root=tmp_path) == [tmp_path / "MountainCar-v0-random.hdf5"]
     assert (tmp_path / "MountainCar-v0-random.hdf5").stat().st_mtime_ns == mtime  # kept, not rebuilt
     with pytest.raises(UnknownName, match="dataset 'mine': no file or folder .*nope.hdf5; check its path"):
-        B.ensure_datasets([DatasetSpec(name="mine", path=str(tmp_path / "nope.hdf5"), env="CartPole-v1")])
+        datagen.ensure_datasets(
+            [DatasetSpec(name="mine", path=str(tmp_path / "nope.hdf5"), env="CartPole-v1")]
+        )

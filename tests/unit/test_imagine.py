@@ -10,9 +10,9 @@ import pytest
 from rlbench_cli.datasets.data import OfflineData
 from rlbench_cli.datasets.imaginebench import read_imaginebench
 from rlbench_cli.datasets.mix import canonical_mix, mix_data
+from rlbench_cli.envs.imagine.encoder import get_encoder
 from rlbench_cli.errors import ImportInvalid, SuiteInvalid
 from rlbench_cli.grid import expand
-from rlbench_cli.imagine.encoder import get_encoder
 from rlbench_cli.spec import parse_suite
 
 
@@ -178,7 +178,7 @@ def test_a_pickle_is_not_even_opened_without_trust(tmp_path):
 def test_generator_learns_from_real_episodes_and_imagines_rollouts_for_new_instructions():
     import torch
 
-    from rlbench_cli.imagine.generator import Episode, RolloutGenerator
+    from rlbench_cli.datagen.imagine import Episode, RolloutGenerator
 
     rng = np.random.default_rng(0)
     eps = [Episode(np.cumsum(rng.normal(size=(5, 3)), 0).astype(np.float32), rng.integers(4, size=4),
@@ -266,8 +266,8 @@ def test_a_local_transformers_encoder_folder_embeds_instructions_and_is_named(tm
 
 
 def test_halfcheetah_real_rollouts_follow_their_instruction_better_than_standing_still():
+    from rlbench_cli.datagen.imagine import _cheetah_episodes, _cpg_return
     from rlbench_cli.envs import make_env
-    from rlbench_cli.imagine.build import _cheetah_episodes, _cpg_return
 
     eps, _ = _cheetah_episodes("rlbench/HalfCheetah-Lang-v0", {"max_steps": 20}, 5, 0, search=(24, 8))
     assert len(eps) == 5 and {e.instruction for e in eps} == {"run forward at speed 1", "run forward at speed 2",
@@ -297,10 +297,10 @@ def test_oracle_is_a_mix_source_and_earlier_mixes_keep_their_text():
 
 
 def test_oracle_rollouts_are_the_experts_real_rollouts_of_the_imagined_instructions(tmp_path):
+    from rlbench_cli.datagen.imagine import _novel_seeds, build_oracle, oracle_path
     from rlbench_cli.datasets import load_dataset
     from rlbench_cli.datasets.hdf5 import read_hdf5
     from rlbench_cli.envs import make_env
-    from rlbench_cli.imagine.build import _novel_seeds, build_oracle, oracle_path
 
     env_id, settings = "rlbench/BabyAI-Lang-v0", {"imagined_episodes": 2}
     path = build_oracle("BabyAI-Lang-v0-imagine", env_id, tmp_path, {}, settings, seed=0)
@@ -334,7 +334,7 @@ def test_oracle_rollouts_are_the_experts_real_rollouts_of_the_imagined_instructi
 
 
 def test_halfcheetah_oracle_plays_each_parts_gait_in_its_part_of_a_sequence():
-    from rlbench_cli.imagine.build import _cheetah_oracle
+    from rlbench_cli.datagen.imagine import _cheetah_oracle
 
     seeds = {"rephrase": [1], "easy": [2, 3], "hard": [4, 5]}
     eps = _cheetah_oracle("rlbench/HalfCheetah-Lang-v0", {"max_steps": 20}, seeds, 0, search=(8, 4))

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("mujoco")
 
-from rlbench_cli.datagen import build_dataset  # noqa: E402
+from rlbench_cli.datagen.d4rl import build_dataset  # noqa: E402
 from rlbench_cli.datasets import load_dataset  # noqa: E402
 from rlbench_cli.grid import RunSpec  # noqa: E402
 from rlbench_cli.runner import run_one  # noqa: E402

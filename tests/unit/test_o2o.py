@@ -9,9 +9,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlbench_cli import datagen as B
 from rlbench_cli.algos.base import RunContext
 from rlbench_cli.cli.common import check_score_flags
+from rlbench_cli.datagen import d4rl as B
 from rlbench_cli.datasets.names import parse_generated_name
 from rlbench_cli.errors import UsageError
 from rlbench_cli.grid import expand

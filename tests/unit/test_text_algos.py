@@ -101,7 +101,7 @@ class ListSink:
 
 @pytest.fixture(scope="module")
 def maze_dataset(tmp_path_factory):
-    from rlbench_cli.datasets.text import build_text_dataset, save_text_dataset
+    from rlbench_cli.datagen.text import build_text_dataset, save_text_dataset
 
     path = tmp_path_factory.mktemp("text") / "MazeFO-v0-mixed.jsonl"
     save_text_dataset(build_text_dataset("rlbench/MazeFO-v0", "mixed", 12, seed=0), path)

@@ -88,7 +88,8 @@ def test_missing_stockfish_names_the_setting(tmp_path):
 
 @pytest.mark.usefixtures("stockfish")
 def test_scripted_optimal_policy_mates_in_endgames():
-    from rlbench_cli.datasets.text import build_text_dataset, episode_returns
+    from rlbench_cli.datagen.text import build_text_dataset
+    from rlbench_cli.datasets.text import episode_returns
 
     opt = build_text_dataset("rlbench/Endgames-v0", "optimal", 3, seed=0, env_kwargs=FAST)
     assert episode_returns(opt) == [1.0, 1.0, 1.0]

@@ -7,14 +7,10 @@ import statistics
 
 import pytest
 
+from rlbench_cli.datagen.text import build_text_dataset, save_text_dataset
 from rlbench_cli.datasets.episodes import TextEpisodes
 from rlbench_cli.datasets.names import parse_text_name, text_dataset_name
-from rlbench_cli.datasets.text import (
-    build_text_dataset,
-    episode_returns,
-    load_text_dataset,
-    save_text_dataset,
-)
+from rlbench_cli.datasets.text import episode_returns, load_text_dataset
 from rlbench_cli.envs import known_env, make_env
 from rlbench_cli.envs.text.policies import scripted_policy
 from rlbench_cli.errors import ImportInvalid

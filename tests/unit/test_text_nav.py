@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlbench_cli.datasets.text import build_text_dataset, episode_returns
+from rlbench_cli.datagen.text import build_text_dataset
+from rlbench_cli.datasets.text import episode_returns
 from rlbench_cli.envs import make_env
 from rlbench_cli.envs.text.textnav import DOORS, ROOMS, admissible_from, shortest_path
 

@@ -7,7 +7,8 @@ import statistics
 
 import pytest
 
-from rlbench_cli.datasets.text import build_text_dataset, episode_returns
+from rlbench_cli.datagen.text import build_text_dataset
+from rlbench_cli.datasets.text import episode_returns
 from rlbench_cli.envs import make_env
 from rlbench_cli.errors import UsageError
 

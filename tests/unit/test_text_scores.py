@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from rlbench_cli import stats
-from rlbench_cli.datasets.text import build_text_dataset, episode_returns
+from rlbench_cli.datagen.text import build_text_dataset
+from rlbench_cli.datasets.text import episode_returns
 from rlbench_cli.references import BUILTIN, normalise, resolve
 
 

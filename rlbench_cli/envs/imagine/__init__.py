@@ -1,7 +1,7 @@
 """Language-conditioned environments of ImagineBench's protocol, registered with gymnasium on first use.
 
 ``rlbench/BabyAI-Lang-v0`` (minigrid) and ``rlbench/HalfCheetah-Lang-v0`` (MuJoCo). Each episode draws a
-task of the env's ``level`` (``real``, ``rephrase``, ``easy``, ``hard``; see ``imagine.tasks``); the
+task of the env's ``level`` (``real``, ``rephrase``, ``easy``, ``hard``; see ``tasks``); the
 observation is the flat state vector followed by the instruction's embedding (``encoder``: rlbench's
 default, or a local model folder), so offline algorithms run on it unchanged; ``info["success"]`` says at
 an episode's last step whether the instruction was carried out, and ``info["instruction"]`` gives its words.
@@ -9,7 +9,11 @@ an episode's last step whether the instruction was carried out, and ``info["inst
 
 from __future__ import annotations
 
-__all__ = ["LANG_ENVS", "register", "lang_levels"]
+__all__ = ["LANG_ENVS", "LANG_LEVELS", "register", "lang_levels"]
+
+# the instruction levels every language task has, ImagineBench's: the training instructions, the same tasks
+# worded differently, new simple tasks, new composed tasks
+LANG_LEVELS = ("real", "rephrase", "easy", "hard")
 
 LANG_ENVS = {
     "rlbench/BabyAI-Lang-v0": "rlbench_cli.envs.imagine.babyai:make_babyai",
@@ -34,8 +38,6 @@ def register() -> None:
 def lang_levels(env_id: str, kwargs: dict | None = None) -> tuple[str, ...]:
     """The levels an evaluation in ``env_id`` covers: all four for a language env whose kwargs fix no
     ``level``, that one where they do, none for any other env."""
-    from ...imagine import LANG_LEVELS
-
     if env_id not in LANG_ENVS:
         return ()
     level = (kwargs or {}).get("level")

@@ -1,5 +1,5 @@
 """``rlbench/BabyAI-Lang-v0``: minigrid's BabyAI goto / pickup / open / put-next families in two small rooms
-joined by a door, instructions at ImagineBench's levels (``imagine.tasks``).
+joined by a door, instructions at ImagineBench's levels (``tasks``).
 
 State (153 numbers): the agent's 7x7x3 egocentric view (minigrid's object, colour and state codes), its
 direction one-hot, and the type and colour codes of what it carries (0 when nothing); then the instruction's
@@ -26,9 +26,9 @@ from minigrid.envs.babyai.core.verifier import (
     PutNextInstr,
 )
 
-from ...imagine import LANG_LEVELS
-from ...imagine.encoder import get_encoder
-from ...imagine.tasks import COLORS, SEEN, SEQUENCE, UNSEEN, babyai_text
+from . import LANG_LEVELS
+from .encoder import get_encoder
+from .tasks import COLORS, SEEN, SEQUENCE, UNSEEN, babyai_text
 
 __all__ = ["BabyAILangLevel", "LangBabyAI", "make_babyai", "STATE_DIM"]
 

@@ -1,5 +1,5 @@
 """``rlbench/HalfCheetah-Lang-v0``: gymnasium's MuJoCo HalfCheetah with instructions at ImagineBench's levels
-(``imagine.tasks``): run forward or move backward at a speed, jump; ``hard``: two of them in sequence, the
+(``tasks``): run forward or move backward at a speed, jump; ``hard``: two of them in sequence, the
 first half of the episode and then the second.
 
 State: HalfCheetah-v5's 17 numbers, then the instruction's embedding. Reward per step: for a speed, minus the
@@ -16,9 +16,9 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from ...imagine import LANG_LEVELS
-from ...imagine.encoder import get_encoder
-from ...imagine.tasks import cheetah_tasks, cheetah_text
+from . import LANG_LEVELS
+from .encoder import get_encoder
+from .tasks import cheetah_tasks, cheetah_text
 
 __all__ = ["LangHalfCheetah", "make_cheetah", "part_success", "SPEED_TOLERANCE", "JUMP_HEIGHT"]
 

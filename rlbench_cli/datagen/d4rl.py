@@ -27,137 +27,68 @@ seeded episodes); the data is collected with sampled actions, whose return can b
 default medium checkpoint: 217 deterministic, 179 in its data). The metadata records both
 (``policy.eval_return``, ``policy.data_mean_return``) and the data's normalised return.
 
-The behaviour policy is trained once per (env, env kwargs, seed) and kept in
-``<root>/behaviour/<EnvId>-<algo>-seed<N>[-<kwargs hash>]/``: its metrics (Parquet shards, as a run's), a
-checkpoint at every evaluation (``RunContext.on_evaluate``) and ``index.json`` (step -> evaluation return,
-the configuration, and the reference returns once measured). Every level reuses it.
+The behaviour policy is trained once per (env, env kwargs, seed), cached, and reused by every level
+(``datagen.behaviour``, with the per-environment defaults ``ENV_DEFAULTS``).
 
 Reference returns, stored in every level's metadata: ``ref_random`` is the mean return of uniform random
 actions over 100 seeded episodes, ``ref_expert`` the mean deterministic return of the expert checkpoint over
 the same 100 seeds. ``timeouts`` mark time-limit truncations and the cut at ``size``; ``terminals`` mark
 terminal states; ``next_observations`` are stored too.
 
-Per-environment defaults (``ENV_DEFAULTS``): CartPole-v1 and Acrobot-v1 learn with PPO (rl-baselines3-zoo's
-CartPole recipe, as in suites/quickstart.yaml), Pendulum-v1 with small-network SAC (as in
-suites/classic-control.yaml), the MuJoCo tasks with SAC at D4RL's sizes (1M steps, 1M transitions: a GPU
-box's job, ``device="cuda"``). Other gymnasium ids get PPO (discrete actions) or SAC (continuous) with generic settings.
-MountainCar-v0 has no learned levels: its reward is sparse and none of rlbench's learners solves it in a
-small budget, so only ``random`` can be built (without an expert reference).
-
-Layering: this module trains, so it sits below ``algos`` in DESIGN.md's order although it lives in
-``datasets/``; nothing else in ``datasets/`` imports it, and it imports algos, grid and sink lazily.
+The rollouts: ``datagen.rollouts``. As a family of ``datagen``'s dispatch: ``claims`` a dataset named
+``<EnvId>-<level>`` of a gymnasium env (not a text env), ``ensure`` builds it, ``build_levels`` is
+``rlbench datasets build ENV`` for such an env.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import importlib
-import json
-import os
-import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import __version__
-from .datasets.data import OfflineData
-from .datasets.hdf5 import read_meta, write_hdf5
-from .datasets.names import (
-    LEVELS,
-    datasets_root,
-    generated_file_stem,
-    generated_name,
-    parse_generated_name,
+from .. import __version__
+from ..datasets.data import OfflineData
+from ..datasets.hdf5 import read_meta, write_hdf5
+from ..datasets.names import LEVELS, datasets_root, generated_file_stem, generated_name, parse_generated_name
+from ..envs import known_env, make_env
+from ..envs.text import is_text_env
+from ..errors import UnknownName, UsageError
+from .behaviour import (
+    NOT_LEARNABLE,
+    behaviour_defaults,
+    ensure_behaviour,
+    load_checkpoint,
+    one_torch_thread,
+    utc_now,
+    write_json,
 )
-from .envs import known_env, make_env
-from .envs.text import is_text_env
-from .errors import UnknownName, UsageError
+from .rollouts import COLLECT_ENVS, Collected, collect, collect_envs, episode_returns, uniform_policy
 
 __all__ = [
-    "Behaviour",
-    "ENV_DEFAULTS",
-    "NOT_LEARNABLE",
-    "behaviour_defaults",
+    "claims",
+    "ensure",
+    "builds_env",
+    "build_levels",
     "build_dataset",
-    "ensure_datasets",
     "select_expert",
     "select_medium",
     "replay_shares",
-    "collect",
-    "collect_envs",
+    "normalized",
 ]
 
 Progress = Callable[[str], None]
 
 REF_EPISODES = 100
 REF_SEED = 2_000_003  # reference episode i is reset with seed REF_SEED + i, whatever the behaviour seed
-COLLECT_ENVS = 8  # environments stepped in lock-step while collecting (one batched policy call a step)
 MEDIUM_TARGET = 0.4
 MEDIUM_RANGE = (1 / 3, 1 / 2)
 
 
-@dataclass(frozen=True)
-class Behaviour:
-    """How the behaviour policy of an environment is trained, and the default dataset size."""
-
-    algo: str
-    params: dict[str, Any] = field(default_factory=dict)
-    steps: int = 100_000  # training env steps
-    eval_every: int = 5_000  # evaluation (and checkpoint) interval
-    size: int = 100_000  # transitions per dataset
-    eval_episodes: int = 10
-
-
-# rl-baselines3-zoo's tuned CartPole PPO in CleanRL's names (suites/quickstart.yaml): solves CartPole in ~30k
-_PPO_ZOO = {
-    "num_envs": 8,
-    "num_steps": 32,
-    "num_minibatches": 1,
-    "gae_lambda": 0.8,
-    "gamma": 0.98,
-    "update_epochs": 20,
-    "ent_coef": 0.0,
-    "learning_rate": 1.0e-3,
-    "clip_vloss": False,
-}
-# small networks, rl-baselines3-zoo's Pendulum learning rates and gamma (suites/classic-control.yaml)
-_SAC_SMALL = {
-    "hidden_units": [64, 64],
-    "batch_size": 128,
-    "actor_learning_rate": 1.0e-3,
-    "critic_learning_rate": 1.0e-3,
-    "gamma": 0.98,
-}
-# d3rlpy's SAC defaults (256x256, lr 3e-4, batch 256) with the usual 10k random warm-up steps
-_SAC_MUJOCO = {"update_start_step": 10_000, "random_steps": 10_000}
-
-ENV_DEFAULTS: dict[str, Behaviour] = {
-    # eval every 1024 steps: PPO passes 1/3..1/2 of its final return within a few thousand steps
-    "CartPole-v1": Behaviour("ppo", _PPO_ZOO, steps=50_000, eval_every=1_024, size=100_000),
-    "Acrobot-v1": Behaviour("ppo", _PPO_ZOO, steps=50_000, eval_every=1_024, size=100_000),
-    # SAC jumps from about -1000 to -200 between 3k and 4k steps: evaluate often enough to catch a medium
-    "Pendulum-v1": Behaviour("sac", _SAC_SMALL, steps=10_000, eval_every=250, size=100_000),
-    "Hopper-v5": Behaviour("sac", _SAC_MUJOCO, steps=1_000_000, eval_every=10_000, size=1_000_000),
-    "HalfCheetah-v5": Behaviour("sac", _SAC_MUJOCO, steps=1_000_000, eval_every=10_000, size=1_000_000),
-    "Walker2d-v5": Behaviour("sac", _SAC_MUJOCO, steps=1_000_000, eval_every=10_000, size=1_000_000),
-}
-NOT_LEARNABLE: dict[str, str] = {
-    "MountainCar-v0": "its reward is sparse: ppo, dqn and double_dqn all stay at -200 within a small budget",
-}
-_GENERIC = {"ppo": Behaviour("ppo"), "sac": Behaviour("sac")}
-
-
 def _silent(message: str) -> None:
     pass
-
-
-# -- the defaults --------------------------------------------------------------------------------------
 
 
 def _spaces(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, Any, bool]:
@@ -180,17 +111,6 @@ def _spaces(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, Any, bool]:
     ):
         raise UsageError(f"{env_id}: its action space {act} is unbounded, so it has no uniform random policy")
     return obs, act, isinstance(act, gymnasium.spaces.Discrete)
-
-
-def behaviour_defaults(env_id: str, discrete: bool, steps: int | None = None) -> Behaviour:
-    """The behaviour training of ``env_id``: its row of ``ENV_DEFAULTS``, else PPO (discrete actions) or SAC
-    with generic settings. ``steps`` overrides the budget (evaluating at least about 20 times)."""
-    cfg = ENV_DEFAULTS.get(env_id) or _GENERIC["ppo" if discrete else "sac"]
-    if steps is None or steps == cfg.steps:
-        return cfg
-    return Behaviour(
-        cfg.algo, cfg.params, steps, min(cfg.eval_every, max(1, steps // 20)), cfg.size, cfg.eval_episodes
-    )
 
 
 # -- level arithmetic (pure) ----------------------------------------------------------------------------
@@ -231,249 +151,6 @@ def replay_shares(steps: list[int], medium: int, total: int) -> list[int]:
     return out.tolist()
 
 
-# -- rollouts -------------------------------------------------------------------------------------------
-
-
-def _env_action(a: np.ndarray) -> Any:
-    return a.item() if a.ndim == 0 else a
-
-
-def episode_returns(
-    env_id: str, env_kwargs: dict[str, Any], act: Callable[[np.ndarray], np.ndarray], seeds: list[int]
-) -> np.ndarray:
-    """Undiscounted return of one episode per seed, all stepped in lock-step (one batched ``act`` call)."""
-    envs = [make_env(env_id, env_kwargs) for _ in seeds]
-    obs = [np.asarray(env.reset(seed=s)[0], np.float32) for env, s in zip(envs, seeds)]
-    returns = np.zeros(len(envs))
-    alive = list(range(len(envs)))
-    while alive:
-        actions = np.asarray(act(np.stack([obs[i] for i in alive])))
-        still = []
-        for j, i in enumerate(alive):
-            o, r, term, trunc, _ = envs[i].step(_env_action(actions[j]))
-            returns[i] += float(r)
-            obs[i] = np.asarray(o, np.float32)
-            if not (term or trunc):
-                still.append(i)
-        alive = still
-    for env in envs:
-        env.close()
-    return returns
-
-
-@dataclass
-class Collected:
-    """Transitions collected by ``collect``, D4RL's flat layout, and the returns of the whole episodes."""
-
-    observations: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    terminals: np.ndarray
-    timeouts: np.ndarray
-    next_observations: np.ndarray
-    returns: list[float]  # of the episodes that ended in the env (not the one cut at the end, if any)
-
-
-def collect_envs(n: int) -> int:
-    """How many envs collect ``n`` transitions: up to ``COLLECT_ENVS``, each with at least
-    ``_PER_ENV`` transitions to collect, so that small collections are whole episodes, not fragments."""
-    return max(1, min(COLLECT_ENVS, n // _PER_ENV))
-
-
-_PER_ENV = 5_000
-
-
-def collect(
-    env_id: str,
-    env_kwargs: dict[str, Any],
-    act: Callable[[np.ndarray], np.ndarray],
-    n: int,
-    seed: int,
-    n_envs: int | None = None,
-    wrappers: list[dict[str, Any]] | None = None,
-) -> Collected:
-    """``n`` transitions of ``act`` in ``env_id``, whole episodes one after another (D4RL's layout).
-
-    ``n_envs`` environments (default ``collect_envs(n)``; reset with seeds ``seed + i``, later episodes
-    continuing each env's RNG) are stepped in lock-step, one batched ``act`` call a step. An episode is
-    kept when it ends, in the order episodes end; an env starts another only while the episodes kept and
-    running fall short of ``n``; the last episode kept is cut at ``n`` (a timeout marks the cut). ``wrappers``
-    (``[{name, kwargs}]``) wrap each env, as a suite's ``wrappers:`` do.
-    """
-    n_envs = n_envs or collect_envs(n)
-    envs = [make_env(env_id, env_kwargs, wrappers=wrappers) for _ in range(n_envs)]
-    obs = [np.asarray(env.reset(seed=seed + i)[0], np.float32) for i, env in enumerate(envs)]
-    Step = tuple[np.ndarray, Any, float, np.ndarray]  # obs, action, reward, next obs
-    current: list[list[Step]] = [[] for _ in envs]
-    episodes: list[tuple[list[Step], bool, bool]] = []  # steps, terminated, ended in the env
-    active = list(range(n_envs))
-    kept = taken = 0
-    while active and kept < n and taken < 2 * n + n_envs:  # the bound stops envs that never end episodes
-        actions = np.asarray(act(np.stack([obs[i] for i in active])))
-        for j, i in enumerate(list(active)):
-            o, r, term, trunc, _ = envs[i].step(_env_action(actions[j]))
-            o = np.asarray(o, np.float32)
-            current[i].append((obs[i], actions[j], float(r), o))
-            if term or trunc:
-                episodes.append((current[i], bool(term), True))
-                kept += len(current[i])
-                current[i] = []
-                if kept + sum(len(c) for c in current) >= n:
-                    active.remove(i)
-                    continue
-                o = np.asarray(envs[i].reset()[0], np.float32)
-            obs[i] = o
-        taken += len(active)
-    for env in envs:
-        env.close()
-    episodes += [(steps, False, False) for steps in current if steps and kept < n]
-    rows: list[Step] = []
-    terminals: list[bool] = []
-    timeouts: list[bool] = []
-    returns: list[float] = []
-    for steps, term, ended in episodes:
-        part = steps[: n - len(rows)]
-        if not part:
-            break
-        whole = ended and len(part) == len(steps)
-        rows += part
-        terminals += [False] * (len(part) - 1) + [term and whole]
-        timeouts += [False] * (len(part) - 1) + [not (term and whole)]
-        if whole:
-            returns.append(sum(s[2] for s in part))
-    return Collected(
-        observations=np.stack([s[0] for s in rows]),
-        actions=np.stack([s[1] for s in rows]),
-        rewards=np.array([s[2] for s in rows], np.float32),
-        terminals=np.array(terminals, bool),
-        timeouts=np.array(timeouts, bool),
-        next_observations=np.stack([s[3] for s in rows]),
-        returns=returns,
-    )
-
-
-# -- the behaviour policy -------------------------------------------------------------------------------
-
-
-def behaviour_folder(root: Path, env_id: str, env_kwargs: dict[str, Any], algo: str, seed: int) -> Path:
-    name = f"{env_id}-{algo}-seed{seed}"
-    if env_kwargs:
-        name += (
-            "-" + hashlib.sha256(json.dumps(env_kwargs, sort_keys=True, default=str).encode()).hexdigest()[:8]
-        )
-    return root / "behaviour" / name
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _one_torch_thread() -> Iterator[None]:
-    """Small networks train fastest on one thread, and do not fight other jobs for cores (as rlbench's
-    workers do)."""
-    import torch
-
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
-
-
-def load_checkpoint(algo: str, path: Path, device: str = "cpu") -> Any:
-    """A policy saved during behaviour training, restored by its adapter module's ``load_policy``."""
-    from .algos import get_algorithm
-
-    return importlib.import_module(get_algorithm(algo).__module__).load_policy(path, device=device)
-
-
-def _train_behaviour(
-    folder: Path,
-    env_id: str,
-    env_kwargs: dict[str, Any],
-    seed: int,
-    cfg: Behaviour,
-    device: str,
-    progress: Progress,
-) -> dict[str, Any]:
-    """Train the behaviour policy into ``folder`` (built beside it, renamed into place when complete)."""
-    from .algos import get_algorithm
-    from .algos.base import RunContext
-    from .grid import RunSpec
-    from .sink import ShardSink
-
-    tmp = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "checkpoints").mkdir(parents=True)
-    budget = {
-        "steps": cfg.steps,
-        "eval_every": cfg.eval_every,
-        "eval_episodes": cfg.eval_episodes,
-        "timeout": None,
-    }
-    spec = RunSpec(
-        suite="datasets",
-        algo=cfg.algo,
-        algo_name=cfg.algo,
-        params=dict(cfg.params),
-        env_id=env_id,
-        env_kwargs=dict(env_kwargs),
-        seed=seed,
-        budget=budget,
-    )
-    checkpoints: list[dict[str, Any]] = []
-
-    def snapshot(step: int, mean_return: float, policy: Any) -> None:
-        rel = f"checkpoints/step-{step:09d}.ckpt"
-        policy.save(tmp / rel)
-        checkpoints.append({"step": step, "return": mean_return, "file": rel})
-        progress(
-            f"  behaviour {cfg.algo} on {env_id}: step {step}/{cfg.steps}, eval return {mean_return:.1f}"
-        )
-
-    progress(
-        f"training the behaviour policy: {cfg.algo} on {env_id} for {cfg.steps} steps (seed {seed}), "
-        f"a checkpoint every {cfg.eval_every} steps"
-    )
-    sink = ShardSink(tmp / "metrics")
-    ctx = RunContext(spec=spec, sink=sink, device=device, run_dir=tmp, on_evaluate=snapshot)
-    t0 = time.perf_counter()
-    try:
-        with _one_torch_thread():
-            get_algorithm(cfg.algo)().train(ctx)
-    finally:
-        sink.close()
-    index = {
-        "env_id": env_id,
-        "env_kwargs": env_kwargs,
-        "algo": cfg.algo,
-        "params": cfg.params,
-        "steps": cfg.steps,
-        "eval_every": cfg.eval_every,
-        "eval_episodes": cfg.eval_episodes,
-        "seed": seed,
-        "device": device,
-        "rlbench_version": __version__,
-        "created_at": _now(),
-        "train_seconds": round(time.perf_counter() - t0, 1),
-        "checkpoints": checkpoints,
-    }
-    _write_json(tmp / "index.json", index)
-    if folder.exists():  # another build finished the same policy meanwhile: keep that one
-        shutil.rmtree(tmp)
-        return json.loads((folder / "index.json").read_text())
-    os.replace(tmp, folder)
-    return index
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 def _references(
     folder: Path, index: dict[str, Any], act_space: Any, device: str, progress: Progress
 ) -> dict[str, Any]:
@@ -486,9 +163,9 @@ def _references(
         f"measuring the reference returns of {env_id}: random and expert policies, {REF_EPISODES} episodes"
     )
     rng = np.random.default_rng(REF_SEED)
-    ref_random = float(episode_returns(env_id, kwargs, _uniform(act_space, rng), seeds).mean())
+    ref_random = float(episode_returns(env_id, kwargs, uniform_policy(act_space, rng), seeds).mean())
     best = index["checkpoints"][select_expert(index["checkpoints"])]
-    with _one_torch_thread():
+    with one_torch_thread():
         expert = load_checkpoint(index["algo"], folder / best["file"], device)
         ref_expert = float(episode_returns(env_id, kwargs, expert, seeds).mean())
     index["references"] = {
@@ -498,48 +175,9 @@ def _references(
         "episodes": REF_EPISODES,
         "seeds": f"{REF_SEED}..{REF_SEED + REF_EPISODES - 1}",
     }
-    _write_json(folder / "index.json", index)
+    write_json(folder / "index.json", index)
     progress(f"  random {ref_random:.1f}, expert {ref_expert:.1f} (checkpoint at step {best['step']})")
     return index["references"]
-
-
-def _uniform(act_space: Any, rng: np.random.Generator) -> Callable[[np.ndarray], np.ndarray]:
-    """The uniform random policy over ``act_space``, drawing from ``rng``."""
-    import gymnasium
-
-    if isinstance(act_space, gymnasium.spaces.Discrete):
-        lo, n = int(act_space.start), int(act_space.n)
-        return lambda obs: rng.integers(lo, lo + n, size=len(obs))
-    low, high = act_space.low.astype(np.float32), act_space.high.astype(np.float32)
-    return lambda obs: rng.uniform(low, high, size=(len(obs), *low.shape)).astype(np.float32)
-
-
-def _ensure_behaviour(
-    root: Path,
-    env_id: str,
-    env_kwargs: dict[str, Any],
-    seed: int,
-    cfg: Behaviour,
-    explicit_steps: bool,
-    force: bool,
-    device: str,
-    progress: Progress,
-) -> tuple[Path, dict[str, Any]]:
-    folder = behaviour_folder(root, env_id, env_kwargs, cfg.algo, seed)
-    index_file = folder / "index.json"
-    if index_file.exists():
-        index = json.loads(index_file.read_text())
-        if not explicit_steps or index["steps"] == cfg.steps:
-            progress(f"reusing the behaviour policy in {folder} ({index['steps']} steps)")
-            return folder, index
-        if not force:
-            raise UsageError(
-                f"the behaviour policy in {folder} was trained for {index['steps']} steps, not "
-                f"--behaviour-steps {cfg.steps}: add --force to retrain it (then rebuild its other levels too), "
-                "or drop --behaviour-steps"
-            )
-        shutil.rmtree(folder)
-    return folder, _train_behaviour(folder, env_id, env_kwargs, seed, cfg, device, progress)
 
 
 # -- building -------------------------------------------------------------------------------------------
@@ -664,7 +302,7 @@ def build_dataset(
         meta["policy"] = {"kind": "uniform random"}
         meta["references_note"] = f"no expert reference: {NOT_LEARNABLE[env_id]}"
     else:
-        folder, index = _ensure_behaviour(
+        folder, index = ensure_behaviour(
             root, env_id, env_kwargs, seed, cfg, behaviour_steps is not None, force, device, progress
         )
         refs = _references(folder, index, act_space, device, progress)
@@ -693,7 +331,7 @@ def build_dataset(
                 collect(
                     env_id,
                     env_kwargs,
-                    _uniform(act_space, np.random.default_rng(cseed)),
+                    uniform_policy(act_space, np.random.default_rng(cseed)),
                     count,
                     cseed,
                     wrappers=wrappers,
@@ -701,7 +339,7 @@ def build_dataset(
             )
             continue
         assert folder is not None and index is not None  # a checkpoint comes from a behaviour run
-        with _one_torch_thread():
+        with one_torch_thread():
             policy = load_checkpoint(index["algo"], folder / ckpt["file"], device)
             act = (
                 _conservative(policy, act_space, cseed)
@@ -725,7 +363,7 @@ def build_dataset(
             "random": "uniform random",
             "conservative": f"greedy (deterministic) plus noise {CONSERVATIVE_NOISE:g}",
         }.get(level, "sampled from the policy (stochastic)"),  # fmt: skip
-        created_at=_now(),
+        created_at=utc_now(),
         rlbench_version=__version__,
         build_seconds=round(time.perf_counter() - t0, 1),
     )
@@ -804,66 +442,65 @@ def _assemble(chunks: list[Collected], meta: dict[str, Any]) -> OfflineData:
     )
 
 
-def ensure_datasets(
-    specs: Iterable[Any],
-    progress: Progress = _silent,
+# -- the family datagen's dispatch asks ------------------------------------------------------------------
+
+
+def claims(ds: Any) -> bool:
+    """Whether ``ds`` (a ``spec.DatasetSpec`` without a path) is this family's: ``<EnvId>-<level>``, not a
+    text env's."""
+    parsed = parse_generated_name(ds.name)
+    return parsed is not None and not is_text_env(parsed[0])
+
+
+def ensure(ds: Any, *, root: Path | None, seed: int, device: str, progress: Progress) -> Path:
+    """Build ``ds`` unless it exists (``build_dataset``; collected in its wrapped env); return its path."""
+    env_id, level = parse_generated_name(ds.name) or ("", "")
+    return build_dataset(
+        ds.env or env_id,
+        level,
+        env_kwargs=ds.kwargs,
+        seed=seed,
+        root=root,
+        device=device,
+        progress=progress,
+        wrappers=ds.wrapper_dicts,
+    )
+
+
+def builds_env(env_id: str) -> bool:
+    """Whether ``rlbench datasets build ENV`` builds this family's levels of ``env_id``: any env but a text env."""
+    return not is_text_env(env_id)
+
+
+def build_levels(
+    env_id: str,
+    levels: list[str],
     *,
-    root: Path | None = None,
+    size: int | None = None,
     seed: int = 0,
+    root: Path | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    force: bool = False,
+    behaviour_steps: int | None = None,
     device: str = "cpu",
+    progress: Progress = _silent,
 ) -> list[Path]:
-    """Make sure every dataset of a suite exists, building the generated ones that are missing (their
-    behaviour policy is trained once per environment and reused). ``specs`` are ``spec.DatasetSpec``s (name,
-    path, env, kwargs). A user's own file that is missing is an error naming it. Returns the paths, in order."""
-    from .datasets import dataset_path
-
-    paths = []
-    for spec in specs:
-        if spec.path:
-            p = dataset_path(spec.name, spec.path)
-            if not p.exists():
-                raise UnknownName(
-                    f"dataset {spec.name!r}: no file or folder {p}; check its path: in the suite"
-                )
-            paths.append(p)
-            continue
-        if getattr(spec, "imagined", False):
-            from .datasets import datasets_root
-            from .imagine.build import build_imagine
-
-            p = (Path(root) if root is not None else datasets_root()) / f"{spec.name}.hdf5"
-            if not p.exists():
-                build_imagine(spec.name, str(spec.env), root or datasets_root(), spec.kwargs, spec.imagine,
-                              seed=seed, device=device, progress=progress)  # fmt: skip
-            from .datasets.mix import mix_sources
-            from .imagine.build import build_oracle, oracle_path
-
-            if any("oracle" in mix_sources(m) for m in spec.mixes) and not oracle_path(p).exists():
-                # a dataset built before oracle rollouts existed: add them (the real and imagined files stay)
-                build_oracle(spec.name, str(spec.env), root or datasets_root(), spec.kwargs, spec.imagine,
-                             seed=seed, progress=progress)  # fmt: skip
-            paths.append(p)
-            continue
-        parsed = parse_generated_name(spec.name)
-        if parsed is None:
-            raise UsageError(f"dataset {spec.name!r} is neither <EnvId>-<level> nor a file: give it a path:")
-        if is_text_env(parsed[0]):  # a text env: scripted policies, JSONL (datasets.text)
-            from .datasets.text import ensure_text_dataset
-
-            paths.append(
-                ensure_text_dataset(parsed[0], parsed[1], seed=seed, root=root, env_kwargs=spec.kwargs)
-            )
-            continue
-        paths.append(
-            build_dataset(
-                spec.env or parsed[0],
-                parsed[1],
-                env_kwargs=spec.kwargs,
-                seed=seed,
-                root=root,
-                device=device,
-                progress=progress,
-                wrappers=spec.wrapper_dicts,
-            )
+    """``rlbench datasets build ENV --level ...``: each level of ``env_id`` (``build_dataset``), in order."""
+    bad = [lv for lv in levels if lv not in LEVELS]
+    if bad:
+        raise UsageError(f"--level {bad[0]!r}: choose one of {', '.join(LEVELS)}")
+    return [
+        build_dataset(
+            env_id,
+            lv,
+            size=size,
+            seed=seed,
+            root=root,
+            env_kwargs=env_kwargs,
+            force=force,
+            behaviour_steps=behaviour_steps,
+            device=device,
+            progress=progress,
         )
-    return paths
+        for lv in dict.fromkeys(levels)
+    ]

@@ -1,0 +1,179 @@
+"""Build the offline datasets of the text envs: episodes of their scripted policies, as JSONL.
+
+Generated datasets are named ``<EnvName>-<level>`` (``datasets.names``): ``MazeFO-v0-mixed`` is evaluated in
+``rlbench/MazeFO-v0``, lives in the datasets folder as ``MazeFO-v0-mixed.jsonl``. Levels: ``optimal``,
+``noisy``, ``random`` (every episode by the scripted policy of that quality) and ``mixed`` (each episode by
+one of the three, drawn uniformly). The layout and its reader: ``datasets.text``. As a family of
+``datagen``'s dispatch: ``claims`` a dataset named ``<EnvName>-<level>`` of a text env, ``ensure`` builds it,
+``build_levels`` is ``rlbench datasets build rlbench/<Task>-v0``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from ..datasets.episodes import TextEpisodes
+from ..datasets.names import TEXT_LEVELS, datasets_root, parse_generated_name, text_dataset_name
+from ..datasets.text import episode_returns
+from ..envs.text import is_text_env
+from ..errors import UsageError
+
+__all__ = [
+    "claims",
+    "ensure",
+    "builds_env",
+    "build_levels",
+    "build_text_dataset",
+    "save_text_dataset",
+    "DEFAULT_EPISODES",
+    "text_dataset_path",
+    "ensure_text_dataset",
+]
+
+# episodes of a generated text dataset when no size is given: cheap envs many, Stockfish-played ones fewer
+DEFAULT_EPISODES = {"rlbench/Chess-v0": 50, "rlbench/Endgames-v0": 200}
+_DEFAULT = 1_000
+
+
+def _episode(env: Any, policy: Any, seed: int) -> list[dict[str, Any]]:
+    obs, info = env.reset(seed=seed)
+    turns = []
+    while True:
+        action = policy(obs, info)
+        nxt, reward, terminated, truncated, info = env.step(action)
+        done = bool(terminated or truncated)
+        turns.append({"observation": obs, "action": action, "reward": float(reward), "done": done})
+        if done:
+            return turns
+        obs = nxt
+
+
+def build_text_dataset(
+    env_id: str, level: str, n_episodes: int, seed: int = 0, env_kwargs: dict[str, Any] | None = None
+) -> TextEpisodes:
+    """``n_episodes`` episodes of ``env_id`` played by the scripted policies of ``level``, seeded."""
+    from ..envs import make_env
+    from ..envs.text.policies import QUALITIES, scripted_policy
+
+    if level not in TEXT_LEVELS:
+        raise UsageError(f"--level {level!r}: text datasets have levels {', '.join(TEXT_LEVELS)}")
+    rng = random.Random(seed)
+    env = make_env(env_id, env_kwargs)
+    policies = {q: scripted_policy(env_id, q, seed=seed * 1_000 + i) for i, q in enumerate(QUALITIES)}
+    episodes, qualities = [], []
+    try:
+        for i in range(n_episodes):
+            quality = rng.choice(QUALITIES) if level == "mixed" else level
+            qualities.append(quality)
+            episodes.append(_episode(env, policies[quality], seed=seed * 1_000_003 + i))
+    finally:
+        env.close()
+        for p in policies.values():
+            getattr(p, "close", lambda: None)()
+    meta = {"seed": seed, "env_kwargs": dict(env_kwargs or {}), "qualities": qualities}
+    return TextEpisodes(episodes, env=env_id, level=level, meta=meta)
+
+
+def save_text_dataset(data: TextEpisodes, path: str | Path) -> Path:
+    """Write ``data`` as JSONL (one episode a line), atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for ep in data:
+            f.write(json.dumps({"env": data.env, "level": data.level, "turns": ep}) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def text_dataset_path(name: str, root: Path | None = None) -> Path:
+    return Path(root or datasets_root()) / f"{name}.jsonl"
+
+
+def ensure_text_dataset(
+    env_id: str,
+    level: str,
+    *,
+    n_episodes: int | None = None,
+    seed: int = 0,
+    root: Path | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    force: bool = False,
+    progress: Any = None,
+) -> Path:
+    """Build ``<root>/<EnvName>-<level>.jsonl`` unless it exists (or ``force``); return its path."""
+    path = text_dataset_path(text_dataset_name(env_id, level), root)
+    if path.exists() and not force:
+        if progress:
+            progress(f"{path}: exists, kept (--force rebuilds it)")
+        return path
+    n = n_episodes or DEFAULT_EPISODES.get(env_id, _DEFAULT)
+    data = build_text_dataset(env_id, level, n, seed=seed, env_kwargs=env_kwargs)
+    save_text_dataset(data, path)
+    if progress:
+        rets = episode_returns(data)
+        progress(
+            f"{path}: {len(data)} episodes, {data.n_turns} turns, mean return {sum(rets) / len(rets):.3f}"
+        )
+    return path
+
+
+# -- the family datagen's dispatch asks ------------------------------------------------------------------
+
+
+def claims(ds: Any) -> bool:
+    """Whether ``ds`` (a ``spec.DatasetSpec`` without a path) is this family's: ``<EnvName>-<level>`` of a
+    text env."""
+    parsed = parse_generated_name(ds.name)
+    return parsed is not None and is_text_env(parsed[0])
+
+
+def ensure(ds: Any, *, root: Path | None, seed: int, device: str, progress: Any) -> Path:
+    """Build ``ds`` unless it exists (``ensure_text_dataset``, default size, quietly); return its path."""
+    env_id, level = parse_generated_name(ds.name) or ("", "")
+    return ensure_text_dataset(env_id, level, seed=seed, root=root, env_kwargs=ds.kwargs)
+
+
+def builds_env(env_id: str) -> bool:
+    """Whether ``rlbench datasets build ENV`` builds this family's levels of ``env_id``: a text env."""
+    return is_text_env(env_id)
+
+
+def build_levels(
+    env_id: str,
+    levels: list[str],
+    *,
+    size: int | None = None,
+    seed: int = 0,
+    root: Path | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    force: bool = False,
+    progress: Any = None,
+    **_: Any,
+) -> list[Path]:
+    """``rlbench datasets build rlbench/<Task>-v0 --level ...``: ``size`` episodes of each level, in order
+    (a behaviour policy's options do not apply: the policies are scripted)."""
+    from ..envs import known_env
+
+    problem = known_env(env_id)
+    if problem:
+        raise UsageError(problem)
+    bad = [lv for lv in levels if lv not in TEXT_LEVELS]
+    if bad:
+        raise UsageError(f"--level {bad[0]!r}: text datasets have levels {', '.join(TEXT_LEVELS)}")
+    return [
+        ensure_text_dataset(
+            env_id,
+            lv,
+            n_episodes=size,
+            seed=seed,
+            root=root,
+            env_kwargs=env_kwargs,
+            force=force,
+            progress=progress,
+        )  # fmt: skip
+        for lv in dict.fromkeys(levels)
+    ]
