@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .grid import RunSpec
+from .ids import canonical_json
 from .runner import ERROR_TAIL_LINES, SYSMON_INTERVAL_S, run_one, seed_everything, write_json_atomic
 from .sink import ShardSink
 from .sysmon import SystemMonitor
@@ -64,8 +65,6 @@ def can_pack(spec: RunSpec) -> bool:
 
 def pack_key(spec: RunSpec) -> str:
     """Specs with equal keys may be packed together: everything but the seed (and the run id) is equal."""
-    from .grid import canonical_json
-
     d = spec.to_dict()
     d.pop("seed", None)
     d.pop("run_id", None)

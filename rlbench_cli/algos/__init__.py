@@ -10,6 +10,7 @@ import importlib
 from typing import Any
 
 from ..envs.text import is_text_env
+from ..ids import canonical_json
 
 __all__ = [
     "ALGORITHMS",
@@ -87,8 +88,6 @@ def check_params(name: str, env_id: str | None, params: dict[str, Any]) -> None:
 def to_check(specs: list[Any]) -> list[Any]:
     """The first run of each distinct (algorithm, env, params) among ``specs`` whose params an adapter checks:
     registered algorithms that use torch (user code, ``entrypoint`` or ``command``, takes any params)."""
-    from ..grid import canonical_json
-
     seen: set[tuple[str, str, str]] = set()
     out = []
     for spec in specs:

@@ -32,7 +32,6 @@ KNOWN_BIG = {
 # Import circles still there; issue #39 empties this list.
 KNOWN_CIRCLES = [
     {"rlbench_cli.datasets.data", "rlbench_cli.datasets.lmrl", "rlbench_cli.datasets.text"},
-    {"rlbench_cli.algos", "rlbench_cli.grid", "rlbench_cli.spec"},
     {"rlbench_cli.importers", "rlbench_cli.importers.bundle_source", "rlbench_cli.importers.duckdb_store"},
 ]
 
