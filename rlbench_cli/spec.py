@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from .algos.registry import ALGORITHMS, finetunable, is_offline
 from .errors import SuiteInvalid
 
 __all__ = [
@@ -295,8 +296,6 @@ class DatasetSpec(_Model):
         return self.path is None and self.name.endswith(IMAGINE_SUFFIX)
 
 
-# offline algorithms whose trained agent can go on learning online in the dataset's environment
-FINETUNABLE = ("awac", "cql", "iql", "td3_plus_bc")
 PHASES = ("offline", "online")
 
 
@@ -335,16 +334,14 @@ class AlgoSpec(_Model):
     finetune: FinetuneSpec | None = Field(
         None,
         description="offline-to-online: {steps: N} online steps after offline training, on one step axis "
-        f"(offline algorithms {', '.join(FINETUNABLE)})",
+        f"(offline algorithms {', '.join(finetunable())})",
     )
 
     def runs_on(self, task: EnvSpec | DatasetSpec) -> bool:
         """Whether this entry runs on ``task``: an env for online algorithms, a dataset for offline ones,
         either for your own code; and ``envs`` unset, or listing its id, label or dataset name."""
-        from .algos import OFFLINE
-
         offline_task = isinstance(task, DatasetSpec)
-        if not (self.entrypoint or self.command) and (self.name in OFFLINE) != offline_task:
+        if not (self.entrypoint or self.command) and is_offline(self.name) != offline_task:
             return False
         if self.envs is None:
             return True
@@ -360,8 +357,6 @@ class AlgoSpec(_Model):
     @field_validator("name")
     @classmethod
     def _known(cls, v: str, info: ValidationInfo) -> str:
-        from .algos import ALGORITHMS
-
         if info.data.get("entrypoint") and info.data.get("command"):
             raise ValueError("give either entrypoint or command, not both")
         if info.data.get("entrypoint") or info.data.get("command"):
@@ -377,10 +372,10 @@ class AlgoSpec(_Model):
 
     @model_validator(mode="after")
     def _finetunable(self) -> AlgoSpec:
-        if self.finetune is not None and (self.entrypoint or self.command or self.name not in FINETUNABLE):
+        if self.finetune is not None and (self.entrypoint or self.command or self.name not in finetunable()):
             raise ValueError(
                 f"finetune: {self.name} cannot go on learning online; fine-tuning is for the offline "
-                f"algorithms {', '.join(FINETUNABLE)} (remove finetune or use one of them)"
+                f"algorithms {', '.join(finetunable())} (remove finetune or use one of them)"
             )
         return self
 
@@ -612,15 +607,13 @@ class Suite(_Model):
         dup = sorted({x for x in [*ds_names, *env_labels] if [*ds_names, *env_labels].count(x) > 1})
         if dup:
             raise ValueError(f"dataset {dup[0]!r} is listed twice (or shares an env's name); list it once")
-        from .algos import OFFLINE
-
         for i, a in enumerate(self.algorithms):
             if a.entrypoint or a.command:
                 continue
-            if a.name in OFFLINE and not self.datasets:
+            if is_offline(a.name) and not self.datasets:
                 raise ValueError(f"algorithms[{i}]: {a.name} is an offline algorithm and the suite has no "
                                  "datasets; add datasets: [e.g. CartPole-v1-medium]")  # fmt: skip
-            if a.name not in OFFLINE and not self.envs:
+            if not is_offline(a.name) and not self.envs:
                 raise ValueError(f"algorithms[{i}]: {a.name} is an online algorithm and the suite has no "
                                  "envs; add envs: [...] or use an offline algorithm")  # fmt: skip
         known = {e.id for e in self.envs} | set(env_labels) | set(ds_names)
