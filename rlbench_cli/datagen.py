@@ -76,7 +76,7 @@ from .datasets.data import (
 )
 from .datasets.hdf5 import read_meta, write_hdf5
 from .envs import known_env, make_env
-from .envs.text import is_text_env
+from .envs.families import is_text_env
 from .errors import UnknownName, UsageError
 
 __all__ = [

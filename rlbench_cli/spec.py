@@ -258,10 +258,12 @@ class DatasetSpec(_Model):
     @model_validator(mode="after")
     def _env_known(self) -> DatasetSpec:
         from .datasets.data import LEVELS, parse_generated_name
+        from .envs.families import family_of
 
         if self.env is None and self.name.endswith(IMAGINE_SUFFIX) and not self.path:
             object.__setattr__(self, "env", "rlbench/" + self.name[: -len(IMAGINE_SUFFIX)])
-        if self.imagined and self.env not in ("rlbench/BabyAI-Lang-v0", "rlbench/HalfCheetah-Lang-v0"):
+        family = family_of(self.env or "")
+        if self.imagined and not (family is not None and family.imagined_datasets):
             raise ValueError(f"dataset {self.name!r}: rlbench builds real and imagined rollouts for "
                              "BabyAI-Lang-v0-imagine and HalfCheetah-Lang-v0-imagine; bring your own with "
                              "rlbench datasets import")  # fmt: skip
@@ -821,26 +823,6 @@ def _not_plain(value: Any, where: str, open_ids: set[int]) -> tuple[str, str] | 
     )
 
 
-def _check_lang_kwargs(env_id: str, kwargs: dict[str, Any]) -> str | None:
-    """A problem with a language env's ``level`` or ``encoder`` kwarg, or None."""
-    from .envs.imagine import LANG_ENVS
-
-    if env_id not in LANG_ENVS:
-        return None
-    import importlib.util
-
-    from .imagine import LANG_LEVELS
-    from .imagine.encoder import check_encoder
-
-    needs = "minigrid" if "BabyAI" in env_id else "mujoco"
-    if importlib.util.find_spec(needs) is None:
-        return f"{env_id} needs the {needs} package; install it with: pip install 'rlbench[imagine]'"
-    level = kwargs.get("level")
-    if level is not None and level not in LANG_LEVELS:
-        return f"unknown instruction level {level!r}; choose one of: {', '.join(LANG_LEVELS)} (or leave it out for all)"
-    return check_encoder(kwargs.get("encoder"))
-
-
 def _check_wrappers(wrappers: list[WrapperSpec], where: str) -> None:
     """Each wrapper exists and takes its kwargs; ``where`` is "<file>: field 'envs[0].wrappers"."""
     from .envs import known_wrapper, wrapper_kwargs_problem
@@ -856,13 +838,13 @@ def _check_wrappers(wrappers: list[WrapperSpec], where: str) -> None:
 
 def _check_envs(suite: Suite, path: str) -> None:
     from .envs import known_env
-    from .envs.text import is_text_env
+    from .envs.families import is_text_env, kwargs_problem
 
     for i, env in enumerate(suite.envs):
         problem = known_env(env.id)
         if problem:
             raise SuiteInvalid(f"{path}: field 'envs[{i}]': {problem}")
-        problem = _check_lang_kwargs(env.id, env.kwargs)
+        problem = kwargs_problem(env.id, env.kwargs)
         if problem:
             raise SuiteInvalid(f"{path}: field 'envs[{i}].kwargs': {problem}")
         _check_wrappers(env.wrappers, f"{path}: field 'envs[{i}].wrappers")
@@ -870,7 +852,7 @@ def _check_envs(suite: Suite, path: str) -> None:
         problem = known_env(ds.env or "")
         if problem:
             raise SuiteInvalid(f"{path}: field 'datasets[{i}].env': {problem}")
-        problem = _check_lang_kwargs(ds.env or "", ds.kwargs)
+        problem = kwargs_problem(ds.env or "", ds.kwargs)
         if problem:
             raise SuiteInvalid(f"{path}: field 'datasets[{i}].kwargs': {problem}")
         if ds.wrappers and (ds.imagined or is_text_env(ds.env or "")):

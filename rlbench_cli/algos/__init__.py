@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..envs.text import is_text_env
+from ..envs.families import is_text_env
 from ..ids import canonical_json
 from .registry import ALGORITHMS, needs_torch
 

@@ -100,7 +100,7 @@ def build(
     from ..errors import UsageError
 
     kwargs = _json_kwargs(env_kwargs)
-    from ..envs.text import is_text_env
+    from ..envs.families import is_text_env
 
     if is_text_env(env):  # a text env: episodes of its scripted policies, as JSONL
         from ..datasets.text import TEXT_LEVELS, ensure_text_dataset
