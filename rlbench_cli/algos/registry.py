@@ -1,9 +1,9 @@
 """Every fact about a registered algorithm in one entry: where its adapter is, whether it learns from a
 dataset, whether it uses torch, whether it can fine-tune online or pack seeds, and its text variant.
 
-Imports nothing (the adapters import torch, d3rlpy or transformers: ``algos.get_algorithm`` imports one when a
-run needs it), so the suite's checks, the runner and the packer can ask it for free. Adding an algorithm is one
-entry here and its adapter module.
+Imports nothing (the adapters import torch, d3rlpy or transformers: ``algos.get_algorithm`` imports one
+when a run needs it), so the suite's checks, the runner and the packer can ask it for free. Adding an
+algorithm is one entry here and its adapter module.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ what the rest of rlbench does differently for them.
   builds their ``<EnvId>-imagine`` datasets (real and imagined rollouts).
 
 Any other id is a gymnasium env of its own (``family_of`` is None). Imports nothing heavy: each family's envs
-are registered with gymnasium on first use (``register_all``, called by ``envs.make_env`` and ``envs.env_ids``)
-with entry points as strings. Adding a family is one entry here and its package under ``envs/``.
+are registered with gymnasium on first use (``register_all``, called by ``envs.make_env`` and
+``envs.env_ids``) with entry points as strings. Adding a family is one entry here and its package under
+``envs/``.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class EnvFamily:
         dataset_suffix: the file suffix of a dataset rlbench generates for one of its envs.
         check_kwargs: the problem with one of its envs' kwargs (``(env_id, kwargs) -> str | None``), or None
             when any kwargs are left to the env.
-        imagined_datasets: rlbench builds ``<EnvId>-imagine`` datasets (real and imagined rollouts) for its envs.
+        imagined_datasets: rlbench builds ``<EnvId>-imagine`` datasets (real and imagined rollouts) for its
+            envs.
     """
 
     name: str
@@ -84,7 +86,8 @@ def is_text_env(env_id: str) -> bool:
 
 
 def dataset_suffix(env_id: str) -> str:
-    """The file suffix of a dataset rlbench generates for ``env_id``: ``.jsonl`` for a text env, else ``.hdf5``."""
+    """The file suffix of a dataset rlbench generates for ``env_id``: ``.jsonl`` for a text env, else
+    ``.hdf5``."""
     family = family_of(env_id)
     return HDF5 if family is None else family.dataset_suffix
 
