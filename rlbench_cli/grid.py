@@ -12,23 +12,14 @@ can tell which cells are already done.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .ids import run_id_of
 from .spec import AlgoSpec, DatasetSpec, EnvSpec, Suite, env_label
 
-__all__ = ["RunSpec", "expand", "canonical_json", "run_id_of", "steps_summary"]
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def run_id_of(identity: dict[str, Any]) -> str:
-    return hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:16]
+__all__ = ["RunSpec", "expand", "steps_summary"]
 
 
 NOT_IDENTITY_BUDGET = ("checkpoint_every",)

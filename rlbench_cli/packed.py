@@ -33,7 +33,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from .algos.registry import is_packable
 from .grid import RunSpec
+from .ids import canonical_json
 from .runner import ERROR_TAIL_LINES, SYSMON_INTERVAL_S, run_one, seed_everything, write_json_atomic
 from .sink import ShardSink
 from .sysmon import SystemMonitor
@@ -49,8 +51,6 @@ __all__ = [
     "run_job",
 ]
 
-PACKABLE_ALGOS = frozenset({"ppo"})  # mirrors algos.ppo_packed.PACKABLE without importing torch here
-
 
 def can_pack(spec: RunSpec) -> bool:
     """Whether ``spec``'s seeds can share a job: a registered packable algorithm, or an ``entrypoint:``
@@ -59,13 +59,11 @@ def can_pack(spec: RunSpec) -> bool:
         from .algos.entrypoint import entrypoint_packs
 
         return spec.command is None and entrypoint_packs(spec.entrypoint)
-    return spec.algo_name in PACKABLE_ALGOS and spec.command is None
+    return is_packable(spec.algo_name) and spec.command is None
 
 
 def pack_key(spec: RunSpec) -> str:
     """Specs with equal keys may be packed together: everything but the seed (and the run id) is equal."""
-    from .grid import canonical_json
-
     d = spec.to_dict()
     d.pop("seed", None)
     d.pop("run_id", None)

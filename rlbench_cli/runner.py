@@ -26,6 +26,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .algos.registry import needs_torch
 from .errors import StoreError
 from .grid import RunSpec
 from .sink import ShardSink
@@ -104,9 +105,7 @@ def uses_torch(spec: RunSpec) -> bool:
         return False
     if spec.entrypoint is not None:
         return True
-    from .algos import TORCH_FREE
-
-    return spec.algo_name not in TORCH_FREE
+    return needs_torch(spec.algo_name)
 
 
 def run_one(

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from .algos.registry import ALGORITHMS, finetunable, is_offline
 from .errors import SuiteInvalid
 
 __all__ = [
@@ -257,10 +258,12 @@ class DatasetSpec(_Model):
     @model_validator(mode="after")
     def _env_known(self) -> DatasetSpec:
         from .datasets.names import LEVELS, parse_generated_name
+        from .envs.families import family_of
 
         if self.env is None and self.name.endswith(IMAGINE_SUFFIX) and not self.path:
             object.__setattr__(self, "env", "rlbench/" + self.name[: -len(IMAGINE_SUFFIX)])
-        if self.imagined and self.env not in ("rlbench/BabyAI-Lang-v0", "rlbench/HalfCheetah-Lang-v0"):
+        family = family_of(self.env or "")
+        if self.imagined and not (family is not None and family.imagined_datasets):
             raise ValueError(f"dataset {self.name!r}: rlbench builds real and imagined rollouts for "
                              "BabyAI-Lang-v0-imagine and HalfCheetah-Lang-v0-imagine; bring your own with "
                              "rlbench datasets import")  # fmt: skip
@@ -295,8 +298,6 @@ class DatasetSpec(_Model):
         return self.path is None and self.name.endswith(IMAGINE_SUFFIX)
 
 
-# offline algorithms whose trained agent can go on learning online in the dataset's environment
-FINETUNABLE = ("awac", "cql", "iql", "td3_plus_bc")
 PHASES = ("offline", "online")
 
 
@@ -335,16 +336,14 @@ class AlgoSpec(_Model):
     finetune: FinetuneSpec | None = Field(
         None,
         description="offline-to-online: {steps: N} online steps after offline training, on one step axis "
-        f"(offline algorithms {', '.join(FINETUNABLE)})",
+        f"(offline algorithms {', '.join(finetunable())})",
     )
 
     def runs_on(self, task: EnvSpec | DatasetSpec) -> bool:
         """Whether this entry runs on ``task``: an env for online algorithms, a dataset for offline ones,
         either for your own code; and ``envs`` unset, or listing its id, label or dataset name."""
-        from .algos import OFFLINE
-
         offline_task = isinstance(task, DatasetSpec)
-        if not (self.entrypoint or self.command) and (self.name in OFFLINE) != offline_task:
+        if not (self.entrypoint or self.command) and is_offline(self.name) != offline_task:
             return False
         if self.envs is None:
             return True
@@ -360,8 +359,6 @@ class AlgoSpec(_Model):
     @field_validator("name")
     @classmethod
     def _known(cls, v: str, info: ValidationInfo) -> str:
-        from .algos import ALGORITHMS
-
         if info.data.get("entrypoint") and info.data.get("command"):
             raise ValueError("give either entrypoint or command, not both")
         if info.data.get("entrypoint") or info.data.get("command"):
@@ -377,10 +374,10 @@ class AlgoSpec(_Model):
 
     @model_validator(mode="after")
     def _finetunable(self) -> AlgoSpec:
-        if self.finetune is not None and (self.entrypoint or self.command or self.name not in FINETUNABLE):
+        if self.finetune is not None and (self.entrypoint or self.command or self.name not in finetunable()):
             raise ValueError(
                 f"finetune: {self.name} cannot go on learning online; fine-tuning is for the offline "
-                f"algorithms {', '.join(FINETUNABLE)} (remove finetune or use one of them)"
+                f"algorithms {', '.join(finetunable())} (remove finetune or use one of them)"
             )
         return self
 
@@ -612,15 +609,13 @@ class Suite(_Model):
         dup = sorted({x for x in [*ds_names, *env_labels] if [*ds_names, *env_labels].count(x) > 1})
         if dup:
             raise ValueError(f"dataset {dup[0]!r} is listed twice (or shares an env's name); list it once")
-        from .algos import OFFLINE
-
         for i, a in enumerate(self.algorithms):
             if a.entrypoint or a.command:
                 continue
-            if a.name in OFFLINE and not self.datasets:
+            if is_offline(a.name) and not self.datasets:
                 raise ValueError(f"algorithms[{i}]: {a.name} is an offline algorithm and the suite has no "
                                  "datasets; add datasets: [e.g. CartPole-v1-medium]")  # fmt: skip
-            if a.name not in OFFLINE and not self.envs:
+            if not is_offline(a.name) and not self.envs:
                 raise ValueError(f"algorithms[{i}]: {a.name} is an online algorithm and the suite has no "
                                  "envs; add envs: [...] or use an offline algorithm")  # fmt: skip
         known = {e.id for e in self.envs} | set(env_labels) | set(ds_names)
@@ -828,26 +823,6 @@ def _not_plain(value: Any, where: str, open_ids: set[int]) -> tuple[str, str] | 
     )
 
 
-def _check_lang_kwargs(env_id: str, kwargs: dict[str, Any]) -> str | None:
-    """A problem with a language env's ``level`` or ``encoder`` kwarg, or None."""
-    from .envs.imagine import LANG_ENVS
-
-    if env_id not in LANG_ENVS:
-        return None
-    import importlib.util
-
-    from .envs.imagine import LANG_LEVELS
-    from .envs.imagine.encoder import check_encoder
-
-    needs = "minigrid" if "BabyAI" in env_id else "mujoco"
-    if importlib.util.find_spec(needs) is None:
-        return f"{env_id} needs the {needs} package; install it with: pip install 'rlbench[imagine]'"
-    level = kwargs.get("level")
-    if level is not None and level not in LANG_LEVELS:
-        return f"unknown instruction level {level!r}; choose one of: {', '.join(LANG_LEVELS)} (or leave it out for all)"
-    return check_encoder(kwargs.get("encoder"))
-
-
 def _check_wrappers(wrappers: list[WrapperSpec], where: str) -> None:
     """Each wrapper exists and takes its kwargs; ``where`` is "<file>: field 'envs[0].wrappers"."""
     from .envs import known_wrapper, wrapper_kwargs_problem
@@ -863,13 +838,13 @@ def _check_wrappers(wrappers: list[WrapperSpec], where: str) -> None:
 
 def _check_envs(suite: Suite, path: str) -> None:
     from .envs import known_env
-    from .envs.text import is_text_env
+    from .envs.families import is_text_env, kwargs_problem
 
     for i, env in enumerate(suite.envs):
         problem = known_env(env.id)
         if problem:
             raise SuiteInvalid(f"{path}: field 'envs[{i}]': {problem}")
-        problem = _check_lang_kwargs(env.id, env.kwargs)
+        problem = kwargs_problem(env.id, env.kwargs)
         if problem:
             raise SuiteInvalid(f"{path}: field 'envs[{i}].kwargs': {problem}")
         _check_wrappers(env.wrappers, f"{path}: field 'envs[{i}].wrappers")
@@ -877,7 +852,7 @@ def _check_envs(suite: Suite, path: str) -> None:
         problem = known_env(ds.env or "")
         if problem:
             raise SuiteInvalid(f"{path}: field 'datasets[{i}].env': {problem}")
-        problem = _check_lang_kwargs(ds.env or "", ds.kwargs)
+        problem = kwargs_problem(ds.env or "", ds.kwargs)
         if problem:
             raise SuiteInvalid(f"{path}: field 'datasets[{i}].kwargs': {problem}")
         if ds.wrappers and (ds.imagined or is_text_env(ds.env or "")):

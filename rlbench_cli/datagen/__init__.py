@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ..envs.families import is_text_env
 from ..errors import SuiteInvalid, UnknownName, UsageError
 
 __all__ = ["FAMILIES", "family_of", "ensure_datasets", "prepare", "build"]
@@ -133,7 +134,7 @@ def prepare(
     refs: dict[str, list[float]] = {}
     for ds in suite.datasets:
         path = paths[ds.label]
-        if path.suffix == ".jsonl":  # a text dataset: normalised by the lmrl table, not by its file
+        if ds.env is not None and is_text_env(ds.env):  # normalised by the lmrl table, not by its file
             continue
         if ds.data_mix or ds.imagined:  # which encoder embedded its instructions, which generator imagined
             report("dataset_provenance", {"name": ds.name, **provenance(path)})

@@ -54,7 +54,7 @@ from ..datasets.data import OfflineData
 from ..datasets.hdf5 import read_meta, write_hdf5
 from ..datasets.names import LEVELS, datasets_root, generated_file_stem, generated_name, parse_generated_name
 from ..envs import known_env, make_env
-from ..envs.text import is_text_env
+from ..envs.families import is_text_env
 from ..errors import UnknownName, UsageError
 from .behaviour import (
     NOT_LEARNABLE,

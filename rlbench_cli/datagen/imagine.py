@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..datasets.names import IMAGINED_SUFFIX, ORACLE_SUFFIX, datasets_root
+from ..envs.families import FAMILIES
 
 __all__ = [
     "claims",
@@ -67,7 +68,8 @@ BUILD_DEFAULTS: dict[str, Any] = {
     "horizon": 40,  # longest imagined episode
 }
 NOVEL_LEVELS = ("rephrase", "easy", "hard")
-BUILDERS = ("rlbench/BabyAI-Lang-v0", "rlbench/HalfCheetah-Lang-v0")  # envs whose real rollouts rlbench makes
+# envs whose real rollouts rlbench makes: the env families that say so
+BUILDERS = tuple(env for family in FAMILIES if family.imagined_datasets for env in family.envs)
 
 
 def imagined_path(real: Path) -> Path:

@@ -18,7 +18,7 @@ from typing import Any
 from ..datasets.episodes import TextEpisodes
 from ..datasets.names import TEXT_LEVELS, datasets_root, parse_generated_name, text_dataset_name
 from ..datasets.text import episode_returns
-from ..envs.text import is_text_env
+from ..envs.families import is_text_env
 from ..errors import UsageError
 
 __all__ = [

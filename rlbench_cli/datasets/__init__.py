@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..envs.text import is_text_env
+from ..envs.families import HDF5, dataset_suffix
 from .data import OfflineData
 from .minari_io import MINARI_PREFIX, minari_path
 from .names import LEVELS, datasets_root, generated_file_stem, generated_name, parse_generated_name
@@ -35,9 +35,10 @@ def dataset_path(name: str, path: str | None = None, wrappers: list[dict[str, An
     wrapped env: ``<name>+<Wrapper>.hdf5``, ``generated_file_stem``)."""
     if path and path.startswith(MINARI_PREFIX):
         return minari_path(path[len(MINARI_PREFIX) :])
-    if not path and parse_generated_name(name) and is_text_env(parse_generated_name(name)[0]):
-        return datasets_root() / f"{name}.jsonl"
-    return Path(path) if path else datasets_root() / f"{generated_file_stem(name, wrappers)}.hdf5"
+    parsed = None if path else parse_generated_name(name)
+    if parsed and dataset_suffix(parsed[0]) != HDF5:  # a text env's: no wrappers in its file's name
+        return datasets_root() / f"{name}{dataset_suffix(parsed[0])}"
+    return Path(path) if path else datasets_root() / f"{generated_file_stem(name, wrappers)}{HDF5}"
 
 
 def load_dataset(

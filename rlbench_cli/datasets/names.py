@@ -17,7 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..envs.text import TEXT_ENVS, short_name
+from ..envs.families import is_text_env
+from ..envs.text import short_name
 
 __all__ = [
     "IMAGINED_SUFFIX",
@@ -69,7 +70,7 @@ def text_dataset_name(env_id: str, level: str) -> str:
 def parse_text_name(name: str) -> tuple[str, str] | None:
     """``MazeFO-v0-mixed`` -> (``rlbench/MazeFO-v0``, ``mixed``); None if not a generated text dataset name."""
     m = _TEXT.match(name)
-    if not m or f"rlbench/{m.group('env')}" not in TEXT_ENVS:
+    if not m or not is_text_env(f"rlbench/{m.group('env')}"):
         return None
     return f"rlbench/{m.group('env')}", m.group("level")
 

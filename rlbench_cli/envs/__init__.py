@@ -12,23 +12,15 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from .families import register_all
+
 __all__ = ["known_env", "known_wrapper", "make_env", "env_ids", "wrapper_class", "wrapper_kwargs_problem"]
-
-
-def _register_builtin() -> None:
-    """Register rlbench's own envs (the text envs and the language-conditioned ImagineBench envs,
-    ``rlbench/...``) with gymnasium, once."""
-    from .imagine import register as register_imagine
-    from .text import register as register_text
-
-    register_text()
-    register_imagine()
 
 
 def env_ids() -> list[str]:
     import gymnasium
 
-    _register_builtin()
+    register_all()
 
     return sorted(gymnasium.envs.registry.keys())
 
@@ -99,7 +91,7 @@ def make_env(
     seeded."""
     import gymnasium
 
-    _register_builtin()
+    register_all()
     env = gymnasium.make(env_id, **(kwargs or {}))
     for w in wrappers or []:
         env = wrapper_class(w["name"])(env, **(w.get("kwargs") or {}))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportInvalid, UsageError
+from ..ids import run_id_of
 
 __all__ = [
     "FORMATS", "OPTIONS", "ImportedRun", "ImportResult", "parse_source", "read_source", "import_source",
@@ -217,8 +218,6 @@ def import_source(
     """
     import numpy as np
     import pyarrow as pa
-
-    from ..grid import run_id_of
 
     if source.startswith("bundle:") and source[len("bundle:") :].strip():
         given = check_options("bundle", options)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportInvalid, UsageError
+from ..ids import run_id_of
 
 __all__ = ["load", "import_bundle"]
 
@@ -99,7 +100,6 @@ def import_bundle(store: Any, location: str, into: str | None, timeout: float | 
     import pyarrow.compute as pc
 
     from ..bundle import fetch
-    from ..grid import run_id_of
     from . import ImportResult
 
     with fetch(location, timeout) as got:

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rlbench_cli.algos import ALGORITHMS, TEXT_VARIANTS, check_params
+from rlbench_cli.algos import check_params
+from rlbench_cli.algos.registry import ALGORITHMS, text_variant_names
 from rlbench_cli.cli.app import app
 
 ROOT = Path(__file__).parents[2]
@@ -22,7 +23,7 @@ def test_every_algorithm_refuses_a_param_it_does_not_have_and_lists_the_ones_it_
     assert str(e.value).split("valid")[-1].count(",") >= 3  # the names it does take, listed
 
 
-@pytest.mark.parametrize("name", sorted(TEXT_VARIANTS))
+@pytest.mark.parametrize("name", text_variant_names())
 def test_on_a_text_env_the_text_variant_checks(name):
     with pytest.raises(
         ValueError, match=rf"unknown parameter\(s\) for {name}: lr_typo; valid: .*max_action_tokens"

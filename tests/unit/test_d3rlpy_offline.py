@@ -28,7 +28,7 @@ from offline_helpers import (
 
 pytest.importorskip("d3rlpy")
 
-from rlbench_cli.algos import OFFLINE, get_algorithm  # noqa: E402
+from rlbench_cli.algos import get_algorithm  # noqa: E402
 from rlbench_cli.algos.d3rlpy_offline import (  # noqa: E402
     BC,
     BCQ,
@@ -44,6 +44,7 @@ from rlbench_cli.algos.d3rlpy_offline import (  # noqa: E402
     to_mdp_dataset,
 )
 from rlbench_cli.algos.offline import TrajectoryWindows  # noqa: E402
+from rlbench_cli.algos.registry import offline_names  # noqa: E402
 from rlbench_cli.datasets.data import OfflineData  # noqa: E402
 
 DT_TINY = {"context_size": 5, "num_layers": 1, "num_heads": 1}
@@ -99,7 +100,7 @@ CASES = [
 
 def test_every_offline_algorithm_is_covered() -> None:
     text = {"filtered_bc", "mc_returns", "ilql", "text_world_model"}  # tests/unit/test_text_algos.py
-    assert {name for name, _ in CASES} | {"hf_decision_transformer"} | text == set(OFFLINE)
+    assert {name for name, _ in CASES} | {"hf_decision_transformer"} | text == offline_names()
 
 
 @pytest.mark.parametrize("name, env_id", CASES, ids=[f"{n}-{e.split('-')[0]}" for n, e in CASES])

@@ -28,9 +28,10 @@ import torch
 from rlbench_cli.algos.base import RunContext
 from rlbench_cli.algos.ppo import PPO
 from rlbench_cli.algos.ppo_packed import PACKABLE, _CartPoleBlock, train_packed
+from rlbench_cli.algos.registry import ALGORITHMS
 from rlbench_cli.bootstrap import interval_estimates
 from rlbench_cli.grid import RunSpec
-from rlbench_cli.packed import PACKABLE_ALGOS, run_packed
+from rlbench_cli.packed import run_packed
 from rlbench_cli.runner import read_result
 from rlbench_cli.sink import ShardSink, list_shards
 
@@ -304,7 +305,7 @@ def test_run_packed_rejects_what_cannot_be_packed(tmp_path: Path) -> None:
     b = make_spec("CartPole-v1", {"num_steps": 32}, 1, steps=512)
     with pytest.raises(ValueError, match="same everything but the seed"):
         run_packed([a, b], [tmp_path / "a", tmp_path / "b"])
-    assert PACKABLE == PACKABLE_ALGOS
+    assert {a.name for a in ALGORITHMS.values() if a.packable} == PACKABLE
 
 
 # -- statistics: packed vs one per job ----------------------------------------------------------------------------

@@ -19,14 +19,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlbench_cli.algos import ALGORITHMS, OFFLINE
+from rlbench_cli.algos.registry import ALGORITHMS, offline_names
 from rlbench_cli.errors import SuiteInvalid
 from rlbench_cli.grid import RunSpec, expand
 from rlbench_cli.spec import NAME_RE, Resources, ScoreSpec, Suite, load_suite, parse_suite
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0"]
-ALGOS = sorted(set(ALGORITHMS) - OFFLINE)  # online ones: the suites here have envs only
+ALGOS = sorted(set(ALGORITHMS) - offline_names())  # online ones: the suites here have envs only
 SUITE_KEYS = ["name", "description", "seeds", "budget", "envs", "algorithms", "sweep", "score", "normalize",
               "resources", "steps", "eval_every", "eval_episodes", "timeout", "id", "kwargs", "label", "params",
               "entrypoint", "rule", "metric", "drop_first", "table", "references", "gpus_per_job"]  # fmt: skip

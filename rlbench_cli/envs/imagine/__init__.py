@@ -9,7 +9,9 @@ an episode's last step whether the instruction was carried out, and ``info["inst
 
 from __future__ import annotations
 
-__all__ = ["LANG_ENVS", "LANG_LEVELS", "register", "lang_levels"]
+from typing import Any
+
+__all__ = ["LANG_ENVS", "LANG_LEVELS", "check_kwargs", "register", "lang_levels"]
 
 # the instruction levels every language task has, ImagineBench's: the training instructions, the same tasks
 # worded differently, new simple tasks, new composed tasks
@@ -33,6 +35,23 @@ def register() -> None:
         if env_id not in gymnasium.envs.registry:
             gymnasium.register(id=env_id, entry_point=entry, disable_env_checker=True)
     _done = True
+
+
+def check_kwargs(env_id: str, kwargs: dict[str, Any]) -> str | None:
+    """A problem with a language env's ``level`` or ``encoder`` kwarg (or its missing package), or None."""
+    if env_id not in LANG_ENVS:
+        return None
+    import importlib.util
+
+    from .encoder import check_encoder
+
+    needs = "minigrid" if "BabyAI" in env_id else "mujoco"
+    if importlib.util.find_spec(needs) is None:
+        return f"{env_id} needs the {needs} package; install it with: pip install 'rlbench[imagine]'"
+    level = kwargs.get("level")
+    if level is not None and level not in LANG_LEVELS:
+        return f"unknown instruction level {level!r}; choose one of: {', '.join(LANG_LEVELS)} (or leave it out for all)"
+    return check_encoder(kwargs.get("encoder"))
 
 
 def lang_levels(env_id: str, kwargs: dict | None = None) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ the candidate actions (None where the action set is open).
 
 from __future__ import annotations
 
-__all__ = ["TEXT_ENVS", "ORACLE_ENVS", "is_text_env", "register", "short_name"]
+__all__ = ["TEXT_ENVS", "ORACLE_ENVS", "register", "short_name"]
 
 # gymnasium id -> entry point
 TEXT_ENVS: dict[str, str] = {
@@ -25,10 +25,6 @@ TEXT_ENVS: dict[str, str] = {
     "rlbench/CarDealer-v0": "rlbench_cli.envs.text.oracle:CarDealerEnv",
 }
 ORACLE_ENVS = ("rlbench/TwentyQuestions-v0", "rlbench/GuessMyCity-v0", "rlbench/CarDealer-v0")
-
-
-def is_text_env(env_id: str) -> bool:
-    return env_id in TEXT_ENVS
 
 
 def short_name(env_id: str) -> str:
