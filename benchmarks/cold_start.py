@@ -29,9 +29,9 @@ import torch
 from rlbench_cli.runner import configure_torch
 configure_torch(torch)  # as a worker does before its first job
 import rlbench_cli.algos.ppo as ppo
-from rlbench_cli.grid import expand
+from rlbench_cli.suite.grid import expand
 from rlbench_cli.runner import run_one
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.loader import parse_suite
 
 args = json.loads(sys.argv[1])
 first = {}

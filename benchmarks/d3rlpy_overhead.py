@@ -129,8 +129,8 @@ def bench_rlbench(
     name: str, path: Path, steps: int, hidden: list[int] | None, seed: int, buffer: str, folder: Path
 ) -> tuple[float, float]:
     """(training seconds, evaluation seconds) of one ``runner.run_one``."""
-    from rlbench_cli.grid import RunSpec
     from rlbench_cli.runner import run_one
+    from rlbench_cli.suite.grid import RunSpec
 
     params: dict[str, Any] = {"replay_buffer": buffer, **({"hidden_units": hidden} if hidden else {})}
     spec = RunSpec(

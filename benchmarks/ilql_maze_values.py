@@ -62,8 +62,8 @@ def train(algo: str, steps: int, params: dict, seed: int) -> tuple[float, object
     from rlbench_cli.algos.base import RunContext
     from rlbench_cli.algos.text import offline
     from rlbench_cli.datagen.text import ensure_text_dataset
-    from rlbench_cli.grid import RunSpec
     from rlbench_cli.sink import ShardSink
+    from rlbench_cli.suite.grid import RunSpec
 
     ensure_text_dataset(ENV, "mixed")
     cls = {"bc": offline.TextBC, "filtered_bc": offline.FilteredBC, "ilql": offline.ILQL,

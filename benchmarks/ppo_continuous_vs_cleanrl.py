@@ -114,10 +114,10 @@ def _rlbench_worker(job: dict[str, Any]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rlbench_cli.grid import RunSpec
     from rlbench_cli.packed import run_packed
     from rlbench_cli.runner import run_one
     from rlbench_cli.sink import list_shards
+    from rlbench_cli.suite.grid import RunSpec
 
     steps = job["steps"]
     specs = [

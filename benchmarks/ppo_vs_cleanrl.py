@@ -135,9 +135,9 @@ def _rlbench_worker(job: dict[str, Any]) -> None:
     from rlbench_cli.algos import get_algorithm
     from rlbench_cli.algos.base import RunContext
     from rlbench_cli.envs import make_env
-    from rlbench_cli.grid import RunSpec
     from rlbench_cli.runner import run_one
     from rlbench_cli.sink import list_shards
+    from rlbench_cli.suite.grid import RunSpec
 
     # Imports done before the clock starts, as in a worker of `rlbench run` (which imports once per worker)
     # and as CleanRL's SPS excludes them: the adapter's module, the env's (gymnasium imports it on make), and

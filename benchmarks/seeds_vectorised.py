@@ -65,8 +65,8 @@ def _packed_worker(job: dict[str, Any]) -> None:
     from rlbench_cli.algos import ppo_packed  # noqa: F401  - imported before the clock, as below
     from rlbench_cli.algos.base import RunContext
     from rlbench_cli.envs import make_env
-    from rlbench_cli.grid import RunSpec
     from rlbench_cli.packed import run_packed
+    from rlbench_cli.suite.grid import RunSpec
 
     # As ppo_vs_cleanrl's worker: imports done before the clock starts (a worker of `rlbench run` imports once
     # for all its jobs; CleanRL's SPS leaves them out): the module, the env's, and torch._dynamo, which torch

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from .algos.registry import is_packable
-from .grid import RunSpec
-from .ids import canonical_json
 from .runner import ERROR_TAIL_LINES, SYSMON_INTERVAL_S, run_one, seed_everything, write_json_atomic
 from .sink import ShardSink
+from .suite.grid import RunSpec
+from .suite.ids import canonical_json
 from .sysmon import SystemMonitor
 
 __all__ = [

@@ -28,8 +28,8 @@ from typing import Any
 
 from .algos.registry import needs_torch
 from .errors import StoreError
-from .grid import RunSpec
 from .sink import ShardSink
+from .suite.grid import RunSpec
 from .sysmon import SystemMonitor
 
 __all__ = ["attempt_dir", "run_one", "read_result", "write_json_atomic", "uses_torch", "ERROR_TAIL_LINES"]

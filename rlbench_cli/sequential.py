@@ -16,9 +16,9 @@ from typing import Any
 
 from .adaptive import AdaptiveSettings, TaskTest, check_settings, decide, seed_schedule
 from .errors import RunFailed, UsageError
-from .grid import RunSpec, expand
-from .spec import Suite
 from .store import Store
+from .suite.grid import RunSpec, expand
+from .suite.models import Suite
 
 __all__ = ["run_adaptive", "stored_scores", "compare_suite", "AdaptiveResult"]
 

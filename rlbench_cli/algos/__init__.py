@@ -11,7 +11,7 @@ import importlib
 from typing import Any
 
 from ..envs.families import is_text_env
-from ..ids import canonical_json
+from ..suite.ids import canonical_json
 from .registry import ALGORITHMS, needs_torch
 
 __all__ = [

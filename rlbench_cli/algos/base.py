@@ -46,8 +46,8 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from ..envs import make_env
-from ..grid import RunSpec
 from ..sink import MetricSink
+from ..suite.grid import RunSpec
 from ..sysmon import peak_rss_mb
 
 __all__ = [

@@ -126,7 +126,7 @@ NormalizeOpt = Annotated[
 
 def check_score_flags(score: str | None, drop_first: int | None) -> None:
     from ..errors import UsageError
-    from ..spec import SCORE_RULE_RE
+    from ..suite.models import SCORE_RULE_RE
 
     rule, at, phase = (score or "").partition("@")
     if score is not None and (

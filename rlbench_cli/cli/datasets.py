@@ -274,7 +274,7 @@ def import_(
     from ..envs import known_env, make_env
     from ..envs.imagine.encoder import check_encoder
     from ..errors import UsageError
-    from ..spec import NAME_RE
+    from ..suite.models import NAME_RE
 
     if not NAME_RE.match(name):
         raise UsageError(

@@ -429,7 +429,7 @@ def _import(
     export_flags: dict[str, Any],
     options: dict[str, Any],
 ) -> None:
-    from ..spec import NAME_RE
+    from ..suite.models import NAME_RE
 
     if source is None:
         raise UsageError("--into names the suite imported runs go in: add --from FORMAT:PATH, "

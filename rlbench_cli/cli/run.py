@@ -301,8 +301,8 @@ def run(
 
     Example: rlbench run suites/quickstart.yaml --workers 2 --retries 1
     """
-    from ..grid import expand, steps_summary
-    from ..spec import load_suite
+    from ..suite.grid import expand, steps_summary
+    from ..suite.loader import load_suite
 
     if workers is not None and workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {workers})")

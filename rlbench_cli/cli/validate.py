@@ -17,8 +17,8 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
     """
     from ..algos import first_refusal, to_check
     from ..errors import UsageError
-    from ..grid import expand, steps_summary
-    from ..spec import load_suite
+    from ..suite.grid import expand, steps_summary
+    from ..suite.loader import load_suite
 
     for f in files:
         suite = load_suite(f)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..spec import Suite
+from ..suite.models import Suite
 
 __all__ = ["prepare_datasets"]
 

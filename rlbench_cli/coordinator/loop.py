@@ -21,11 +21,11 @@ from ..algos import first_refusal, to_check
 from ..errors import UsageError
 from ..executors import EXECUTORS, ExecutorKind, executor_kind, make_executor
 from ..executors.base import NODE_LOSS_RETRIES, Job, Outcome, Placement
-from ..grid import RunSpec, expand
 from ..packed import plan_packs
 from ..runner import attempt_dir, uses_torch
-from ..spec import Suite
 from ..store import Store
+from ..suite.grid import RunSpec, expand
+from ..suite.models import Suite
 from .datasets import prepare_datasets
 from .manifest import manifest_base
 from .recorder import Recorder

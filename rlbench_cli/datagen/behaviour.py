@@ -161,8 +161,8 @@ def train_behaviour(
     """Train the behaviour policy into ``folder`` (built beside it, renamed into place when complete)."""
     from ..algos import get_algorithm
     from ..algos.base import RunContext
-    from ..grid import RunSpec
     from ..sink import ShardSink
+    from ..suite.grid import RunSpec
 
     tmp = folder.with_name(folder.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ..datasets.names import IMAGINE_BUILD_DEFAULTS as BUILD_DEFAULTS
 from ..datasets.names import IMAGINED_SUFFIX, ORACLE_SUFFIX, datasets_root
 from ..envs.families import FAMILIES
 
@@ -59,14 +60,6 @@ __all__ = [
 
 # how rlbench's own rollout generator is labelled in dataset metadata (ImagineBench's come from an LLM)
 GENERATOR_LABEL = "rlbench-generator"
-BUILD_DEFAULTS: dict[str, Any] = {
-    "real_episodes": 200,  # bot episodes of real-level instructions
-    "imagined_episodes": 60,  # generated episodes per new level (rephrase, easy, hard)
-    "generator_steps": 300,  # generator updates
-    "generator_layers": 2,
-    "generator_width": 64,
-    "horizon": 40,  # longest imagined episode
-}
 NOVEL_LEVELS = ("rephrase", "easy", "hard")
 # envs whose real rollouts rlbench makes: the env families that say so
 BUILDERS = tuple(env for family in FAMILIES if family.imagined_datasets for env in family.envs)

@@ -21,6 +21,7 @@ from ..envs.families import is_text_env
 from ..envs.text import short_name
 
 __all__ = [
+    "IMAGINE_BUILD_DEFAULTS",
     "IMAGINED_SUFFIX",
     "LEVELS",
     "ORACLE_SUFFIX",
@@ -83,3 +84,14 @@ def datasets_root() -> Path:
 # a dataset <name> of real rollouts has its imagined rollouts next to it as <name>.imagined.hdf5
 IMAGINED_SUFFIX = ".imagined.hdf5"
 ORACLE_SUFFIX = ".oracle.hdf5"  # real rollouts of the new instructions (datagen.imagine.build_oracle)
+
+# how an <EnvId>-imagine dataset is built, recorded in its file: a suite asking for other settings is refused
+# (datagen.imagine.settings_problem), never trained on a dataset other than the one it describes
+IMAGINE_BUILD_DEFAULTS: dict[str, Any] = {
+    "real_episodes": 200,  # bot episodes of real-level instructions
+    "imagined_episodes": 60,  # generated episodes per new level (rephrase, easy, hard)
+    "generator_steps": 300,  # generator updates
+    "generator_layers": 2,
+    "generator_width": 64,
+    "horizon": 40,  # longest imagined episode
+}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from ..grid import RunSpec
+from ..suite.grid import RunSpec
 
 __all__ = [
     "Job", "Outcome", "Placement", "Executor", "OnStart", "OnEnd", "OnTick",

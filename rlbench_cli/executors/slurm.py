@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..grid import RunSpec
 from ..packed import run_job
 from ..runner import attempt_dir, read_result, write_json_atomic
+from ..suite.grid import RunSpec
 from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, output_to, signal_name
 
 __all__ = [

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportInvalid, UsageError
-from ..ids import run_id_of
+from ..suite.ids import run_id_of
 
 __all__ = [
     "FORMATS", "OPTIONS", "ImportedRun", "ImportResult", "parse_source", "read_source", "import_source",

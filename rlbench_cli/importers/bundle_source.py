@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportInvalid, UsageError
-from ..ids import run_id_of
+from ..suite.ids import run_id_of
 
 __all__ = ["load", "import_bundle"]
 

@@ -124,7 +124,7 @@ def test_the_committed_lmrl_small_reference_has_ilql_above_90_on_maze_fo(tmp_pat
     by_algo = {x["algo"]: x for x in rows}
     assert set(by_algo) == {"bc", "filtered_bc", "ilql"}
     assert by_algo["ilql"]["runs"] == 3 and by_algo["ilql"]["norm_mean"] > 90
-    from rlbench_cli.spec import load_suite
+    from rlbench_cli.suite.loader import load_suite
 
     steps = {
         (a.name, tuple(a.envs or ())): (a.budget.steps if a.budget else None)

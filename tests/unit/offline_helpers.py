@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 
 from rlbench_cli.algos.base import RunContext
 from rlbench_cli.datasets.data import OfflineData
-from rlbench_cli.grid import RunSpec
 from rlbench_cli.sink import ShardSink, list_shards
+from rlbench_cli.suite.grid import RunSpec
 
 Metrics = dict[str, list[tuple[int, float]]]
 

@@ -23,7 +23,6 @@ KNOWN_BIG = {
     "rlbench_cli.algos.ppo_packed": 1006,
     "rlbench_cli.bootstrap": 842,
     "rlbench_cli.plots": 958,
-    "rlbench_cli.spec": 956,
     "rlbench_cli.stats": 816,
     "rlbench_cli.store": 886,
 }

@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 from rlbench_cli.cli.app import app
 from rlbench_cli.coordinator import Recorder, mark_started
 from rlbench_cli.executors.base import Job
-from rlbench_cli.grid import expand
 from rlbench_cli.runner import attempt_dir, run_one
 from rlbench_cli.sink import ShardSink, list_shards
-from rlbench_cli.spec import load_suite
 from rlbench_cli.store import Store
+from rlbench_cli.suite.grid import expand
+from rlbench_cli.suite.loader import load_suite
 
 
 def _run(i: int) -> dict:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlbench_cli.grid import expand
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.grid import expand
+from rlbench_cli.suite.loader import parse_suite
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_packing.py"
 

@@ -18,9 +18,9 @@ import torch
 
 from rlbench_cli import checkpoint
 from rlbench_cli.algos.base import RunContext
-from rlbench_cli.grid import RunSpec
 from rlbench_cli.runner import attempt_dir, read_result, run_one
 from rlbench_cli.sink import ShardSink, list_shards
+from rlbench_cli.suite.grid import RunSpec
 
 
 @pytest.fixture(autouse=True)

@@ -447,8 +447,8 @@ def test_bc_learns_pendulum(in_tmp: Path) -> None:
 
 def test_runner_trains_from_an_hdf5_file_and_normalises(tmp_path: Path, cartpole: OfflineData) -> None:
     from rlbench_cli.datasets.hdf5 import write_hdf5
-    from rlbench_cli.grid import RunSpec
     from rlbench_cli.runner import run_one
+    from rlbench_cli.suite.grid import RunSpec
 
     path = tmp_path / "cartpole-mine.hdf5"
     write_hdf5(

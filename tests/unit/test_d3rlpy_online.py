@@ -27,8 +27,8 @@ from rlbench_cli.algos.d3rlpy_online import (  # noqa: E402
     DoubleDQN,
     _ArrayReplayBuffer,
 )
-from rlbench_cli.grid import RunSpec  # noqa: E402
 from rlbench_cli.sink import ShardSink, list_shards  # noqa: E402
+from rlbench_cli.suite.grid import RunSpec  # noqa: E402
 
 TINY = {"hidden_units": [32, 32], "batch_size": 32, "update_start_step": 100, "logging_steps": 100}
 

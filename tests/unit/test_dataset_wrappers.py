@@ -18,9 +18,10 @@ from rlbench_cli.datasets import dataset_path, load_dataset
 from rlbench_cli.datasets.hdf5 import read_hdf5
 from rlbench_cli.envs import make_env
 from rlbench_cli.errors import SuiteInvalid, UsageError
-from rlbench_cli.grid import RunSpec, expand
 from rlbench_cli.sink import ShardSink
-from rlbench_cli.spec import DatasetSpec, parse_suite
+from rlbench_cli.suite.grid import RunSpec, expand
+from rlbench_cli.suite.loader import parse_suite
+from rlbench_cli.suite.models import DatasetSpec
 
 sys.path.insert(0, str(Path(__file__).parent))
 from offline_helpers import read_metrics  # noqa: E402

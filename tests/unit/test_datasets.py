@@ -336,8 +336,8 @@ def _train_and_snapshot(
 ) -> list[Any]:
     from rlbench_cli.algos import get_algorithm
     from rlbench_cli.algos.base import RunContext
-    from rlbench_cli.grid import RunSpec
     from rlbench_cli.sink import ShardSink
+    from rlbench_cli.suite.grid import RunSpec
 
     budget = {"steps": steps, "eval_every": steps, "eval_episodes": 2, "timeout": None}
     spec = RunSpec(
@@ -526,7 +526,7 @@ def test_random_level_needs_no_behaviour_where_none_learns(tmp_path: Path) -> No
 
 
 def test_ensure_datasets(tmp_path: Path) -> None:
-    from rlbench_cli.spec import DatasetSpec
+    from rlbench_cli.suite.models import DatasetSpec
 
     specs = [DatasetSpec(name="MountainCar-v0-random")]
     assert datagen.ensure_datasets(specs, root=tmp_path) == [tmp_path / "MountainCar-v0-random.hdf5"]

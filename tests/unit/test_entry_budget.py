@@ -6,8 +6,8 @@ from typer.testing import CliRunner
 
 from rlbench_cli.cli.app import app
 from rlbench_cli.errors import SuiteInvalid
-from rlbench_cli.grid import expand, steps_summary
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.grid import expand, steps_summary
+from rlbench_cli.suite.loader import parse_suite
 
 
 def suite(**over):

@@ -5,10 +5,10 @@ had reached beside each one as eval/actual_step."""
 import pyarrow.parquet as pq
 import pytest
 
-from rlbench_cli.grid import expand
 from rlbench_cli.runner import run_one
 from rlbench_cli.sink import list_shards
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.grid import expand
+from rlbench_cli.suite.loader import parse_suite
 
 
 @pytest.mark.parametrize(

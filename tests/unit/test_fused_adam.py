@@ -130,9 +130,9 @@ def test_a_ppo_run_never_imports_torch_dynamo(tmp_path):
 import sys
 from pathlib import Path
 import torch
-from rlbench_cli.grid import expand
+from rlbench_cli.suite.grid import expand
 from rlbench_cli.runner import run_one
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.loader import parse_suite
 suite = parse_suite({{"name": "d", "seeds": 1, "budget": {{"steps": 512, "eval_every": 512, "eval_episodes": 1}},
                      "envs": ["CartPole-v1"], "algorithms": [{{"name": "ppo", "params": {{"num_envs": 2,
                      "num_steps": 64}}}}]}}, "d.yaml")

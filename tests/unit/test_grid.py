@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from rlbench_cli.grid import RunSpec, expand
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.grid import RunSpec, expand
+from rlbench_cli.suite.loader import parse_suite
 
 
 def _suite(**kw):

@@ -12,8 +12,8 @@ from rlbench_cli.datasets.imaginebench import read_imaginebench
 from rlbench_cli.datasets.mix import canonical_mix, mix_data
 from rlbench_cli.envs.imagine.encoder import get_encoder
 from rlbench_cli.errors import ImportInvalid, SuiteInvalid
-from rlbench_cli.grid import expand
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.grid import expand
+from rlbench_cli.suite.loader import parse_suite
 
 
 def test_encoder_is_deterministic_and_maps_a_rewording_close_and_another_task_far():

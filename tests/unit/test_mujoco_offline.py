@@ -10,8 +10,8 @@ pytest.importorskip("mujoco")
 
 from rlbench_cli.datagen.d4rl import build_dataset  # noqa: E402
 from rlbench_cli.datasets import load_dataset  # noqa: E402
-from rlbench_cli.grid import RunSpec  # noqa: E402
 from rlbench_cli.runner import run_one  # noqa: E402
+from rlbench_cli.suite.grid import RunSpec  # noqa: E402
 
 
 def test_hopper_random_dataset_trains_bc_and_evaluates_in_mujoco(tmp_path):

@@ -14,8 +14,8 @@ from rlbench_cli.cli.common import check_score_flags
 from rlbench_cli.datagen import d4rl as B
 from rlbench_cli.datasets.names import parse_generated_name
 from rlbench_cli.errors import UsageError
-from rlbench_cli.grid import expand
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.grid import expand
+from rlbench_cli.suite.loader import parse_suite
 
 
 def _suite(algo):

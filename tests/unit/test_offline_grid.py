@@ -3,8 +3,8 @@
 import pytest
 
 from rlbench_cli.errors import SuiteInvalid
-from rlbench_cli.grid import expand
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.grid import expand
+from rlbench_cli.suite.loader import parse_suite
 
 
 def suite(**over):

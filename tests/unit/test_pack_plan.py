@@ -3,9 +3,9 @@
 import pytest
 
 from rlbench_cli.errors import SuiteInvalid
-from rlbench_cli.grid import expand
 from rlbench_cli.packed import plan_packs, unpackable
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.grid import expand
+from rlbench_cli.suite.loader import parse_suite
 
 
 def _suite(n=3, seeds=5, algos=("ppo", "dqn")):

@@ -17,8 +17,8 @@ import torch
 
 from rlbench_cli.algos.base import RunContext
 from rlbench_cli.algos.ppo import PPO, PPOConfig
-from rlbench_cli.grid import RunSpec
 from rlbench_cli.sink import ShardSink
+from rlbench_cli.suite.grid import RunSpec
 
 LOSS_METRICS = (
     "train/loss/policy",

@@ -25,8 +25,8 @@ from rlbench_cli.algos.ppo import (
     _to_host,
     _Update,
 )
-from rlbench_cli.grid import RunSpec
 from rlbench_cli.sink import ShardSink
+from rlbench_cli.suite.grid import RunSpec
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -30,10 +30,10 @@ from rlbench_cli.algos.ppo import PPO
 from rlbench_cli.algos.ppo_packed import PACKABLE, _CartPoleBlock, train_packed
 from rlbench_cli.algos.registry import ALGORITHMS
 from rlbench_cli.bootstrap import interval_estimates
-from rlbench_cli.grid import RunSpec
 from rlbench_cli.packed import run_packed
 from rlbench_cli.runner import read_result
 from rlbench_cli.sink import ShardSink, list_shards
+from rlbench_cli.suite.grid import RunSpec
 
 CARTPOLE = {"num_steps": 64}
 PENDULUM = {"num_envs": 2, "num_steps": 256, "normalize_obs": True, "normalize_reward": True}

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from rlbench_cli.algos.registry import ALGORITHMS, offline_names
 from rlbench_cli.errors import SuiteInvalid
-from rlbench_cli.grid import RunSpec, expand
-from rlbench_cli.spec import NAME_RE, Resources, ScoreSpec, Suite, load_suite, parse_suite
+from rlbench_cli.suite.grid import RunSpec, expand
+from rlbench_cli.suite.loader import load_suite, parse_suite
+from rlbench_cli.suite.models import NAME_RE, Resources, ScoreSpec, Suite
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0"]

@@ -9,7 +9,7 @@ import pytest
 from rlbench_cli.errors import UsageError
 from rlbench_cli.executors.ray import actor, cluster, failures, transfer
 from rlbench_cli.executors.ray.executor import create
-from rlbench_cli.spec import Suite
+from rlbench_cli.suite.models import Suite
 
 
 def test_addresses_parse_with_ray_defaults():

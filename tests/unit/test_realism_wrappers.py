@@ -11,9 +11,9 @@ from rlbench_cli.algos.base import RunContext
 from rlbench_cli.envs import make_env
 from rlbench_cli.envs.wrappers import Delay, Disturbance, SafetyCost, check_kwargs
 from rlbench_cli.errors import SuiteInvalid
-from rlbench_cli.grid import expand
 from rlbench_cli.sink import ShardSink
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.grid import expand
+from rlbench_cli.suite.loader import parse_suite
 
 sys.path.insert(0, str(Path(__file__).parent))
 from offline_helpers import read_metrics  # noqa: E402

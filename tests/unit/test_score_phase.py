@@ -12,8 +12,8 @@ from test_sql_scores import RULES, _caught
 
 from rlbench_cli import stats
 from rlbench_cli.errors import SuiteInvalid
-from rlbench_cli.spec import parse_suite
 from rlbench_cli.store import Store
+from rlbench_cli.suite.loader import parse_suite
 
 
 def _store(tmp_path, seed: int = 1) -> tuple[Store, dict[str, int]]:

@@ -11,10 +11,10 @@ import pytest
 
 import rlbench_cli
 from rlbench_cli.algos.entrypoint import entrypoint_packs, takes_seeds
-from rlbench_cli.grid import expand
 from rlbench_cli.packed import can_pack, packable, plan_packs, unpackable
 from rlbench_cli.runner import run_one
-from rlbench_cli.spec import parse_suite
+from rlbench_cli.suite.grid import expand
+from rlbench_cli.suite.loader import parse_suite
 
 USER_CODE = textwrap.dedent(
     """

@@ -80,7 +80,7 @@ def test_log_columns_keeps_each_calls_values_out_of_the_collector(tmp_path):
 RUN_WITHOUT_PANDAS = """
 import json, sys
 from pathlib import Path
-from rlbench_cli.grid import RunSpec
+from rlbench_cli.suite.grid import RunSpec
 from rlbench_cli.runner import run_one
 spec = RunSpec(suite="t", algo="random", algo_name="random", params={}, env_id="CartPole-v1", env_kwargs={},
                seed=0, budget={"steps": 300, "eval_every": 100, "eval_episodes": 1, "timeout": None,

@@ -19,7 +19,7 @@ from rlbench_cli.executors.slurm import (
     outcome_of,
 )
 from rlbench_cli.runner import attempt_dir
-from rlbench_cli.spec import Suite
+from rlbench_cli.suite.models import Suite
 
 
 @pytest.mark.parametrize(

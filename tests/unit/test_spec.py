@@ -3,7 +3,7 @@ import re
 import pytest
 
 from rlbench_cli.errors import SuiteInvalid
-from rlbench_cli.spec import load_suite, parse_suite
+from rlbench_cli.suite.loader import load_suite, parse_suite
 
 
 def test_defaults(suite_dict):

@@ -16,7 +16,7 @@ from rlbench_cli.algos.text.losses import expectile_loss, ilql_q_targets, return
 from rlbench_cli.algos.text.ppo import gae
 from rlbench_cli.algos.text.tokenizer import TextTokenizer
 from rlbench_cli.algos.text.world_model import outcome_ids, parse_outcome, world_model_metrics
-from rlbench_cli.grid import RunSpec
+from rlbench_cli.suite.grid import RunSpec
 
 TINY = {"n_embd": 32, "n_layer": 2, "n_head": 2, "batch_size": 8, "logging_steps": 2, "max_context": 96}
 

@@ -140,7 +140,7 @@ def test_malformed_line_names_file_and_line(tmp_path):
 
 def test_suite_dataset_name_resolves_to_the_text_env_and_is_built(tmp_path):
     from rlbench_cli.datagen import ensure_datasets
-    from rlbench_cli.spec import DatasetSpec
+    from rlbench_cli.suite.models import DatasetSpec
 
     spec = DatasetSpec(name="MazePO-v0-noisy")
     assert spec.env == "rlbench/MazePO-v0" and spec.generated

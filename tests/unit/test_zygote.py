@@ -21,7 +21,7 @@ import pytest
 from rlbench_cli.executors import zygote
 from rlbench_cli.executors.base import Job, Outcome, Placement
 from rlbench_cli.executors.local import LocalExecutor
-from rlbench_cli.grid import RunSpec
+from rlbench_cli.suite.grid import RunSpec
 
 pytestmark = pytest.mark.skipif(not zygote.usable(["cpu"]), reason="forking workers needs Linux pidfds")
 

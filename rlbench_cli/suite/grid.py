@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .ids import run_id_of
-from .spec import AlgoSpec, DatasetSpec, EnvSpec, Suite, env_label
+from .models import AlgoSpec, DatasetSpec, EnvSpec, Suite, env_label
 
 __all__ = ["RunSpec", "expand", "steps_summary"]
 
@@ -118,7 +118,7 @@ def _finetune(entry: AlgoSpec, task: EnvSpec | DatasetSpec) -> dict[str, Any] | 
 
 def expand(suite: Suite) -> list[RunSpec]:
     """All runs of a suite, ordered seed-major so a partial grid already covers every algorithm and env."""
-    # (label, entry) per variant; entries may share a label when they run on different tasks (spec checks)
+    # (label, entry) per variant; entries may share a label when they run on different tasks (models checks)
     algo_variants: list[tuple[str, AlgoSpec, dict[str, Any]]] = []
     for a in suite.algorithms:
         label = a.label or a.name

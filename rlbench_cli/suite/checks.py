@@ -1,0 +1,59 @@
+"""A validated suite checked against the registries that need more than its own fields: gymnasium's (envs,
+wrappers and their kwargs, ``envs``), the env families' kwargs checks (``envs.families``) and local
+pretrained checkpoints (``algos.text``). Each problem is one ``SuiteInvalid`` line naming the file and field.
+"""
+
+from __future__ import annotations
+
+from ..algos.text import check_pretrained
+from ..envs import known_env, known_wrapper, wrapper_kwargs_problem
+from ..envs.families import is_text_env, kwargs_problem
+from ..errors import SuiteInvalid
+from .models import Suite, WrapperSpec
+
+__all__ = ["check_suite", "printable"]
+
+
+def printable(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped, so that a message stays one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _check_wrappers(wrappers: list[WrapperSpec], where: str) -> None:
+    """Each wrapper exists and takes its kwargs; ``where`` is "<file>: field 'envs[0].wrappers"."""
+    for j, w in enumerate(wrappers):
+        problem = known_wrapper(w.name)
+        if problem:
+            raise SuiteInvalid(f"{where}[{j}]': {problem}")
+        problem = wrapper_kwargs_problem(w.name, w.kwargs)
+        if problem:
+            raise SuiteInvalid(f"{where}[{j}].kwargs': {printable(problem)}")
+
+
+def check_suite(suite: Suite, path: str) -> None:
+    """Raise SuiteInvalid for the first env, dataset env, env kwargs, wrapper or pretrained folder of ``suite``
+    that its registry refuses; ``path`` is the suite file's, for the message."""
+    for i, env in enumerate(suite.envs):
+        problem = known_env(env.id)
+        if problem:
+            raise SuiteInvalid(f"{path}: field 'envs[{i}]': {problem}")
+        problem = kwargs_problem(env.id, env.kwargs)
+        if problem:
+            raise SuiteInvalid(f"{path}: field 'envs[{i}].kwargs': {problem}")
+        _check_wrappers(env.wrappers, f"{path}: field 'envs[{i}].wrappers")
+    for i, ds in enumerate(suite.datasets):
+        problem = known_env(ds.env or "")
+        if problem:
+            raise SuiteInvalid(f"{path}: field 'datasets[{i}].env': {problem}")
+        problem = kwargs_problem(ds.env or "", ds.kwargs)
+        if problem:
+            raise SuiteInvalid(f"{path}: field 'datasets[{i}].kwargs': {problem}")
+        if ds.wrappers and (ds.imagined or is_text_env(ds.env or "")):
+            kind = "an <EnvId>-imagine dataset" if ds.imagined else "a text env's dataset"
+            raise SuiteInvalid(f"{path}: field 'datasets[{i}].wrappers': {kind} takes no wrappers; wrap a "
+                               "gymnasium env's dataset, or remove wrappers:")  # fmt: skip
+        _check_wrappers(ds.wrappers, f"{path}: field 'datasets[{i}].wrappers")
+    for i, a in enumerate(suite.algorithms):  # a local pretrained checkpoint (text policies) must exist
+        problem = check_pretrained(a.params.get("pretrained"), f"algorithms[{i}].params.pretrained")
+        if problem:
+            raise SuiteInvalid(f"{path}: field {problem}")
