@@ -25,15 +25,7 @@ def _snapshot(store: Any, suite: str | None) -> dict[str, Any]:
             known = ", ".join(suites) or "none yet"
             raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
         runs = store.runs(con, suite)
-        latest: dict[str, dict[str, float]] = {}
-        if suite is not None:
-            for run_id, name, value in con.execute(
-                """SELECT run_id, name, arg_max(value, step) FROM metrics
-                   WHERE list_contains(?::VARCHAR[], name)
-                   AND run_id IN (SELECT run_id FROM runs WHERE suite = ?) GROUP BY run_id, name""",
-                [["eval/return", *SYS_COLUMNS], suite],
-            ).fetchall():  # fmt: skip
-                latest.setdefault(run_id, {})[name] = value
+        latest = store.latest_values(con, suite, ["eval/return", *SYS_COLUMNS]) if suite is not None else {}
     for r in runs:  # a run in Slurm shows Slurm's word for it: queued or running
         if r["status"] == "running" and r["run_id"] in slurm_state:
             r["status"] = slurm_state[r["run_id"]]

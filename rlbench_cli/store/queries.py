@@ -29,6 +29,45 @@ class Queries:
     def suites(self, con: Any) -> list[str]:
         return [r[0] for r in con.execute("SELECT name FROM suites ORDER BY name").fetchall()]
 
+    def run_counts(self, con: Any, suite: str) -> tuple[int, int]:
+        """``(unfinished, finished)``: how many runs of a suite have not finished (any other status), and
+        how many have."""
+        unfinished, finished = con.execute(
+            "SELECT count(*) FILTER (status <> 'finished'), count(*) FILTER (status = 'finished') FROM runs "
+            "WHERE suite = ?", [suite]
+        ).fetchall()[0]  # fmt: skip
+        return int(unfinished), int(finished)
+
+    def metric_names(self, con: Any, suite: str) -> list[str]:
+        """The distinct metric names logged by a suite's runs (any status), sorted."""
+        return [r[0] for r in con.execute(
+            "SELECT DISTINCT m.name FROM metrics m JOIN runs r USING (run_id) WHERE r.suite = ? ORDER BY 1",
+            [suite]).fetchall()]  # fmt: skip
+
+    def task_kinds(self, con: Any, suite: str) -> dict[str, str]:
+        """``{task: "online" | "offline"}`` of a suite's finished runs: offline where a run trained on a
+        dataset (its config has a ``dataset``), online where rlbench recorded none (``dataset: null``); tasks
+        of runs whose config says neither (imported, e.g. d3rlpy logs) are left out."""
+        rows = con.execute(
+            "SELECT env, CASE WHEN bool_or(config->>'$.dataset' IS NOT NULL) THEN 'offline' "
+            "WHEN bool_and(json_exists(config, '$.dataset')) THEN 'online' END "
+            "FROM runs WHERE suite = ? AND status = 'finished' GROUP BY env", [suite]
+        ).fetchall()  # fmt: skip
+        return {str(env): kind for env, kind in rows if env is not None and kind is not None}
+
+    def latest_values(self, con: Any, suite: str, names: Sequence[str]) -> dict[str, dict[str, float]]:
+        """``{run_id: {name: value}}``: the value at the largest step of each of ``names`` per run of a suite
+        (runs and names without a row are not listed)."""
+        latest: dict[str, dict[str, float]] = {}
+        for run_id, name, value in con.execute(
+            """SELECT run_id, name, arg_max(value, step) FROM metrics
+               WHERE list_contains(?::VARCHAR[], name)
+               AND run_id IN (SELECT run_id FROM runs WHERE suite = ?) GROUP BY run_id, name""",
+            [list(names), suite],
+        ).fetchall():  # fmt: skip
+            latest.setdefault(run_id, {})[name] = value
+        return latest
+
     def query_metrics(
         self,
         con: Any,
