@@ -66,7 +66,7 @@ def leaderboard(
     store = store_for(db)
     # scored in SQL, the rows stay in the database
     s = load_suite(store, suite, metric=metric, rule=score, drop_first=drop_first, normalize=normalize,
-                   rows=False)  # fmt: skip
+                   rows=False, kinds=False)  # fmt: skip
     board = lb.build(suite, s.frame, metric=s.metric, rule=s.rule, drop_first=s.drop_first,
                      normalize=s.normalize, reps=reps, seed=seed, per_task=per_task)  # fmt: skip
     unfinished = s.unfinished

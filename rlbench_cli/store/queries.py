@@ -29,6 +29,16 @@ class Queries:
     def suites(self, con: Any) -> list[str]:
         return [r[0] for r in con.execute("SELECT name FROM suites ORDER BY name").fetchall()]
 
+    def runs_per_suite(self, con: Any) -> dict[str, int] | None:
+        """``{suite: runs}`` of every suite with runs; None when the file has no runs table (a DuckDB file
+        that is not an rlbench results database)."""
+        if not _has_table(con, "runs"):
+            return None
+        return {
+            str(s): int(n)
+            for s, n in con.execute("SELECT suite, count(*) FROM runs GROUP BY suite").fetchall()
+        }
+
     def run_counts(self, con: Any, suite: str) -> tuple[int, int]:
         """``(unfinished, finished)``: how many runs of a suite have not finished (any other status), and
         how many have."""
@@ -126,8 +136,7 @@ class Queries:
 
     def decisions(self, con: Any, suite: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """A suite's stored AdaStop decisions and the settings they were made with (None: none stored)."""
-        if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
-                           "'adaptive_decisions'").fetchall()[0][0]:  # fmt: skip
+        if not _has_table(con, "adaptive_decisions"):
             return [], None  # a file of schema 2 or older, opened read-only: nothing stored
         cur = con.execute(
             """SELECT task, algo_a, algo_b, decision, look, runs_a, runs_b, mean_a, mean_b, settings
@@ -236,3 +245,11 @@ def _metrics_sql(
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY r.suite, r.algo, r.env, r.seed, m.name, m.step"
     return sql, params
+
+
+def _has_table(con: Any, name: str) -> bool:
+    return bool(
+        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchall()[
+            0
+        ][0]
+    )

@@ -141,6 +141,8 @@ def test_load_suite_reads_everything_on_one_connection(tmp_path, monkeypatch):
     assert (data.metric, data.rule, data.drop_first, data.unfinished) == ("eval/return", "final", 0, 1)
     assert data.step_kinds == {"A-v0": "online", "B-v0": "offline"}
     assert data.normalize == "auto" and len(data.frame) == 12
+    rows = analysis.load_suite(store, "s", rule="final", kinds=False)
+    assert rows.step_kinds == {} and len(rows.frame) == 12 * 6 and len(opened) == 2
 
 
 def test_step_kinds_leave_out_tasks_whose_runs_do_not_say(tmp_path):
