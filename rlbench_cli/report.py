@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Report", "make_report", "suite_scoring", "suite_normalize", "CURVE_REPS"]
+__all__ = ["Report", "make_report", "plot_suite", "success_by_level", "CURVE_REPS"]
 
 # rliable's own default for performance profiles and probability of improvement; the aggregates use --reps.
 CURVE_REPS = 2000
@@ -21,53 +20,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was drawn how (task groups), for stdout
     board: Any = None  # the ranked leaderboard.Board of the common tasks, when there is one
-
-
-def _suite_config(store: Any, suite: str) -> dict[str, Any]:
-    with store.reader() as con:
-        rows = con.execute("SELECT config FROM suites WHERE name = ?", [suite]).fetchall()
-    return json.loads(rows[0][0]) if rows and rows[0][0] else {}
-
-
-def suite_scoring(
-    store: Any, suite: str, metric: str | None, rule: str | None, drop_first: int | None
-) -> tuple[str, str, int]:
-    """(metric, rule, drop_first): the flags given, else what the suite declared (stored with it), else
-    ``eval/return``, ``final``, 0. The suite's ``phase`` rides on the rule (``final@online``) unless the
-    flag names a phase itself (``--score final@all`` scores whole runs)."""
-    score = _suite_config(store, suite).get("score") or {}
-    rule = rule or score.get("rule") or "final"
-    if "@" not in rule and score.get("phase"):
-        rule = f"{rule}@{score['phase']}"
-    return (
-        metric or score.get("metric") or "eval/return",
-        rule.removesuffix("@all"),
-        int(score.get("drop_first", 0)) if drop_first is None else drop_first,
-    )
-
-
-def suite_normalize(
-    store: Any, suite: str, flag: str, metric: str | None = None
-) -> str | dict[str, Any] | None:
-    """What ``--normalize FLAG`` means for a suite: ``auto`` prefers the suite's own normalize block. A
-    success rate (``eval/success``, ``eval/success/<level>``) is left raw under ``auto``: it is on [0, 1] already."""
-    if flag == "none" or (flag == "auto" and metric is not None and metric.startswith("eval/success")):
-        return None  # a success rate is already on [0, 1]
-    if flag == "suite" or flag == "auto":
-        config = _suite_config(store, suite)
-        block = config.get("normalize")
-        if block:
-            return block
-        refs = config.get("dataset_references")
-        if refs and not config.get("envs"):  # offline suites: each dataset's random and expert returns, x 100
-            return {"references": refs, "scale": 100, "source": "each dataset's random and expert returns"}
-        if flag == "suite":
-            from .errors import UsageError
-
-            raise UsageError(
-                f"suite {suite!r} has no normalize block; use --normalize auto, none or a table name"
-            )
-    return flag
+    scored: Any = None  # the analysis.SuiteScores it was made from (plot_suite)
 
 
 def make_report(
@@ -191,3 +144,63 @@ def make_report(
         dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning))
     )
     return Report(paths=paths, leaderboard_md=md, warnings=messages, notes=notes, board=board)
+
+
+def plot_suite(
+    store: Any,
+    suite: str,
+    *,
+    metric: str | None,
+    rule: str | None,
+    drop_first: int | None,
+    normalize: str,
+    reps: int,
+    seed: int,
+    out_dir: Path,
+    fmt: str = "png",
+    options: Any = None,
+    curves: bool = True,
+    worker: Any = None,
+) -> Report:
+    """``rlbench plot``: a suite's scores read by ``analysis.load_suite`` (metric, rule and drop_first None:
+    the suite's; ``normalize`` a ``--normalize`` value), then ``make_report``. ``Report.scored`` holds what was
+    read (the scoring used, the runs left out as unfinished)."""
+    from . import analysis
+
+    scored = analysis.load_suite(store, suite, metric=metric, rule=rule, drop_first=drop_first,
+                                 normalize=normalize, rows=curves)  # fmt: skip
+    made = make_report(suite, scored.frame, metric=scored.metric, rule=scored.rule, drop_first=scored.drop_first,
+                       normalize=scored.normalize, reps=reps, seed=seed, out_dir=out_dir, fmt=fmt,
+                       step_kinds=scored.step_kinds, options=options, curves=curves, worker=worker)  # fmt: skip
+    made.scored = scored
+    return made
+
+
+def success_by_level(
+    store: Any, suite: str, rule: str, drop_first: int, out_dir: Path, fmt: str
+) -> list[Path]:
+    """The ``success_by_level`` figure: per-level success (``eval/success/<level>``, language tasks) when the
+    suite logged it, as ``[path]``; ``[]`` otherwise."""
+    import pandas as pd
+
+    from . import plots
+    from .analysis import load_scores
+    from .envs.imagine import LANG_LEVELS
+    from .errors import UnknownName
+
+    frames = []
+    for level in LANG_LEVELS:
+        try:
+            df, _ = load_scores(store, suite, f"eval/success/{level}", rule, drop_first)
+        except UnknownName:
+            continue
+        frames.append(df.assign(level=level))
+    if not frames:
+        return []
+    scores = pd.concat(frames)
+    levels = [lv for lv in LANG_LEVELS if lv in set(scores["level"])]
+    fig = plots.plot_success_by_level(
+        scores, levels, title=f"{suite}: success rate per instruction level ({rule})"
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [plots.save_figure(fig, out_dir / f"success_by_level.{fmt}")]

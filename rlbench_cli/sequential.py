@@ -41,18 +41,14 @@ def stored_scores(
     import warnings
 
     from . import stats
+    from .analysis import metric_rows
 
-    with store.reader() as con:
-        table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
-        boundaries = store.phase_boundaries(con, suite)
-    df = table.to_pandas()
+    df = metric_rows(store, suite, metric)  # with offline-to-online runs' phase boundary
     if df.empty:
         return {}, {}
-    df["boundary"] = df["run_id"].map(boundaries).astype(float)  # offline-to-online runs' phase boundary
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", stats.StatsWarning)
-        scored = stats.run_scores(df[["run_id", "algo", "env", "seed", "step", "value", "boundary"]], rule,
-                                  drop_first)  # fmt: skip
+        scored = stats.run_scores(df, rule, drop_first)
     rank = {s: i for i, s in enumerate(seeds)} if seeds is not None else None
     if rank is not None:
         scored = scored[scored["seed"].isin(rank)]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -142,30 +141,6 @@ def store_for(db: Path | None) -> Any:
     from ..store import Store
 
     return Store(db)
-
-
-class _SharedReader:
-    """A store whose ``reader()`` is one connection already open; everything else is the store's."""
-
-    def __init__(self, store: Any, con: Any):
-        self._store, self._con = store, con
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    def reader(self) -> Any:
-        from contextlib import nullcontext
-
-        return nullcontext(self._con)
-
-
-@contextmanager
-def shared_reader(store: Any) -> Iterator[Any]:
-    """The store with ONE read-only connection for a command's several short reads (suite config, scores,
-    task kinds): opening the file once instead of once a read. Leave it before the long computation, so a
-    running suite's coordinator can write meanwhile."""
-    with store.reader() as con:
-        yield _SharedReader(store, con)
 
 
 def is_tty() -> bool:

@@ -65,13 +65,13 @@ def compare(
 
     Example: rlbench compare quickstart --alpha 0.05 --batch 5 --max-batches 2
     """
-    from .. import report
     from ..adaptive import AdaptiveSettings
+    from ..analysis import suite_scoring
     from ..sequential import compare_suite
 
     check_score_flags(score, drop_first)
     store = store_for(db)
-    metric, rule, drop_first = report.suite_scoring(store, suite, metric, score, drop_first)
+    metric, rule, drop_first = suite_scoring(store, suite, metric, score, drop_first)
     given = {k: v for k, v in dict(alpha=alpha, batch=batch, max_batches=max_batches, permutations=permutations,
                                    seed=seed).items() if v is not None}  # fmt: skip
     result, settings = compare_suite(store, suite, AdaptiveSettings(**given) if given else None, metric, rule,

@@ -12,13 +12,13 @@ from typing import Annotated, Any
 
 import typer
 
+from ..analysis import score_runs, shared_reader
 from ..errors import UnknownName, UsageError
 from .common import DbOpt, DropFirstOpt, handle_errors, store_for
 from .output import OutFormat, write_table
 
 COLUMNS = ["run_id", "suite", "algo", "env", "seed", "step", "name", "value", "wall_time"]
 WIDE_KEYS = ["run_id", "suite", "algo", "env", "seed", "step"]
-SCORE_COLUMNS = ["run_id", "suite", "algo", "env", "seed", "status", "metric", "rule", "drop_first", "score"]
 FROM_HELP = (
     "import runs another tool wrote, as KIND:PATH. Kinds: tensorboard:DIR (event files; CleanRL's "
     "runs/ENV__EXP__SEED__TIME/, see --pattern), sb3:DIR (Stable-Baselines3 / rl-baselines3-zoo "
@@ -267,7 +267,7 @@ def fetch(
     store = store_for(db)
     filters = {"suite": suite, "algos": algo or (), "envs": env or (), "seeds": seed or (),
                "statuses": status or (["finished"] if scores else ()), "step_min": lo, "step_max": hi}  # fmt: skip
-    with store.reader() as con:
+    with shared_reader(store) as reads, reads.reader() as con:  # --scores reads each suite's rule on it too
         known = store.suites(con)
         if suite is not None and suite not in known:
             raise UnknownName(
@@ -277,7 +277,9 @@ def fetch(
             runs = store.runs(con, suite)
             filters["run_ids"] = [r["run_id"] for r in runs if matches(_config(r["config"]), conditions)]
         if scores:
-            table = _scores(store, con, filters, metric[0] if metric else None, score, drop_first)
+            table, said = score_runs(reads, filters, metric[0] if metric else None, score, drop_first)
+            for w in said:
+                typer.echo(f"warning: {w}", err=True)
         elif out_fmt is OutFormat.parquet and not wide:  # DuckDB writes the file, streaming (no pandas)
             _parquet(store, con, {**filters, "metrics": metric or ()}, output, limit, metric, conditions)
             return
@@ -343,70 +345,6 @@ def _wide(table: Any) -> Any:
     wide = df.set_index(WIDE_KEYS + ["name"])["value"].unstack("name").sort_index().reset_index()
     wide.columns.name = None
     return pa.Table.from_pandas(wide, preserve_index=False)
-
-
-def _scores(store: Any, con: Any, filters: dict[str, Any], metric: str | None, rule: str | None,
-            drop_first: int | None) -> Any:  # fmt: skip
-    """One row per run: the suite's score rule applied to its rows of one metric, in SQL (``Store.run_scores``,
-    the same numbers and warnings as ``stats.run_scores`` on the rows)."""
-    import warnings
-
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from .. import report, scoring
-    from ..arrowbuf import numbers, repeated_text
-
-    suites = [filters["suite"]] if filters.get("suite") else store.suites(con)
-    parts = []
-    for name in suites:
-        m, r, d = report.suite_scoring(_Open(con), name, metric, rule, drop_first)
-        rule_name, n = scoring.parse_rule(r)
-        runs = store.run_scores(con, suite=name, metric=m, rule=rule_name, n=n, drop_first=d,
-                                phase=scoring.rule_phase(r)[1],
-                                **{k: v for k, v in filters.items() if k != "suite"})  # fmt: skip
-        if runs.num_rows == 0:
-            continue
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", scoring.StatsWarning)
-            try:
-                order = scoring.finish_order(
-                    {c: runs.column(c).to_pylist() for c in scoring.SCORED_COLUMNS}, r, d
-                )
-            except scoring.StatsError as e:
-                if "no finite values" in str(e) or "No evaluation points left" in str(e):
-                    typer.echo(f"warning: suite {name!r}: {e}", err=True)
-                    continue
-                raise
-        for w in dict.fromkeys(
-            str(c.message) for c in caught if issubclass(c.category, scoring.StatsWarning)
-        ):
-            typer.echo(f"warning: suite {name!r}: {w}", err=True)
-        kept = runs.take(numbers(np.asarray(order, np.int64)))
-        k = kept.num_rows
-        columns = {"run_id": kept["run_id"], "suite": repeated_text(name, k), "algo": kept["algo"],
-                   "env": kept["env"], "seed": kept["seed"], "status": kept["status"],
-                   "metric": repeated_text(m, k), "rule": repeated_text(r, k),
-                   "drop_first": numbers(np.full(k, d, np.int64)), "score": kept["score"].cast(pa.float64())}  # fmt: skip
-        parts.append(pa.Table.from_arrays(list(columns.values()), names=list(columns)))
-    if not parts:
-        return pa.Table.from_arrays([repeated_text("", 0)] * len(SCORE_COLUMNS), names=SCORE_COLUMNS)
-    out = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-    keys = [(c, "ascending") for c in ("suite", "algo", "env", "seed", "run_id")]
-    return out.take(pc.sort_indices(out, sort_keys=keys))
-
-
-class _Open:
-    """A store whose ``reader()`` is an already open connection (``report.suite_scoring`` opens one)."""
-
-    def __init__(self, con: Any):
-        self.con = con
-
-    def reader(self) -> Any:
-        from contextlib import nullcontext
-
-        return nullcontext(self.con)
 
 
 def _bundle(db: Path | None, suite: str | None, output: Path | None, filters: dict[str, Any]) -> None:

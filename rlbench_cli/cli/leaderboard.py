@@ -17,7 +17,6 @@ from .common import (
     SuiteArg,
     check_score_flags,
     handle_errors,
-    shared_reader,
     store_for,
 )
 
@@ -61,17 +60,16 @@ def leaderboard(
     Example: rlbench leaderboard quickstart --per-task --score best --drop-first 1 --format latex
     """
     from .. import leaderboard as lb
-    from .. import report
-    from .plot import load_scores
+    from ..analysis import load_suite
 
     check_score_flags(score, drop_first)
     store = store_for(db)
-    with shared_reader(store) as reads:  # one connection for the reads, closed before the statistics
-        metric, rule, drop_first = report.suite_scoring(reads, suite, metric, score, drop_first)
-        df, unfinished = load_scores(reads, suite, metric, rule, drop_first)  # scored in SQL, rows stay there
-        norm = report.suite_normalize(reads, suite, normalize, metric)
-    board = lb.build(suite, df, metric=metric, rule=rule, drop_first=drop_first, normalize=norm, reps=reps,
-                     seed=seed, per_task=per_task)  # fmt: skip
+    # scored in SQL, the rows stay in the database
+    s = load_suite(store, suite, metric=metric, rule=score, drop_first=drop_first, normalize=normalize,
+                   rows=False, kinds=False)  # fmt: skip
+    board = lb.build(suite, s.frame, metric=s.metric, rule=s.rule, drop_first=s.drop_first,
+                     normalize=s.normalize, reps=reps, seed=seed, per_task=per_task)  # fmt: skip
+    unfinished = s.unfinished
     if unfinished:
         typer.echo(f"warning: {unfinished} runs of {suite!r} are not finished and are left out", err=True)
     for w in board.warnings:

@@ -54,20 +54,15 @@ def report(
     Large suites (thousands of runs): rlbench report SUITE --no-curves
     """
     from .. import plots
-    from .. import report as figures
     from ..figure_worker import running
-    from ..htmlreport import build_html
-    from .plot import step_kinds
+    from ..htmlreport import suite_page
 
     check_score_flags(score, drop_first)
     store = store_for(db)
     # forked before the store is opened, as in `rlbench plot`: it draws the figures beside the bootstraps
     with running(warm=plots.warm_up) as worker:
-        metric, rule, drop_first = figures.suite_scoring(store, suite, metric, score, drop_first)
-        page, notes = build_html(store, suite, metric=metric, rule=rule, drop_first=drop_first,
-                                 normalize=figures.suite_normalize(store, suite, normalize, metric), reps=reps,
-                                 seed=seed, step_kinds=step_kinds(store, suite), worker=worker,
-                                 curves=curves)  # fmt: skip
+        page, notes = suite_page(store, suite, metric=metric, rule=score, drop_first=drop_first,
+                                 normalize=normalize, reps=reps, seed=seed, worker=worker, curves=curves)  # fmt: skip
     path = out or store.path.parent / "reports" / f"{suite}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

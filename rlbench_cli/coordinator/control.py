@@ -118,15 +118,7 @@ def snapshot(store: Store, suite: str | None) -> Snapshot:
         if suite is not None:
             _check_suite(store, con, suite)
         runs = store.runs(con, suite)
-        latest: dict[str, dict[str, float]] = {}
-        if suite is not None:
-            for run_id, name, value in con.execute(
-                """SELECT run_id, name, arg_max(value, step) FROM metrics
-                   WHERE list_contains(?::VARCHAR[], name)
-                   AND run_id IN (SELECT run_id FROM runs WHERE suite = ?) GROUP BY run_id, name""",
-                [["eval/return", *SYS_COLUMNS], suite],
-            ).fetchall():  # fmt: skip
-                latest.setdefault(run_id, {})[name] = value
+        latest = store.latest_values(con, suite, ["eval/return", *SYS_COLUMNS]) if suite is not None else {}
     for r in runs:
         if r["status"] == "running" and r["run_id"] in states:
             r["status"] = states[r["run_id"]]

@@ -38,12 +38,10 @@ def merge(store: Any, path: Path, suite: str | None = None) -> ImportResult:
     other = Store(path, wait=store.wait)
     try:
         with other.reader() as con:
-            if not con.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'runs'"
-            ).fetchall()[0][0]:
+            counts = other.runs_per_suite(con)
+            if counts is None:
                 raise ImportInvalid(f"{path}: an empty DuckDB file, not an rlbench results database")
             suites = other.suites(con)
-            counts = dict(con.execute("SELECT suite, count(*) FROM runs GROUP BY suite").fetchall())
     except StoreError as e:
         raise ImportInvalid(
             str(e).split("; pass ")[0] + "; --from duckdb: takes another rlbench results database"

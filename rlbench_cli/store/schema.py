@@ -11,6 +11,15 @@ from ..errors import StoreError
 
 SCHEMA_VERSION = 3
 
+TERMINAL = ("finished", "failed", "interrupted")  # a run's statuses once it has ended
+
+# the runs table's columns, in order, at the current version
+RUN_COLUMNS = (
+    "run_id", "suite", "algo", "algo_name", "env", "seed", "config", "status", "attempts", "exit_code",
+    "error", "started_at", "ended_at", "duration_s", "host", "device", "git_commit", "git_dirty",
+    "python", "packages", "executor", "job_id",
+)  # fmt: skip
+
 _V1 = """
 CREATE TABLE schema_version (version INTEGER NOT NULL, applied_at TIMESTAMP DEFAULT now());
 CREATE TABLE suites (

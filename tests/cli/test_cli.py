@@ -304,7 +304,7 @@ def test_plot_flags_reach_every_figure_and_task_groups_are_said(tmp_path, make_r
 
 
 def test_step_kinds_of_the_reference_suites(tmp_path):
-    from rlbench_cli.cli.plot import step_kinds
+    from rlbench_cli.analysis import step_kinds
     from rlbench_cli.store import Store
 
     db = tmp_path / "db.duckdb"

@@ -10,8 +10,8 @@ import pytest
 from e2e_cli import rl
 
 from rlbench_cli import leaderboard as lb
-from rlbench_cli import report, stats
-from rlbench_cli.cli.plot import load_metric
+from rlbench_cli import stats
+from rlbench_cli.analysis import load_metric, suite_normalize
 from rlbench_cli.store import Store
 
 FIXTURE = Path(__file__).parents[2].parent / "shared" / "fixtures" / "d3rlpy-benchmarks-atari"
@@ -33,7 +33,7 @@ def _rows_board(db, rule, drop_first, per_task=False):
     store = Store(db)
     df, _ = load_metric(store, "atari", "eval/return")
     return lb.build("atari", df, metric="eval/return", rule=rule, drop_first=drop_first, reps=2000, seed=0,
-                    normalize=report.suite_normalize(store, "atari", "auto"), per_task=per_task)  # fmt: skip
+                    normalize=suite_normalize(store, "atari", "auto"), per_task=per_task)  # fmt: skip
 
 
 @pytest.mark.parametrize(("rule", "drop_first"), CASES)

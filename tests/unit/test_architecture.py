@@ -24,7 +24,6 @@ KNOWN_BIG = {
     "rlbench_cli.bootstrap": 842,
     "rlbench_cli.plots": 958,
     "rlbench_cli.stats": 816,
-    "rlbench_cli.store": 886,
 }
 # Import circles still there; issue #39 empties this list.
 KNOWN_CIRCLES = [

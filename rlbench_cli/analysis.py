@@ -1,0 +1,346 @@
+"""A suite's scores and metric rows, read from the results database: what ``rlbench plot``, ``leaderboard``,
+``report``, ``compare`` and ``fetch --scores`` compute from, as plain functions for Python users.
+
+Every function takes a ``store.Store`` (or the store ``shared_reader`` yields, to do several reads on one
+connection) and returns pandas or pyarrow data:
+
+- metric rows (``metric_rows``, ``load_metric``): a DataFrame ``run_id, algo, env, seed, step, value``, one
+  row per logged value of one metric of each finished run, and a float ``boundary`` column (the run's last
+  offline step; NaN for runs without one) when some run of the suite was fine-tuned online;
+- per-run scores computed in the database (``load_scores``): a DataFrame with ``stats.SCORED_COLUMNS`` and
+  ``status``, one row per finished run, in place of the rows wherever ``stats`` and ``leaderboard`` take them;
+- a ``stats.ScoreTable`` (``score_table``): per algorithm an array of shape (runs, tasks), rliable's contract.
+
+Example::
+
+    from rlbench_cli import analysis
+    from rlbench_cli.store import Store
+
+    table = analysis.score_table(Store("results/rlbench.duckdb"), "quickstart")
+    table.scores["ppo"]  # ndarray (runs, tasks), columns table.tasks
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import UnknownName, UsageError
+
+__all__ = [
+    "ROW_COLUMNS",
+    "SCORE_COLUMNS",
+    "SuiteScores",
+    "load_metric",
+    "load_scores",
+    "load_suite",
+    "metric_rows",
+    "score_runs",
+    "score_table",
+    "shared_reader",
+    "step_kinds",
+    "suite_normalize",
+    "suite_scoring",
+]
+
+ROW_COLUMNS = ["run_id", "algo", "env", "seed", "step", "value"]
+
+
+class _SharedReader:
+    """A store whose ``reader()`` is one connection already open; everything else is the store's."""
+
+    def __init__(self, store: Any, con: Any):
+        self._store, self._con = store, con
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def reader(self) -> Any:
+        return nullcontext(self._con)
+
+
+@contextmanager
+def shared_reader(store: Any) -> Iterator[Any]:
+    """The store with ONE read-only connection for several short reads (suite config, scores, task kinds):
+    the file is opened once instead of once a read. Leave it before a long computation, so a running suite's
+    coordinator can write meanwhile."""
+    with store.reader() as con:
+        yield _SharedReader(store, con)
+
+
+def _check_suite(store: Any, con: Any, suite: str) -> None:
+    suites = store.suites(con)
+    if suite not in suites:
+        known = ", ".join(suites) or "none yet"
+        raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
+
+
+def _suite_config(store: Any, suite: str) -> dict[str, Any]:
+    with store.reader() as con:
+        info = store.suite_info(con, suite)
+    return info["config"] if info else {}
+
+
+def suite_scoring(
+    store: Any, suite: str, metric: str | None, rule: str | None, drop_first: int | None
+) -> tuple[str, str, int]:
+    """(metric, rule, drop_first): the values given, else what the suite declared (stored with it), else
+    ``eval/return``, ``final``, 0. The suite's ``phase`` rides on the rule (``final@online``) unless the
+    rule names a phase itself (``final@all`` scores whole runs)."""
+    score = _suite_config(store, suite).get("score") or {}
+    rule = rule or score.get("rule") or "final"
+    if "@" not in rule and score.get("phase"):
+        rule = f"{rule}@{score['phase']}"
+    return (
+        metric or score.get("metric") or "eval/return",
+        rule.removesuffix("@all"),
+        int(score.get("drop_first", 0)) if drop_first is None else drop_first,
+    )
+
+
+def suite_normalize(
+    store: Any, suite: str, flag: str, metric: str | None = None
+) -> str | dict[str, Any] | None:
+    """What ``--normalize FLAG`` means for a suite: ``auto`` prefers the suite's own normalize block. A
+    success rate (``eval/success``, ``eval/success/<level>``) is left raw under ``auto``: it is on [0, 1] already."""
+    if flag == "none" or (flag == "auto" and metric is not None and metric.startswith("eval/success")):
+        return None  # a success rate is already on [0, 1]
+    if flag == "suite" or flag == "auto":
+        config = _suite_config(store, suite)
+        block = config.get("normalize")
+        if block:
+            return block
+        refs = config.get("dataset_references")
+        if refs and not config.get("envs"):  # offline suites: each dataset's random and expert returns, x 100
+            return {"references": refs, "scale": 100, "source": "each dataset's random and expert returns"}
+        if flag == "suite":
+            raise UsageError(
+                f"suite {suite!r} has no normalize block; use --normalize auto, none or a table name"
+            )
+    return flag
+
+
+def _rows_frame(table: Any, boundaries: dict[str, int]) -> Any:
+    df = table.to_pandas()[ROW_COLUMNS]
+    if boundaries:  # offline-to-online runs: their phase boundary, for score phases and the curves' marker
+        df["boundary"] = df["run_id"].map(boundaries).astype(float)
+    return df
+
+
+def metric_rows(store: Any, suite: str, metric: str) -> Any:
+    """Finished runs' rows of one metric: a DataFrame ``run_id, algo, env, seed, step, value`` (and
+    ``boundary`` when some run has a phase boundary), ordered by algo, env, seed, step; empty when there are
+    none. The suite is not checked (see ``load_metric``)."""
+    with store.reader() as con:
+        table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
+        boundaries = store.phase_boundaries(con, suite)
+    return _rows_frame(table, boundaries)
+
+
+def _nothing_to_score(suite: str, metric: str, finished: int, names: list[str]) -> Exception:
+    if not finished:
+        return UsageError(f"suite {suite!r} has no finished runs yet; see rlbench status {suite}")
+    return UnknownName(f"suite {suite!r} has no finished run with metric {metric!r} "
+                       f"(metrics there: {', '.join(names) or 'none'}); pass another --metric")  # fmt: skip
+
+
+def _all_nonfinite(suite: str, metric: str) -> UsageError:
+    return UsageError(f"suite {suite!r}: every {metric!r} value of its finished runs is NaN or inf, so there is "
+                      f"nothing to score; see them with rlbench fetch --suite {suite} --metric {metric}")  # fmt: skip
+
+
+def load_metric(store: Any, suite: str, metric: str) -> tuple[Any, int]:
+    """``metric_rows`` of a suite that has them, and the number of its runs not finished (left out).
+
+    Raises:
+        UnknownName: no such suite, or no finished run logged ``metric`` (the message names the metrics
+            there).
+        UsageError: no finished run yet, or every value is NaN or inf.
+    """
+    with store.reader() as con:
+        _check_suite(store, con, suite)
+        table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
+        boundaries = store.phase_boundaries(con, suite)
+        unfinished, finished = store.run_counts(con, suite)
+        names = store.metric_names(con, suite)
+    df = _rows_frame(table, boundaries)
+    if df.empty:
+        raise _nothing_to_score(suite, metric, finished, names)
+    if not df["value"].astype(float).map(math.isfinite).any():
+        raise _all_nonfinite(suite, metric)
+    return df, unfinished
+
+
+def load_scores(store: Any, suite: str, metric: str, rule: str, drop_first: int) -> tuple[Any, int]:
+    """Finished runs' scores of one metric by a score rule, computed in the database (``Store.run_scores``),
+    and the number of runs not finished.
+
+    Returns:
+        A DataFrame with ``stats.SCORED_COLUMNS`` and ``status``, one row per finished run with a row of the
+        metric, ordered by run_id; ``stats.score_table`` and ``leaderboard.build`` take it in place of the
+        rows ``load_metric`` returns (same tables, same warnings). And the count of unfinished runs.
+
+    Raises:
+        What ``load_metric`` raises.
+    """
+    from . import scoring
+
+    name, n = scoring.parse_rule(rule)
+    with store.reader() as con:
+        _check_suite(store, con, suite)
+        table = store.run_scores(con, suite=suite, metric=metric, rule=name, n=n, drop_first=drop_first,
+                                 phase=scoring.rule_phase(rule)[1])  # fmt: skip
+        unfinished, finished = store.run_counts(con, suite)
+        names = store.metric_names(con, suite) if table.num_rows == 0 else []
+    df = table.to_pandas()
+    if df.empty:
+        raise _nothing_to_score(suite, metric, finished, names)
+    if not (df["rows"] > df["nonfinite"]).any():
+        raise _all_nonfinite(suite, metric)
+    return df, unfinished
+
+
+def step_kinds(store: Any, suite: str) -> dict[str, str]:
+    """``{task: "online" | "offline"}`` of a suite's finished runs: offline where a run trained on a dataset,
+    online where rlbench recorded none; tasks of runs imported without that (e.g. d3rlpy logs) are left out."""
+    with store.reader() as con:
+        return store.task_kinds(con, suite)
+
+
+@dataclass
+class SuiteScores:
+    """What a suite's statistics start from (``load_suite``).
+
+    Attributes:
+        suite, metric, rule, drop_first: The suite and how its runs are scored (flags, else the suite's).
+        frame: Metric rows (``load_metric``) or per-run scores (``load_scores``), finished runs only.
+        unfinished: Runs of the suite not finished, left out.
+        normalize: What the normalize flag means for the suite (``suite_normalize``).
+        step_kinds: ``{task: "online" | "offline"}`` (``step_kinds``).
+    """
+
+    suite: str
+    metric: str
+    rule: str
+    drop_first: int
+    frame: Any
+    unfinished: int
+    normalize: str | dict[str, Any] | None
+    step_kinds: dict[str, str]
+
+
+def load_suite(
+    store: Any,
+    suite: str,
+    *,
+    metric: str | None = None,
+    rule: str | None = None,
+    drop_first: int | None = None,
+    normalize: str = "auto",
+    rows: bool = True,
+    kinds: bool = True,
+) -> SuiteScores:
+    """Everything ``rlbench plot`` and ``rlbench leaderboard`` read of a suite, on one connection: the
+    scoring (``suite_scoring``), the metric rows (``rows=True``, for curves) or the per-run scores computed
+    in the database (``rows=False``), the normalisation and, with ``kinds``, the tasks' step kinds (``{}``
+    without; tens of ms on 10,000 runs). Raises what ``load_metric`` raises."""
+    with shared_reader(store) as reads:  # one connection for the reads, closed before the statistics
+        metric, rule, drop_first = suite_scoring(reads, suite, metric, rule, drop_first)
+        if rows:
+            frame, unfinished = load_metric(reads, suite, metric)
+        else:
+            frame, unfinished = load_scores(reads, suite, metric, rule, drop_first)
+        norm = suite_normalize(reads, suite, normalize, metric)
+        found = step_kinds(reads, suite) if kinds else {}
+    return SuiteScores(suite=suite, metric=metric, rule=rule, drop_first=drop_first, frame=frame,
+                       unfinished=unfinished, normalize=norm, step_kinds=found)  # fmt: skip
+
+
+def score_table(
+    store: Any,
+    suite: str,
+    *,
+    metric: str | None = None,
+    rule: str | None = None,
+    drop_first: int | None = None,
+    normalize: str = "auto",
+) -> Any:
+    """A suite's ``stats.ScoreTable``: ``scores`` is ``{algo: ndarray of shape (runs, tasks)}``, rliable's
+    contract (columns ``tasks``, rows the seeds in ``seeds[algo]``), normalised as ``normalize`` says, from
+    per-run scores computed in the database. Raises what ``load_metric`` and ``stats.score_table`` raise."""
+    from . import stats
+
+    data = load_suite(store, suite, metric=metric, rule=rule, drop_first=drop_first, normalize=normalize,
+                      rows=False, kinds=False)  # fmt: skip
+    return stats.score_table(data.frame, rule=data.rule, drop_first=data.drop_first, normalize=data.normalize,
+                             metric=data.metric)  # fmt: skip
+
+
+SCORE_COLUMNS = ["run_id", "suite", "algo", "env", "seed", "status", "metric", "rule", "drop_first", "score"]
+
+
+def score_runs(
+    store: Any, filters: dict[str, Any], metric: str | None, rule: str | None, drop_first: int | None
+) -> tuple[Any, list[str]]:
+    """One score per run (``rlbench fetch --scores``): each suite's score rule (or the one given) applied to
+    its runs' rows of one metric, in the database (``Store.run_scores``: the same numbers and warnings as
+    ``stats.run_scores`` on the rows).
+
+    Args:
+        store: The store (or ``shared_reader``'s).
+        filters: ``suite`` (None: every suite), and ``Store.run_scores``' filters (algos, envs, seeds,
+            statuses, run_ids, step_min, step_max).
+        metric, rule, drop_first: As ``suite_scoring`` (None: each suite's).
+
+    Returns:
+        A pyarrow Table with ``SCORE_COLUMNS``, ordered by suite, algo, env, seed, run_id; and the warnings,
+        each ``suite 'NAME': ...`` (a suite whose runs have nothing left to score is left out with one).
+    """
+    import warnings
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from . import scoring
+    from .arrowbuf import numbers, repeated_text
+
+    parts, said = [], []
+    with shared_reader(store) as reads, reads.reader() as con:
+        suites = [filters["suite"]] if filters.get("suite") else store.suites(con)
+        for name in suites:
+            m, r, d = suite_scoring(reads, name, metric, rule, drop_first)
+            rule_name, n = scoring.parse_rule(r)
+            runs = store.run_scores(con, suite=name, metric=m, rule=rule_name, n=n, drop_first=d,
+                                    phase=scoring.rule_phase(r)[1],
+                                    **{k: v for k, v in filters.items() if k != "suite"})  # fmt: skip
+            if runs.num_rows == 0:
+                continue
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", scoring.StatsWarning)
+                try:
+                    order = scoring.finish_order(
+                        {c: runs.column(c).to_pylist() for c in scoring.SCORED_COLUMNS}, r, d
+                    )
+                except scoring.StatsError as e:
+                    if "no finite values" in str(e) or "No evaluation points left" in str(e):
+                        said.append(f"suite {name!r}: {e}")
+                        continue
+                    raise
+            said += [f"suite {name!r}: {w}" for w in dict.fromkeys(
+                str(c.message) for c in caught if issubclass(c.category, scoring.StatsWarning))]  # fmt: skip
+            kept = runs.take(numbers(np.asarray(order, np.int64)))
+            k = kept.num_rows
+            columns = {"run_id": kept["run_id"], "suite": repeated_text(name, k), "algo": kept["algo"],
+                       "env": kept["env"], "seed": kept["seed"], "status": kept["status"],
+                       "metric": repeated_text(m, k), "rule": repeated_text(r, k),
+                       "drop_first": numbers(np.full(k, d, np.int64)), "score": kept["score"].cast(pa.float64())}  # fmt: skip
+            parts.append(pa.Table.from_arrays(list(columns.values()), names=list(columns)))
+    if not parts:
+        return pa.Table.from_arrays([repeated_text("", 0)] * len(SCORE_COLUMNS), names=SCORE_COLUMNS), said
+    out = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    keys = [(c, "ascending") for c in ("suite", "algo", "env", "seed", "run_id")]
+    return out.take(pc.sort_indices(out, sort_keys=keys)), said

@@ -1,0 +1,161 @@
+"""Opening the results database: a writer for the moment it writes, readers that retry on a lock.
+
+DuckDB lets one process hold a file for writing, and while it does, no other process can open it at all. So
+the coordinator opens the file only for the moment it writes (``writer()``, ``open_writer()``), readers
+(``reader()``) retry briefly on a lock instead of failing, and ``batch`` groups many writes into one
+transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreBusy, StoreError
+from .schema import migrate
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get("RLBENCH_DB") or "results/rlbench.duckdb")
+
+
+def _is_lock_error(e: Exception) -> bool:
+    text = str(e)
+    return "lock" in text.lower() or "Conflicting lock" in text
+
+
+class Connections:
+    """The file and its connections; the base of ``Store``. Cheap to construct; connections are opened per
+    operation."""
+
+    def __init__(self, path: str | Path | None = None, wait: float = 60.0):
+        self.path = Path(path) if path is not None else default_db_path()
+        self.wait = wait
+        self._batch_con: Any = None  # the connection of an open ``batch``: its writes join that transaction
+
+    # -- connections ------------------------------------------------------------------------------
+    def _connect(self, read_only: bool, wait: float | None = None) -> Any:
+        import duckdb
+
+        problem = _not_duckdb(self.path)
+        if problem:  # before DuckDB sees it: it would open a SQLite file through an extension it downloads
+            raise StoreError(
+                f"{self.path}: not a usable DuckDB results file ({problem}); pass your rlbench results file "
+                "with --db or RLBENCH_DB"
+            )
+        wait = self.wait if wait is None else wait
+        deadline = time.monotonic() + wait
+        delay = 0.02
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.Error as e:  # IOException on a lock or a file that is not DuckDB
+                if _is_lock_error(e) and time.monotonic() < deadline:
+                    time.sleep(delay)
+                    delay = min(
+                        delay * 1.5, 0.1
+                    )  # a writer in a burst leaves the file free >= 0.25 s at a time
+                    continue
+                if _is_lock_error(e):
+                    raise StoreBusy(
+                        f"{self.path}: another process has held the database for {wait:.0f}s; "
+                        "try again when it finishes, or copy the file and pass the copy with --db"
+                    ) from None
+                raise StoreError(
+                    f"{self.path}: not a usable DuckDB results file ({_first_line(e)})"
+                ) from None
+
+    @contextmanager
+    def writer(self) -> Iterator[Any]:
+        """A read-write connection, migrated to the current schema; closed on exit."""
+        con = self.open_writer()
+        try:
+            yield con
+        finally:
+            con.close()
+
+    def open_writer(self, migrated: bool = False, wait: float | None = None) -> Any:
+        """A read-write connection the caller closes. ``migrated``: this process has already brought the file
+        to the current schema (skips the check, ~15 ms); ``wait``: seconds to wait on a lock (default the
+        store's; 0 raises StoreBusy at once if another process holds the file)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        con = self._connect(read_only=False, wait=wait)
+        if not migrated:
+            try:
+                migrate(con, self.path)
+            except BaseException:
+                con.close()
+                raise
+        return con
+
+    @contextmanager
+    def batch(self, con: Any) -> Iterator[Any]:
+        """One transaction around several writes (``start_attempt``, ``ingest_shards``, ``end_attempt``, ...
+        of many runs): all of them are recorded, or none. Those methods then skip their own transactions."""
+        con.execute("BEGIN TRANSACTION")
+        self._batch_con = con
+        try:
+            yield con
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            self._batch_con = None
+
+    @contextmanager
+    def _transaction(self, con: Any) -> Iterator[None]:
+        if self._batch_con is con:  # already inside ``batch``
+            yield
+            return
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def reader(self) -> Iterator[Any]:
+        """A read-only connection. Waits (up to ``wait`` seconds) while a writer holds the file."""
+        if not self.path.exists():
+            raise StoreError(
+                f"{self.path}: no results database here; run a suite first (rlbench run SUITE.yaml) "
+                "or point --db / RLBENCH_DB at your file"
+            )
+        con = self._connect(read_only=True)
+        try:
+            from .schema import check_version
+
+            check_version(con, self.path)
+            yield con
+        finally:
+            con.close()
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+
+def _not_duckdb(path: Path) -> str | None:
+    """Why ``path`` is not a DuckDB database, from its first bytes; None when it is, or is not a file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:  # missing (DuckDB creates it), a folder or unreadable: DuckDB's own message says so
+        return None
+    if not head:
+        return None
+    if head.startswith(b"SQLite format 3"):
+        return "it is a SQLite database"
+    if head[8:12] != b"DUCK":
+        return "it is not a DuckDB database file"
+    return None
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
