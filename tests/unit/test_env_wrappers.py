@@ -7,6 +7,8 @@ from rlbench_cli.errors import SuiteInvalid
 from rlbench_cli.grid import expand
 from rlbench_cli.spec import parse_suite
 
+pytestmark = pytest.mark.fast
+
 
 def suite(envs):
     return parse_suite({"name": "w", "seeds": 1, "envs": envs, "algorithms": ["random"]}, "w.yaml")

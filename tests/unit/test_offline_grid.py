@@ -6,6 +6,8 @@ from rlbench_cli.errors import SuiteInvalid
 from rlbench_cli.grid import expand
 from rlbench_cli.spec import parse_suite
 
+pytestmark = pytest.mark.fast
+
 
 def suite(**over):
     base = {"name": "off", "seeds": 2, "datasets": ["CartPole-v1-medium", "Pendulum-v1-expert"],

@@ -7,6 +7,8 @@ from rlbench_cli.grid import expand
 from rlbench_cli.packed import plan_packs, unpackable
 from rlbench_cli.spec import parse_suite
 
+pytestmark = pytest.mark.fast
+
 
 def _suite(n=3, seeds=5, algos=("ppo", "dqn")):
     return parse_suite({"name": "p", "seeds": seeds, "envs": ["CartPole-v1", "Acrobot-v1"],

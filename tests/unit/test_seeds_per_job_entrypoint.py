@@ -16,6 +16,8 @@ from rlbench_cli.packed import can_pack, packable, plan_packs, unpackable
 from rlbench_cli.runner import run_one
 from rlbench_cli.spec import parse_suite
 
+pytestmark = pytest.mark.fast
+
 USER_CODE = textwrap.dedent(
     """
     import rlbench_cli
