@@ -1,5 +1,7 @@
 import os
+import re
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,151 @@ for _key, _value in {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_
 # Set before any test imports torch, and inherited by every `rlbench` subprocess and engine the tests start.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# Markers a test gets from what it uses (pyproject.toml says what each means), so a new test has them without
+# saying so: the fixtures of the real engines (tests/e2e/conftest.py) and of Debian's packages (below), a test
+# parametrized over the executor that asks for its engine's fixture by name, the folder of the benchmark
+# scripts' tests, and a skipif whose reason names a GPU
+ENGINE_FIXTURES = {"ray_head", "slurm"}
+APT_FIXTURES = {"slurm", "chromium", "stockfish", "wamerican", "mps_control"}
+ENGINE_EXECUTORS = {"ray", "slurm"}
+TESTS = Path(__file__).parent
+BENCH = TESTS / "bench"
+NEEDS_GPU = re.compile(r"\b(GPU|CUDA)\b")
+# what a test of the fast tier may not be
+NOT_FAST = ("slow", "engine", "apt", "bench", "gpu")
+# The fast tier: a module whose every test is quick says so itself (`pytestmark = pytest.mark.fast`); these
+# modules are of the tier but for the tests named (slow ones, and the only ones that import torch,
+# transformers, stable-baselines3, rliable or matplotlib, which would cost the tier more than their tests)
+FAST_BUT = {
+    "cli/test_datasets_cli.py": {
+        "test_export_to_minari",
+        "test_help_imports_no_heavy_package",
+        "test_list_and_show",
+    },
+    "cli/test_query_cli.py": {
+        "test_leaderboard_csv_is_plain_with_a_sidecar",
+        "test_scores_equal_the_score_rules_of_stats",
+        "test_scores_use_the_suites_rule_and_honour_filters",
+        "test_sql_reads_and_exports",
+        "test_status_steps_and_where_filters",
+        "test_the_text_table_shows_wall_time_as_a_utc_time_and_json_keeps_the_number",
+        "test_wide_pivots_metrics_into_columns_and_reads_back_with_plain_read_csv",
+    },
+    "unit/test_adaptive.py": {
+        "test_a_clear_difference_stops_early_and_saves_seeds",
+        "test_the_family_wise_error_stays_at_alpha_for_equal_algorithms",
+    },
+    "unit/test_bootstrap.py": {
+        "test_intervals_agree_with_rliable_within_monte_carlo_error",
+        "test_poi_interval_within_monte_carlo_error",
+        "test_curve_interval_replays_rliable_on_a_3d_array",
+    },
+    "unit/test_bootstrap_speed.py": {"test_poi_distribution_bitwise_unchanged"},
+    "unit/test_check_params.py": {
+        "test_a_text_algorithms_missing_pretrained_folder_is_refused",
+        "test_an_offline_algorithm_takes_a_param_of_either_of_its_configs",
+        "test_every_algorithm_refuses_a_param_it_does_not_have_and_lists_the_ones_it_has",
+        "test_every_shipped_suite_validates",
+        "test_on_a_text_env_the_text_variant_checks",
+        "test_ppo_refuses_only_what_every_kind_of_action_space_refuses",
+        "test_a_value_of_the_wrong_type_is_refused_naming_algorithm_param_and_value",
+        "test_yaml_ish_values_are_read_as_the_params_types",
+    },
+    "unit/test_entry_budget.py": {"test_validate_and_dry_run_show_entry_budgets"},
+    "unit/test_import_formats.py": {
+        "test_sb3_written_here_reads_back",
+        "test_summarywriter_files_written_here_read_back",
+    },
+    "unit/test_importers.py": {
+        "test_import_is_idempotent_and_registers_the_suite",
+        "test_store_import_rolls_back_on_failure",
+    },
+    "unit/test_o2o.py": {"test_learning_curves_mark_the_phase_boundary"},
+    "unit/test_security.py": {
+        "test_d3rlpy_import_stores_pickle_looking_params_as_json_text_and_runs_nothing",
+        "test_fetch_filters_with_injection_strings_match_nothing_and_change_nothing",
+        "test_imported_names_with_sql_in_them_are_stored_verbatim",
+        "test_into_names_with_sql_or_paths_are_refused",
+        "test_run_folders_of_valid_suites_stay_under_the_runs_root",
+        "test_store_queries_bind_every_filter",
+        "test_suite_arguments_with_injection_strings_are_unknown_suites",
+        "test_yaml_python_tags_are_refused_and_never_run",
+    },
+    "unit/test_spec.py": {"test_ready_suites_validate"},
+    "unit/test_stats.py": {
+        "test_aggregates_match_rliable",
+        "test_every_statistic_of_plot_runs_without_rliable_arch_or_scipy",
+        "test_heavy_imports_are_lazy",
+        "test_learning_curves_all_points_at_once_equal_the_definition_bit_for_bit",
+        "test_performance_profile_matches_rliable",
+        "test_probability_of_improvement_matches_rliable",
+        "test_sample_efficiency_iqm_per_point_matches_rliable",
+    },
+    "unit/test_text_oracle.py": {"test_a_local_transformers_model_answers_as_the_oracle"},
+    "unit/test_text_scores.py": {
+        "test_scripted_optimal_maze_scores_about_100_and_random_far_below_the_dataset_average"
+    },
+}
+
+
+def fast_only(markexpr: str) -> bool:
+    """Whether ``-m markexpr`` selects tests of the fast tier only: ``fast``, or ``fast and ...`` with no
+    ``or`` (any other expression counts as one that may select other tests too)."""
+    if re.search(r"\bor\b", markexpr):
+        return False
+    return re.fullmatch(r"\s*fast(\s+and\s.*)?\s*", markexpr) is not None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """The fast tier runs in this process: two workers' start-up and collection cost more than its tests.
+    An ``-n`` on the command line still counts."""
+    explicit = any(a.startswith(("-n", "--numprocesses")) for a in config.invocation_params.args)
+    if fast_only(config.option.markexpr) and not explicit and hasattr(config.option, "numprocesses"):
+        config.option.numprocesses = 0
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """For the fast tier, a test module that never says ``mark.fast`` is not imported: it holds no test of
+    the tier, and importing every module (torch, Ray, d3rlpy) would take longer than the tier's tests."""
+    module = collection_path.suffix == ".py" and collection_path.name.startswith("test_")
+    if module and fast_only(config.option.markexpr) and _fast_but(collection_path) is None:
+        if "mark.fast" not in collection_path.read_text():
+            return True
+    return None  # not False: that would stop the --ignore options from being looked at
+
+
+def _fast_but(module: Path) -> set[str] | None:
+    """The tests ``FAST_BUT`` leaves out of the fast tier in ``module``; None for a module it does not list."""
+    return FAST_BUT.get(module.relative_to(TESTS).as_posix()) if module.is_relative_to(TESTS) else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give each test the markers its fixtures, parameters, folder and skip conditions imply (before ``-m``
+    selects), and refuse a fast test that is also slow, needs an engine, apt, a benchmark or a GPU."""
+    wrong = []
+    for item in items:
+        fixtures = set(item.fixturenames)
+        params = getattr(item, "callspec", None)
+        if fixtures & ENGINE_FIXTURES or (params and params.params.get("executor") in ENGINE_EXECUTORS):
+            item.add_marker("engine")
+        if fixtures & APT_FIXTURES:
+            item.add_marker("apt")
+        left_out = _fast_but(item.path)
+        if left_out is not None and getattr(item, "originalname", item.name) not in left_out:
+            item.add_marker("fast")
+        if BENCH in item.path.parents:
+            item.add_marker("bench")
+        if any(NEEDS_GPU.search(str(m.kwargs.get("reason", ""))) for m in item.iter_markers("skipif")):
+            item.add_marker("gpu")
+        if item.get_closest_marker("fast"):
+            clash = [name for name in NOT_FAST if item.get_closest_marker(name)]
+            if clash:
+                wrong.append(f"{item.nodeid} ({', '.join(clash)})")
+    if wrong:
+        raise pytest.UsageError("tests marked fast that are not fast:\n  " + "\n  ".join(wrong))
 
 
 _APT_UPDATED: list[bool] = []

@@ -168,6 +168,7 @@ def test_ray_not_installed_is_one_line_with_the_install_command(tmp_path):
     assert not db.exists()
 
 
+@pytest.mark.engine  # the Ray instance `rlbench run` starts
 def test_a_local_ray_instance_started_by_run_stops_with_it_leaving_no_process(tmp_path):
     """No --address: `rlbench run` starts Ray on this machine and stops it at the end (its autoscaler monitor
     killed outright, the rest through ray.shutdown): none of that instance's processes outlives the command.
@@ -260,6 +261,7 @@ ray.shutdown()
 """
 
 
+@pytest.mark.engine  # the Ray instance `rlbench run` starts
 @pytest.mark.parametrize("keep", [False, True])
 def test_rlbenchs_own_ray_instance_starts_lean_unless_asked(tmp_path, keep):
     """The instance `rlbench run` starts for itself runs tasks without Ray's API-server ("dashboard") process

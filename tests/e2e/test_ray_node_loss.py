@@ -22,7 +22,7 @@ import duckdb
 import pytest
 from e2e_cli import RLBENCH
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.engine]  # a Ray cluster of its own
 
 RAY_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",

@@ -10,6 +10,8 @@ import pytest
 
 from rlbench_cli import bootstrap
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture(scope="module")
 def scores() -> dict[str, np.ndarray]:

@@ -12,6 +12,8 @@ import pytest
 from rlbench_cli.errors import ImportInvalid
 from rlbench_cli.importers import d3rlpy_logs as d
 
+pytestmark = pytest.mark.fast
+
 GOOD = {
     "plain": b"1,1000,1.5\n2,2000,-3e5\n3,3000,7\n",
     "no_final_newline": b"1,10,0.1\n2,20,0.30000000000000004",

@@ -2,6 +2,8 @@ import pytest
 
 from rlbench_cli.executors.base import plan_devices
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     "gpus, per_job, workers, expected",

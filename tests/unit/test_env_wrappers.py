@@ -7,6 +7,8 @@ from rlbench_cli.errors import SuiteInvalid
 from rlbench_cli.suite.grid import expand
 from rlbench_cli.suite.loader import parse_suite
 
+pytestmark = pytest.mark.fast
+
 
 def suite(envs):
     return parse_suite({"name": "w", "seeds": 1, "envs": envs, "algorithms": ["random"]}, "w.yaml")

@@ -5,6 +5,8 @@ import pytest
 from rlbench_cli.suite.grid import RunSpec, expand
 from rlbench_cli.suite.loader import parse_suite
 
+pytestmark = pytest.mark.fast
+
 
 def _suite(**kw):
     base = {"name": "g", "seeds": 2, "envs": ["CartPole-v1", "Acrobot-v1"], "algorithms": ["random", "ppo"]}

@@ -11,6 +11,8 @@ import pytest
 from rlbench_cli import leaderboard as lb
 from rlbench_cli import stats
 
+pytestmark = pytest.mark.fast
+
 COLS = ["run_id", "algo", "env", "seed", "step", "value"]
 
 

@@ -12,6 +12,8 @@ import pytest
 from rlbench_cli import leaderboard as lb
 from rlbench_cli import stats
 
+pytestmark = pytest.mark.fast
+
 
 def per_run(scores: dict[tuple[str, str], list[float]], norm: float | None = None) -> pd.DataFrame:
     rows = [(f"{a}/{t}/{i}", a, t, i, s) for (a, t), ss in scores.items() for i, s in enumerate(ss)]

@@ -6,6 +6,8 @@ import pytest
 
 from rlbench_cli.store import Store, schema
 
+pytestmark = pytest.mark.fast
+
 RUN = {"run_id": "r1", "suite": "s", "algo": "a", "algo_name": "random", "env": "E", "seed": 0, "config": {}}
 
 

@@ -6,6 +6,8 @@ from rlbench_cli.errors import SuiteInvalid
 from rlbench_cli.suite.grid import expand
 from rlbench_cli.suite.loader import parse_suite
 
+pytestmark = pytest.mark.fast
+
 
 def suite(**over):
     base = {"name": "off", "seeds": 2, "datasets": ["CartPole-v1-medium", "Pendulum-v1-expert"],

@@ -7,6 +7,8 @@ from rlbench_cli.packed import plan_packs, unpackable
 from rlbench_cli.suite.grid import expand
 from rlbench_cli.suite.loader import parse_suite
 
+pytestmark = pytest.mark.fast
+
 
 def _suite(n=3, seeds=5, algos=("ppo", "dqn")):
     return parse_suite({"name": "p", "seeds": seeds, "envs": ["CartPole-v1", "Acrobot-v1"],

@@ -15,6 +15,8 @@ from rlbench_cli.sink import ShardSink
 from rlbench_cli.suite.grid import expand
 from rlbench_cli.suite.loader import parse_suite
 
+pytestmark = pytest.mark.fast
+
 sys.path.insert(0, str(Path(__file__).parent))
 from offline_helpers import read_metrics  # noqa: E402
 

@@ -7,6 +7,8 @@ import pytest
 from rlbench_cli import stats
 from rlbench_cli.references import BUILTIN, NormalizeError, lookup, resolve
 
+pytestmark = pytest.mark.fast
+
 COLS = ["run_id", "algo", "env", "seed", "step", "value"]
 
 

@@ -16,6 +16,8 @@ from rlbench_cli.runner import run_one
 from rlbench_cli.suite.grid import expand
 from rlbench_cli.suite.loader import parse_suite
 
+pytestmark = pytest.mark.fast
+
 USER_CODE = textwrap.dedent(
     """
     import rlbench_cli

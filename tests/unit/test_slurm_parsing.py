@@ -21,6 +21,8 @@ from rlbench_cli.executors.slurm import (
 from rlbench_cli.runner import attempt_dir
 from rlbench_cli.suite.models import Suite
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     "text, minutes",

@@ -9,6 +9,8 @@ import pytest
 from rlbench_cli.datasets.text import load_text_dataset
 from rlbench_cli.errors import ImportInvalid
 
+pytestmark = pytest.mark.fast
+
 
 def _write(tmp_path, *objs, raw: str = ""):
     p = tmp_path / "lmrl.jsonl"

@@ -15,6 +15,8 @@ from rlbench_cli.envs import known_env, make_env
 from rlbench_cli.envs.text.policies import scripted_policy
 from rlbench_cli.errors import ImportInvalid
 
+pytestmark = pytest.mark.fast
+
 
 def test_maze_ids_are_known():
     for env_id in ("rlbench/MazeFO-v0", "rlbench/MazePO-v0"):

@@ -10,6 +10,8 @@ from rlbench_cli.datasets.text import episode_returns
 from rlbench_cli.envs import make_env
 from rlbench_cli.envs.text.textnav import DOORS, ROOMS, admissible_from, shortest_path
 
+pytestmark = pytest.mark.fast
+
 
 def test_house_doors_are_symmetric_and_connected():
     for room, exits in DOORS.items():

@@ -88,6 +88,7 @@ def test_ppo_vs_cleanrl_parity_quick() -> None:
     assert re.search(r"^parity .*: (met|NOT met)", out, re.M), out
 
 
+@pytest.mark.engine  # side (c) starts a Ray head
 def test_launch_overhead_quick(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="launcher (c) needs Ray: pip install -e '.[ray]'")
     out = run(ROOT / "benchmarks" / "launch_overhead.py", "--runs", "2", "--steps", "20", "--workers", "1",
