@@ -1,0 +1,47 @@
+"""The fast tier's table stays true: every test ``FAST_BUT`` (tests/conftest.py) leaves out of a module exists
+there, so a renamed slow test cannot quietly join the fast tier."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.fast
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def _fast_but() -> dict[str, set[str]]:
+    spec = importlib.util.spec_from_file_location("_tiers_conftest", TESTS / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FAST_BUT
+
+
+def _test_names(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
+    }
+
+
+def test_every_test_left_out_of_the_fast_tier_exists():
+    stale = {}
+    for module, left_out in _fast_but().items():
+        path = TESTS / module
+        missing = sorted(left_out - _test_names(path)) if path.exists() else ["<the module itself>"]
+        if missing:
+            stale[module] = missing
+    assert not stale, f"FAST_BUT in tests/conftest.py names tests that are not there (renamed?): {stale}"
+
+
+def test_a_stale_name_would_be_found(tmp_path):
+    module = tmp_path / "test_m.py"
+    module.write_text("def test_kept():\n    pass\n", encoding="utf-8")
+    assert _test_names(module) == {"test_kept"}
+    assert {"test_renamed"} - _test_names(module) == {"test_renamed"}
