@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportInvalid
-from . import ImportedRun
+from .common import ImportedRun
 
 __all__ = ["find_run_folders", "read_monitor", "read_evaluations", "read_run", "read", "LAYOUT"]
 

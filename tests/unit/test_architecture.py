@@ -33,7 +33,6 @@ KNOWN_BIG = {
 KNOWN_CIRCLES = [
     {"rlbench_cli.datasets.data", "rlbench_cli.datasets.lmrl", "rlbench_cli.datasets.text"},
     {"rlbench_cli.algos", "rlbench_cli.grid", "rlbench_cli.spec"},
-    {"rlbench_cli.importers", "rlbench_cli.importers.bundle_source", "rlbench_cli.importers.duckdb_store"},
 ]
 
 
