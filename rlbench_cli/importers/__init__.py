@@ -26,7 +26,7 @@ from .common import ImportedRun, ImportResult
 
 __all__ = [
     "FORMATS", "OPTIONS", "ImportedRun", "ImportResult", "parse_source", "read_source", "import_source",
-    "check_options",
+    "check_options", "metrics_table",
 ]  # fmt: skip
 
 # format -> (module that reads it, what it reads)
@@ -158,9 +158,6 @@ def import_source(
             bundle's suite and run ids.
         options: Format options, see ``OPTIONS``.
     """
-    import numpy as np
-    import pyarrow as pa
-
     from ..grid import run_id_of
 
     if source.startswith("bundle:") and source[len("bundle:") :].strip():
@@ -179,31 +176,64 @@ def import_source(
     scheme, path, runs = read_source(source, options)
     warnings = _check_keys(runs)
     rows: list[dict[str, Any]] = []
-    ids, names, steps, values, walls, counts = [], [], [], [], [], []
     for run in runs:
         run_id = run_id_of({"suite": suite, "format": scheme, "run": run.key})
         rows.append({"run_id": run_id, "suite": suite, "algo": run.algo, "algo_name": run.algo, "env": run.env,
                      "seed": run.seed, "config": run.config, "source": run.source})  # fmt: skip
-        for name, (s, v) in run.metrics.items():
-            ids.append(run_id)
-            names.append(name)
-            counts.append(len(s))
-            steps.append(np.asarray(s, dtype=np.int64))
-            values.append(np.asarray(v, dtype=np.float64))
-            w = run.wall_times.get(name)
-            walls.append(np.asarray(w, dtype=np.float64) if w is not None else np.full(len(s), np.nan))
-    metrics = pa.table(
-        {
-            "run_id": pa.array(np.repeat(np.asarray(ids, dtype=object), counts), pa.string()),
-            "step": pa.array(np.concatenate(steps) if steps else np.zeros(0, np.int64)),
-            "name": pa.array(np.repeat(np.asarray(names, dtype=object), counts), pa.string()),
-            "value": pa.array(np.concatenate(values) if values else np.zeros(0)),
-            "wall_time": pa.array(np.concatenate(walls) if walls else np.zeros(0), from_pandas=True),
-        }
-    )
+    metrics = metrics_table(runs, [r["run_id"] for r in rows])
     where = path.resolve()
     with store.writer() as con:
         new_runs, new_rows = store.import_runs(con, suite, f"imported from {scheme} logs at {where}", rows,
                                                metrics, source=f"{scheme}:{where}")  # fmt: skip
     return ImportResult(suite=suite, source=f"{scheme}:{path}", found=len(rows), new_runs=new_runs,
                         new_rows=new_rows, present=len(rows) - new_runs, warnings=warnings)  # fmt: skip
+
+
+def metrics_table(runs: Sequence[ImportedRun], run_ids: Sequence[str]) -> Any:
+    """The metric rows of ``runs`` as one Arrow table (run_id, step, name, value, wall_time), ``run_ids[i]``
+    the id of ``runs[i]``: run_id and name dictionary-encoded (an index per row, not a string), the numbers
+    zero-copy from numpy (``arrowbuf``: no pandas), wall_time NULL where a run logged none (or NaN)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ..arrowbuf import numbers, strings
+
+    names: dict[str, int] = {}
+    run_of, name_of, counts, steps, values, walls = [], [], [], [], [], []
+    for i, run in enumerate(runs):
+        for name, (s, v) in run.metrics.items():
+            run_of.append(i)
+            name_of.append(names.setdefault(name, len(names)))
+            counts.append(len(s))
+            steps.append(np.asarray(s, dtype=np.int64))
+            values.append(np.asarray(v, dtype=np.float64))
+            w = run.wall_times.get(name)
+            if w is not None:
+                walls.append((len(counts) - 1, np.asarray(w, dtype=np.float64)))
+    n = int(sum(counts))
+
+    def joined(parts: list[Any], dtype: Any) -> Any:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+    def indices(of: list[int]) -> Any:
+        return numbers(np.repeat(np.asarray(of, dtype=np.int32), np.asarray(counts, dtype=np.int64)))
+
+    wall = np.full(n, np.nan)  # NULL unless the tool logged them (most do not)
+    if walls:
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        for series, w in walls:
+            wall[starts[series] : starts[series + 1]] = w
+    null = np.isnan(wall)
+    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+    return pa.Table.from_arrays(
+        [
+            pa.DictionaryArray.from_arrays(indices(run_of), strings(list(run_ids))),
+            numbers(joined(steps, np.int64)),
+            pa.DictionaryArray.from_arrays(indices(name_of), strings(list(names))),
+            numbers(joined(values, np.float64)),
+            pa.Array.from_buffers(
+                pa.float64(), n, [validity, pa.py_buffer(wall)], null_count=int(null.sum())
+            ),
+        ],
+        names=["run_id", "step", "name", "value", "wall_time"],
+    )

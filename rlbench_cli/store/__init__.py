@@ -358,7 +358,11 @@ class Store:
                         "source": pa.array([r.get("source") or None for r in new], pa.string()),
                     }
                 )
-                keep = metrics.filter(pc.is_in(metrics["run_id"], value_set=new_runs["run_id"]))
+                keep = (  # every run new (a first import): all rows, without a pass over them
+                    metrics
+                    if not present
+                    else metrics.filter(pc.is_in(metrics["run_id"], value_set=new_runs["run_id"]))
+                )
                 con.register("_rlbench_import_runs", new_runs)
                 con.register("_rlbench_import_metrics", keep)
                 views += ["_rlbench_import_runs", "_rlbench_import_metrics"]
