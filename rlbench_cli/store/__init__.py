@@ -358,11 +358,8 @@ class Store:
                         "source": pa.array([r.get("source") or None for r in new], pa.string()),
                     }
                 )
-                keep = (  # every run new (a first import): all rows, without a pass over them
-                    metrics
-                    if not present
-                    else metrics.filter(pc.is_in(metrics["run_id"], value_set=new_runs["run_id"]))
-                )
+                mask = pc.is_in(metrics["run_id"], value_set=new_runs["run_id"])
+                keep = metrics if pc.all(mask).as_py() else metrics.filter(mask)  # all kept: no copy
                 con.register("_rlbench_import_runs", new_runs)
                 con.register("_rlbench_import_metrics", keep)
                 views += ["_rlbench_import_runs", "_rlbench_import_metrics"]
@@ -856,13 +853,15 @@ def _metrics_sql(
         if values:
             where.append(f"{col} IN ({', '.join('?' for _ in values)})")
             params.extend(values)
-    sql = (
+    sql = (  # ordered by each run's rank (suite, algo, env, seed) and name's: integers sort faster than text
         "SELECT m.run_id, r.suite, r.algo, r.env, r.seed, m.step, m.name, m.value, m.wall_time, r.status "
-        "FROM metrics m JOIN runs r USING (run_id)"
+        "FROM metrics m JOIN (SELECT *, (row_number() OVER (ORDER BY suite, algo, env, seed, run_id))::INTEGER "
+        "AS _run FROM runs) r USING (run_id) JOIN (SELECT name, (row_number() OVER (ORDER BY name))::INTEGER AS "
+        "_name FROM (SELECT DISTINCT name FROM metrics)) n USING (name)"
     )
     if where:
         sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY r.suite, r.algo, r.env, r.seed, m.name, m.step"
+    sql += " ORDER BY r._run, n._name, m.step"
     return sql, params
 
 

@@ -27,7 +27,7 @@ KNOWN_BIG = {
     "rlbench_cli.plots": 958,
     "rlbench_cli.spec": 956,
     "rlbench_cli.stats": 816,
-    "rlbench_cli.store": 886,
+    "rlbench_cli.store": 889,  # + the sorted-by-rank export (#39, branch fixes), until the store is split
 }
 # Import circles still there; issue #39 empties this list.
 KNOWN_CIRCLES = [
