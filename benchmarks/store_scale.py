@@ -8,16 +8,22 @@ included), as a user types it:
     fetch --format parquet -o FILE (all 10M rows)             < 3 s
     leaderboard (50,000 bootstrap reps)                       < 5 s
     plot --no-curves (50,000 bootstrap reps)                  < 5 s
-    fetch --from d3rlpy:DIR (1,500 D4RL-style run folders)    < 5 s
+    fetch --from d3rlpy:DIR (1,500 D4RL run folders, 6M rows)  < 5 s
 
-The store (10 algorithms x 50 tasks x 20 seeds, 1,000 ``eval/return`` rows each) is built once through the
-Store API (one Arrow bulk insert) and cached in --cache (default: a folder in the temp directory), keyed by its
-size. The d3rlpy logs (--import-runs folders of params.json and six ``epoch,step,value`` CSVs of 100 rows,
-written with numpy) are cached beside it.
+Both inputs look like what users have. The store (10 algorithms x 50 tasks x 20 seeds, 1,000 metric rows a
+run: ``eval/return``, episode returns and lengths, a loss and two system metrics, ``RUN_METRICS``) is written
+the way ``rlbench run`` writes it: 16 runs in flight, each run's rows in 3-8 Parquet shards, ingested a tick
+at a time by the coordinator's batched transactions (``Store.batch``: ``start_attempts``, ``ingest_many``,
+``end_attempts``), the writer connection reopened every five ticks. It is built once (minutes) and cached in
+--cache (default: a folder in the temp directory), keyed by its size. The d3rlpy logs are laid out as
+d3rlpy-benchmarks' D4RL logs (1,490 folders, 11,690 CSVs, 6.3M rows, 200 MB), written by d3rlpy 2.8.1:
+params.json and every CSV its FileAdapter writes for the algorithm (its losses, three timings,
+``environment.csv``), 500 epochs a file (IQL 1,000), values printed as Python prints floats; 1,500 folders
+make 11,100 CSVs, 6.15M rows, 185 MB. They are cached beside the store.
 
-    python benchmarks/store_scale.py                       # the full scale (builds the store once: ~1 min)
+    python benchmarks/store_scale.py                       # the full scale (builds the store once: minutes)
     python benchmarks/store_scale.py --profile             # + where the time goes in each command (cProfile)
-    python benchmarks/store_scale.py --runs 200 --rows 100 --reps 2000 --import-runs 100   # smaller
+    python benchmarks/store_scale.py --runs 200 --rows 100 --reps 2000 --import-runs 100 --import-epochs 50
     python benchmarks/store_scale.py --quick               # tiny, for the test suite
 
 To compare with another checkout, run this script with PYTHONPATH pointing at it: the commands run the
@@ -41,16 +47,36 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 SUITE = "orb"
 METRIC = "eval/return"
-D4RL_ALGOS = ("CQL", "IQL", "TD3PlusBC", "AWAC", "BCQ", "BEAR", "CRR", "PLAS", "BC", "SAC")
 D4RL_TASKS = tuple(f"{env}-{level}-v2" for env in ("hopper", "walker2d", "halfcheetah")
                    for level in ("random", "medium", "medium-replay", "medium-expert", "expert"))  # fmt: skip
-D3RLPY_FILES = ("environment", "critic_loss", "actor_loss", "time_step", "time_sample_batch",
-                "time_algorithm_update")  # fmt: skip
+# The CSVs d3rlpy 2.8.1's FileAdapter writes for each algorithm of d3rlpy-benchmarks' D4RL logs: every key of
+# the algorithm's update (its loss dataclasses), the three timings ``fit`` measures and the evaluator's
+# ``environment``, one row per epoch. IQL's runs are 1M steps (1,000 epochs of 1,000 steps), the others 500k.
+D3RLPY_LOSSES = {
+    "CQL": ("critic_loss", "conservative_loss", "alpha", "actor_loss", "temp", "temp_loss"),
+    "IQL": ("critic_loss", "q_loss", "v_loss", "actor_loss"),
+    "TD3PlusBC": ("critic_loss", "actor_loss", "bc_loss"),
+    "AWAC": ("critic_loss", "actor_loss"),
+    "BCQ": ("vae_loss", "critic_loss", "actor_loss"),
+    "BEAR": ("imitator_loss", "critic_loss", "actor_loss", "temp", "temp_loss", "mmd_loss", "alpha"),
+    "CRR": ("critic_loss", "actor_loss"),
+    "PLAS": ("vae_loss", "critic_loss", "actor_loss"),
+    "BC": ("loss",),
+    "ReBRAC": ("critic_loss", "actor_loss", "bc_loss"),
+}
+D3RLPY_TIMINGS = ("time_step", "time_sample_batch", "time_algorithm_update")
+D3RLPY_LONGER = {"IQL": 2}  # epochs: twice --import-epochs (500)
+# What an `rlbench run` run logs, as (name, share of the run's rows): evaluations, every episode's return and
+# length, a loss per update and the sampled system metrics.
+RUN_METRICS = (("eval/return", 0.1), ("train/episode_return", 0.25), ("train/episode_length", 0.25),
+               ("losses/critic_loss", 0.2), ("sys/steps_per_second", 0.1), ("sys/cpu_percent", 0.1))  # fmt: skip
+POOL = 16  # runs in flight at once, as in a local pool or a Slurm array
 
 
 @dataclass(frozen=True)
@@ -78,10 +104,37 @@ def shape_for(runs: int, rows: int) -> Shape:
 
 
 # ------------------------------------------------------------------------------------------------- the store
-def build_store(path: Path, shape: Shape, seed: int = 0) -> float:
-    """Writes a suite of ``shape.runs`` finished runs with ``shape.rows`` eval/return rows each through
-    ``Store.import_runs`` (one Arrow bulk insert). Returns the seconds it took."""
+def run_rows(rows: int, level: float, rng: Any) -> Any:
+    """One run's metric rows, in the order its sink logs them (by step, the names of a step together): each
+    name of ``RUN_METRICS`` its share of ``rows``, ``eval/return`` rising to ``level`` * 100."""
     import pyarrow as pa
+
+    last = rows * 1_000
+    parts = []
+    for name, share in RUN_METRICS:
+        k = max(1, round(rows * share))
+        steps = np.linspace(last / k, last, k).astype(np.int64)
+        if name == "eval/return":
+            values = level * np.linspace(0.0, 1.0, k) * 100 + rng.normal(0, 5, k)
+        else:
+            values = rng.normal(100, 30, k)
+        parts.append((steps, np.full(k, name, dtype=object), values))
+    steps = np.concatenate([p[0] for p in parts])
+    order = np.argsort(steps, kind="stable")
+    names = np.concatenate([p[1] for p in parts])[order]
+    return pa.table({"step": pa.array(steps[order]), "name": pa.array(names, pa.string()).dictionary_encode(),
+                     "value": pa.array(np.concatenate([p[2] for p in parts])[order]),
+                     "wall_time": pa.array(1.7e9 + steps[order] / 1_000.0)})  # fmt: skip
+
+
+def build_store(path: Path, shape: Shape, seed: int = 0, work: Path | None = None) -> float:
+    """Writes a suite of ``shape.runs`` finished runs with ``shape.rows`` metric rows each (``RUN_METRICS``)
+    the way ``rlbench run`` writes it: the suite and its pending runs first, then ``POOL`` runs in flight at
+    a time, each writing its rows as 3-8 Parquet shards (the sink's flushes) that go in, a tick at a time, by
+    ``Store.batch`` transactions of ``start_attempts``, ``ingest_many`` and ``end_attempts`` (the
+    coordinator's recorder), the writer connection closed and opened again every few ticks. Returns the
+    seconds it took."""
+    import pyarrow.parquet as pq
 
     from rlbench_cli.store import Store
 
@@ -93,47 +146,123 @@ def build_store(path: Path, shape: Shape, seed: int = 0) -> float:
             for s in range(shape.seeds):
                 runs.append({"run_id": f"r-{a:02d}-{t:03d}-{s:02d}", "suite": SUITE, "algo": f"algo{a:02d}",
                              "algo_name": f"algo{a:02d}", "env": f"task{t:03d}", "seed": s, "config": {}})  # fmt: skip
-    n, k = len(runs), shape.rows
-    skill = np.repeat(np.linspace(0.2, 1.2, shape.algos), shape.tasks * shape.seeds)
-    task = np.tile(np.repeat(rng.normal(0, 0.3, shape.tasks), shape.seeds), shape.algos)
-    progress = np.linspace(0.0, 1.0, k)
-    values = (skill + task)[:, None] * progress[None, :] * 100 + rng.normal(0, 5, size=(n, k))
-    table = pa.table(
-        {
-            "run_id": pa.array(
-                np.repeat(np.array([r["run_id"] for r in runs], dtype=object), k), pa.string()
-            ),
-            "step": pa.array(np.tile(np.arange(1, k + 1, dtype=np.int64) * 1000, n)),
-            "name": pa.array(np.full(n * k, METRIC, dtype=object), pa.string()),
-            "value": pa.array(values.ravel()),
-            "wall_time": pa.array(np.tile(np.arange(k, dtype=np.float64), n)),
-        }
-    )
+    skill = np.linspace(0.2, 1.2, shape.algos)
+    difficulty = rng.normal(0, 0.3, shape.tasks)
+    order = rng.permutation(len(runs))  # the order the pool takes them in
+    folder = Path(work or tempfile.mkdtemp(prefix="rlbench-scale-shards-"))
     store = Store(path)
     with store.writer() as con:
-        store.import_runs(con, SUITE, "synthetic Open RL Benchmark scale suite", runs, table)
+        store.register_suite(con, SUITE, "synthetic Open RL Benchmark scale suite", {}, "store_scale.py")
+        store.add_runs(con, runs)
+    con = store.open_writer(migrated=True)
+    queue = list(order)
+    slots: list[dict[str, Any] | None] = [None] * POOL
+    ticks = 0
+    try:
+        while queue or any(slots):
+            starts, ingests, ends = [], [], []
+            for j, slot in enumerate(slots):
+                if slot is None and queue:
+                    run = runs[queue.pop()]
+                    a, t = int(run["algo"][4:]), int(run["env"][4:])
+                    table = run_rows(shape.rows, skill[a] + difficulty[t], rng)
+                    cut = min(int(rng.integers(2, 8)), table.num_rows - 1)  # 3-8 shards
+                    cuts = np.sort(rng.choice(np.arange(1, table.num_rows), cut, replace=False))
+                    bounds = [0, *cuts.tolist(), table.num_rows]
+                    shards = [table.slice(b0, b1 - b0) for b0, b1 in zip(bounds, bounds[1:])]
+                    slot = slots[j] = {
+                        "run": run,
+                        "shards": shards,
+                        "dir": folder / run["run_id"] / "metrics",
+                    }
+                    slot["dir"].mkdir(parents=True)
+                    starts.append((run["run_id"], 1, {"started_at": time.time(), "host": "bench"}))
+                if slot is None:
+                    continue
+                n = len(list(slot["dir"].iterdir()))  # one flush of the sink: the next shard
+                pq.write_table(slot["shards"][n], slot["dir"] / f"{n:08d}.parquet", compression="snappy",
+                               use_dictionary=["name"])  # fmt: skip
+                ingests.append((slot["run"]["run_id"], 1, sorted(slot["dir"].iterdir())))
+                if n + 1 == len(slot["shards"]):
+                    ends.append((slot["run"]["run_id"], "finished", {"exit_code": 0, "duration_s": 1.0}))
+                    slots[j] = None
+            with store.batch(con):
+                store.start_attempts(con, starts)
+                store.ingest_many(con, ingests)
+                store.end_attempts(con, ends)
+            for run_id, _, _ in ends:
+                shutil.rmtree(folder / run_id)
+            ticks += 1
+            if ticks % 5 == 0:  # the recorder holds the file half a second, five ticks of 0.1 s
+                con.close()
+                con = store.open_writer(migrated=True)
+    finally:
+        con.close()
+        if work is None:
+            shutil.rmtree(folder, ignore_errors=True)
     return time.perf_counter() - t0
 
 
-def write_d3rlpy_logs(folder: Path, runs: int, rows: int = 100, seed: int = 0) -> None:
-    """``runs`` d3rlpy run folders (``<ALGO>_<task>_<seed>_<time>/``) of D4RL-like runs: params.json and
-    six ``epoch,step,value`` CSVs (no header) of ``rows`` rows, written with numpy."""
+def _csv_text(epochs: Any, steps: Any, values: Any) -> bytes:
+    """``epoch,step,value`` lines as d3rlpy's ``print(f"{epoch},{step},{value}")`` writes them (the value
+    as Python prints a float: its shortest round-trip digits), built column-wise by pyarrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = [pc.cast(pa.array(c), pa.string()) for c in (epochs, steps, values)]
+    lines = pc.binary_join_element_wise(pc.binary_join_element_wise(*cols, ","), "", "\n")
+    offsets = np.frombuffer(lines.buffers()[1], np.int32)[lines.offset : lines.offset + len(lines) + 1]
+    return lines.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
+
+
+def d3rlpy_params(algo: str, seed: int) -> dict[str, Any]:
+    """A params.json like d3rlpy 2.8.1's for an algorithm: observation and action shape, and the config."""
+    return {"observation_shape": [17], "action_size": 6, "config": {"type": algo.lower(), "params": {
+        "batch_size": 256, "gamma": 0.99, "observation_scaler": {"type": "standard", "params": {}},
+        "action_scaler": {"type": "min_max", "params": {}}, "reward_scaler": {"type": "none", "params": {}},
+        "actor_learning_rate": 0.0001, "critic_learning_rate": 0.0003, "tau": 0.005, "n_critics": 2,
+        "actor_optim_factory": {"type": "adam", "params": {"betas": [0.9, 0.999], "eps": 1e-08,
+                                                           "weight_decay": 0, "amsgrad": False}},
+        "critic_optim_factory": {"type": "adam", "params": {"betas": [0.9, 0.999], "eps": 1e-08,
+                                                            "weight_decay": 0, "amsgrad": False}},
+        "actor_encoder_factory": {"type": "vector", "params": {"hidden_units": [256, 256],
+                                                               "activation": "relu", "use_batch_norm": False}},
+        "critic_encoder_factory": {"type": "vector", "params": {"hidden_units": [256, 256],
+                                                                "activation": "relu", "use_batch_norm": False}},
+        "q_func_factory": {"type": "mean", "params": {"share_encoder": False}}, "compile_graph": False,
+        "seed": seed}}}  # fmt: skip
+
+
+def write_d3rlpy_logs(folder: Path, runs: int, epochs: int = 500, seed: int = 0) -> tuple[int, int]:
+    """``runs`` run folders as d3rlpy-benchmarks' D4RL logs hold them (``<ALGO>_<task>_<seed>_<time>/``,
+    written by d3rlpy 2.8.1): params.json (indented) and each CSV its FileAdapter writes for the algorithm
+    (``D3RLPY_LOSSES``, the timings, ``environment.csv``), ``epochs`` rows of ``epoch,step,value`` each (IQL
+    twice as many). Returns (CSV files, rows)."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
-    i = 0
-    for s in range(1 + runs // (len(D4RL_ALGOS) * len(D4RL_TASKS))):
-        for algo in D4RL_ALGOS:
+    files = rows = i = 0
+    for s in range(1 + runs // (len(D3RLPY_LOSSES) * len(D4RL_TASKS))):
+        for algo, losses in D3RLPY_LOSSES.items():
             for task in D4RL_TASKS:
                 if i == runs:
-                    return
+                    return files, rows
                 run = folder / f"{algo}_{task}_{s}_2022{i:010d}"
                 run.mkdir(exist_ok=True)
-                (run / "params.json").write_text(json.dumps({"batch_size": 256, "gamma": 0.99, "seed": s}))
-                epochs = np.arange(1, rows + 1)
-                for name in D3RLPY_FILES:
-                    data = np.column_stack([epochs, epochs * 10_000, rng.normal(100, 30, rows)])
-                    np.savetxt(run / f"{name}.csv", data, fmt=["%d", "%d", "%.10g"], delimiter=",")
+                (run / "params.json").write_text(json.dumps(d3rlpy_params(algo, s), indent=2))
+                n = epochs * D3RLPY_LONGER.get(algo, 1)
+                epoch = np.arange(1, n + 1)
+                for name in (*losses, *D3RLPY_TIMINGS, "environment"):
+                    if name.startswith("time_"):
+                        values = np.abs(rng.normal(0.004, 0.001, n))
+                    elif name == "environment":
+                        values = np.linspace(0, 3000, n) + rng.normal(0, 300, n)
+                    else:
+                        values = np.cumsum(rng.normal(0, 0.05, n)) + rng.normal(5, 1)
+                    (run / f"{name}.csv").write_bytes(_csv_text(epoch, epoch * 1_000, values))
+                    files += 1
+                    rows += n
                 i += 1
+    return files, rows
 
 
 # -------------------------------------------------------------------------------------------- the commands
@@ -202,11 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--runs", type=int, default=10_000, help="runs in the store (10 algos x tasks x 20 seeds)"
     )
-    parser.add_argument("--rows", type=int, default=1_000, help="eval/return rows per run")
+    parser.add_argument("--rows", type=int, default=1_000, help="metric rows per run (RUN_METRICS)")
     parser.add_argument("--reps", type=int, default=50_000, help="bootstrap reps of leaderboard and plot")
     parser.add_argument(
         "--import-runs", type=int, default=1_500, help="d3rlpy run folders to import (0: skip)"
     )
+    parser.add_argument("--import-epochs", type=int, default=500, help="epochs (CSV rows) of a d3rlpy run")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command; the median is printed")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "rlbench-store-scale")
     parser.add_argument("--profile", action="store_true", help="also profile each command (cProfile)")
@@ -215,10 +345,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, help="another checkout to time side by side (e.g. main)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.runs, args.rows, args.reps, args.import_runs, args.repeat = 40, 20, 200, 20, 1
+        args.runs, args.rows, args.reps, args.import_runs, args.import_epochs, args.repeat = (
+            40,
+            20,
+            200,
+            20,
+            10,
+            1,
+        )
     shape = shape_for(args.runs, args.rows)
     args.cache.mkdir(parents=True, exist_ok=True)
-    db = args.cache / f"store-{shape.key}.duckdb"
+    db = args.cache / f"store-v2-{shape.key}.duckdb"  # v2: written as rlbench run writes, RUN_METRICS
     if not db.exists():
         partial = db.with_suffix(".partial.duckdb")
         partial.unlink(missing_ok=True)
@@ -243,11 +380,15 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [c for c in commands.pop("plot --no-curves")[0] if c != "--no-curves"]
             commands["plot (all figures)"] = (cmd, 5.0)
         if args.import_runs:
-            logs = args.cache / f"d3rlpy-logs-{args.import_runs}"
+            logs = args.cache / f"d3rlpy-2.8.1-logs-{args.import_runs}x{args.import_epochs}"
             if not logs.exists():
                 print(f"writing {args.import_runs} d3rlpy run folders to {logs}...", flush=True)
-                write_d3rlpy_logs(logs.with_suffix(".partial"), args.import_runs)
-                logs.with_suffix(".partial").rename(logs)
+                partial = logs.with_suffix(".partial")
+                shutil.rmtree(partial, ignore_errors=True)
+                files, rows = write_d3rlpy_logs(partial, args.import_runs, args.import_epochs)
+                partial.rename(logs)
+                size = sum(f.stat().st_size for f in logs.rglob("*")) / 1e6
+                print(f"  {files:,} CSVs, {rows:,} rows, {size:.0f} MB", flush=True)
             commands["fetch --from d3rlpy"] = (["fetch", "--from", f"d3rlpy:{logs}", "--into", "d4rl", "--db",
                                                  work / "import.duckdb"], 5.0)  # fmt: skip
         results = {}

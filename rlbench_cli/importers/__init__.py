@@ -10,23 +10,24 @@ e.g. the d3rlpy folder name): importing the same runs again adds nothing.
 keeps its run ids, suites and full manifests, so ``duckdb_store.merge`` and ``bundle_source.import_bundle``
 copy them in one transaction instead of going through ``ImportedRun``.
 
-To add a format: a module here with ``read(path, **options)``, and a line in ``FORMATS``.
+To add a format: a module here with ``read(path, **options)`` returning ``common.ImportedRun``s, and a line
+in ``FORMATS``.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ImportInvalid, UsageError
 from ..suite.ids import run_id_of
+from .common import ImportedRun, ImportResult
 
 __all__ = [
     "FORMATS", "OPTIONS", "ImportedRun", "ImportResult", "parse_source", "read_source", "import_source",
-    "check_options",
+    "check_options", "metrics_table",
 ]  # fmt: skip
 
 # format -> (module that reads it, what it reads)
@@ -71,64 +72,6 @@ OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "columns": (("csv", "parquet"), "--columns"),
     "timeout": (("bundle",), "--timeout"),
 }
-
-
-@dataclass
-class ImportedRun:
-    """One run read from another tool's files.
-
-    Attributes:
-        key: The run's name within its source (a d3rlpy folder name); with the suite, it makes the run id.
-        algo: Algorithm label.
-        env: Task (environment or dataset) name.
-        seed: Seed.
-        config: Hyperparameters, stored as the run's config JSON.
-        metrics: ``{metric name: (steps, values)}``, e.g. ``{"eval/return": ([1000, 2000], [12.0, 30.5])}``.
-        source: Where it was read from (a folder), recorded as the run's ``source`` artifact.
-        wall_times: ``{metric name: wall-clock times}`` (seconds since the epoch) where the tool logged them,
-            one per step of ``metrics[name]``; metrics without them get NULL.
-    """
-
-    key: str
-    algo: str
-    env: str
-    seed: int
-    config: dict[str, Any]
-    metrics: Mapping[str, tuple[Sequence[int], Sequence[float]]]
-    source: str = ""
-    wall_times: Mapping[str, Sequence[float]] = field(default_factory=dict)
-
-    @property
-    def num_rows(self) -> int:
-        return sum(len(steps) for steps, _ in self.metrics.values())
-
-
-@dataclass
-class ImportResult:
-    """What ``import_source`` did: runs found, newly added, and already in the database (``suites``: every
-    suite a ``duckdb:FILE`` merge touched)."""
-
-    suite: str
-    source: str
-    found: int
-    new_runs: int
-    new_rows: int
-    present: int
-    warnings: list[str] = field(default_factory=list)
-    suites: list[str] = field(default_factory=list)
-
-    def summary(self) -> str:
-        into = f"suite {self.suite!r}"
-        if len(self.suites) > 1 or (self.suites and self.suites != [self.suite]):
-            into = (
-                f"suites {', '.join(map(repr, self.suites))}"
-                if len(self.suites) > 1
-                else f"suite {self.suites[0]!r}"
-            )
-        return (
-            f"imported {self.new_runs} runs ({self.new_rows} metric rows) into {into} "
-            f"from {self.source}, {self.present} already present"
-        )
 
 
 def _known() -> str:
@@ -216,8 +159,6 @@ def import_source(
             bundle's suite and run ids.
         options: Format options, see ``OPTIONS``.
     """
-    import numpy as np
-    import pyarrow as pa
 
     if source.startswith("bundle:") and source[len("bundle:") :].strip():
         given = check_options("bundle", options)
@@ -235,31 +176,64 @@ def import_source(
     scheme, path, runs = read_source(source, options)
     warnings = _check_keys(runs)
     rows: list[dict[str, Any]] = []
-    ids, names, steps, values, walls, counts = [], [], [], [], [], []
     for run in runs:
         run_id = run_id_of({"suite": suite, "format": scheme, "run": run.key})
         rows.append({"run_id": run_id, "suite": suite, "algo": run.algo, "algo_name": run.algo, "env": run.env,
                      "seed": run.seed, "config": run.config, "source": run.source})  # fmt: skip
-        for name, (s, v) in run.metrics.items():
-            ids.append(run_id)
-            names.append(name)
-            counts.append(len(s))
-            steps.append(np.asarray(s, dtype=np.int64))
-            values.append(np.asarray(v, dtype=np.float64))
-            w = run.wall_times.get(name)
-            walls.append(np.asarray(w, dtype=np.float64) if w is not None else np.full(len(s), np.nan))
-    metrics = pa.table(
-        {
-            "run_id": pa.array(np.repeat(np.asarray(ids, dtype=object), counts), pa.string()),
-            "step": pa.array(np.concatenate(steps) if steps else np.zeros(0, np.int64)),
-            "name": pa.array(np.repeat(np.asarray(names, dtype=object), counts), pa.string()),
-            "value": pa.array(np.concatenate(values) if values else np.zeros(0)),
-            "wall_time": pa.array(np.concatenate(walls) if walls else np.zeros(0), from_pandas=True),
-        }
-    )
+    metrics = metrics_table(runs, [r["run_id"] for r in rows])
     where = path.resolve()
     with store.writer() as con:
         new_runs, new_rows = store.import_runs(con, suite, f"imported from {scheme} logs at {where}", rows,
                                                metrics, source=f"{scheme}:{where}")  # fmt: skip
     return ImportResult(suite=suite, source=f"{scheme}:{path}", found=len(rows), new_runs=new_runs,
                         new_rows=new_rows, present=len(rows) - new_runs, warnings=warnings)  # fmt: skip
+
+
+def metrics_table(runs: Sequence[ImportedRun], run_ids: Sequence[str]) -> Any:
+    """The metric rows of ``runs`` as one Arrow table (run_id, step, name, value, wall_time), ``run_ids[i]``
+    the id of ``runs[i]``: run_id and name dictionary-encoded (an index per row, not a string), the numbers
+    zero-copy from numpy (``arrowbuf``: no pandas), wall_time NULL where a run logged none (or NaN)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ..arrowbuf import numbers, strings
+
+    names: dict[str, int] = {}
+    run_of, name_of, counts, steps, values, walls = [], [], [], [], [], []
+    for i, run in enumerate(runs):
+        for name, (s, v) in run.metrics.items():
+            run_of.append(i)
+            name_of.append(names.setdefault(name, len(names)))
+            counts.append(len(s))
+            steps.append(np.asarray(s, dtype=np.int64))
+            values.append(np.asarray(v, dtype=np.float64))
+            w = run.wall_times.get(name)
+            if w is not None:
+                walls.append((len(counts) - 1, np.asarray(w, dtype=np.float64)))
+    n = int(sum(counts))
+
+    def joined(parts: list[Any], dtype: Any) -> Any:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+    def indices(of: list[int]) -> Any:
+        return numbers(np.repeat(np.asarray(of, dtype=np.int32), np.asarray(counts, dtype=np.int64)))
+
+    wall = np.full(n, np.nan)  # NULL unless the tool logged them (most do not)
+    if walls:
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        for series, w in walls:
+            wall[starts[series] : starts[series + 1]] = w
+    null = np.isnan(wall)
+    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+    return pa.Table.from_arrays(
+        [
+            pa.DictionaryArray.from_arrays(indices(run_of), strings(list(run_ids))),
+            numbers(joined(steps, np.int64)),
+            pa.DictionaryArray.from_arrays(indices(name_of), strings(list(names))),
+            numbers(joined(values, np.float64)),
+            pa.Array.from_buffers(
+                pa.float64(), n, [validity, pa.py_buffer(wall)], null_count=int(null.sum())
+            ),
+        ],
+        names=["run_id", "step", "name", "value", "wall_time"],
+    )

@@ -100,7 +100,7 @@ def import_bundle(store: Any, location: str, into: str | None, timeout: float | 
     import pyarrow.compute as pc
 
     from ..bundle import fetch
-    from . import ImportResult
+    from .common import ImportResult
 
     with fetch(location, timeout) as got:
         suite, runs, metrics = load(got.folder, got.where)

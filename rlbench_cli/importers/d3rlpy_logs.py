@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportInvalid
-from . import ImportedRun
+from .common import ImportedRun
 
 __all__ = ["RunName", "parse_run_name", "find_run_folders", "read_run", "read", "EVAL_FILE", "EVAL_METRIC"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportInvalid, StoreError
-from . import ImportResult
+from .common import ImportResult
 
 __all__ = ["merge"]
 

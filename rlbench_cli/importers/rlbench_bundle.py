@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from ..errors import ImportInvalid
-from . import ImportedRun
+from .common import ImportedRun
 
 __all__ = ["read"]
 

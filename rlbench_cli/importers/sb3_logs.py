@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportInvalid
-from . import ImportedRun
+from .common import ImportedRun
 
 __all__ = ["find_run_folders", "read_monitor", "read_evaluations", "read_run", "read", "LAYOUT"]
 
@@ -134,7 +134,10 @@ def read_monitor(path: Path) -> tuple[float, list[tuple[float, float, float]]]:
 
 
 def read_evaluations(path: Path) -> dict[str, tuple[list[int], list[float]]]:
-    """``evaluations.npz``: timesteps (n,), results (n, episodes), ep_lengths (n, episodes) -> metrics."""
+    """``evaluations.npz``: timesteps (n,), results (n, episodes), ep_lengths (n, episodes) -> metrics.
+
+    results and ep_lengths may have trailing axes of length 1: (n, episodes, 1) reads as (n, episodes).
+    """
     import zipfile
 
     import numpy as np
@@ -158,24 +161,37 @@ def read_evaluations(path: Path) -> dict[str, tuple[list[int], list[float]]]:
             "not an EvalCallback evaluations.npz"
         )
     steps = np.asarray(arrays["timesteps"]).reshape(-1)
-    results = np.asarray(arrays["results"], dtype=float)
-    if results.ndim == 1:
-        results = results[:, None]
-    if results.ndim != 2 or len(results) != len(steps):
-        raise ImportInvalid(
-            f"{path}: results has shape {results.shape} for {len(steps)} timesteps; expected (timesteps, episodes)"
-        )
+    results = _per_evaluation(path, "results", arrays["results"], len(steps))
     out = {
         "eval/return": (steps.astype(int).tolist(), results.mean(axis=1).tolist()),
         "eval/return_std": (steps.astype(int).tolist(), results.std(axis=1).tolist()),
     }
     if "ep_lengths" in arrays:
-        lengths = np.asarray(arrays["ep_lengths"], dtype=float)
-        if lengths.ndim == 1:
-            lengths = lengths[:, None]
+        lengths = _per_evaluation(path, "ep_lengths", arrays["ep_lengths"], None)
         if len(lengths) == len(steps):
             out["eval/episode_length"] = (steps.astype(int).tolist(), lengths.mean(axis=1).tolist())
     return out
+
+
+def _per_evaluation(path: Path, name: str, array: Any, n: int | None) -> Any:
+    """``array`` as (evaluations, episodes): one value per episode is (evaluations,) and trailing length-1
+    axes, as SB3 writes when an episode's reward comes back as a one-element array, are dropped; any other
+    shape (or, with ``n``, another number of evaluations than ``n`` timesteps) is refused naming the file."""
+    import numpy as np
+
+    try:
+        values = np.asarray(array, dtype=float)
+    except (TypeError, ValueError):
+        raise ImportInvalid(f"{path}: {name} holds {array.dtype} values, not numbers") from None
+    while values.ndim > 2 and values.shape[-1] == 1:
+        values = values[..., 0]
+    if values.ndim == 1:
+        values = values[:, None]
+    if values.ndim != 2 or (n is not None and len(values) != n):
+        expected = "(timesteps, episodes), maybe with trailing axes of length 1"
+        count = "" if n is None else f" for {n} timesteps"
+        raise ImportInvalid(f"{path}: {name} has shape {tuple(array.shape)}{count}; expected {expected}")
+    return values
 
 
 class _ZooLoader:  # built lazily: yaml is imported only when a run has zoo YAML files

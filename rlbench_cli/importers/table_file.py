@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ImportInvalid, UsageError
-from . import ImportedRun
+from .common import ImportedRun
 from .names import CLEANRL_PATTERN, parse_pattern
 
 __all__ = ["ROLES", "parse_columns", "read"]

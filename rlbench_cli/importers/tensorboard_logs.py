@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import ImportInvalid
 from ..tbevents import EventFileError, read_complete
-from . import ImportedRun
+from .common import ImportedRun
 from .names import CLEANRL_PATTERN, RunNamePattern, parse_pattern
 
 __all__ = ["RENAMES", "find_run_folders", "hyperparameters", "read_run", "read"]

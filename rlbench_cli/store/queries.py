@@ -237,13 +237,15 @@ def _metrics_sql(
         if values:
             where.append(f"{col} IN ({', '.join('?' for _ in values)})")
             params.extend(values)
-    sql = (
+    sql = (  # ordered by each run's rank (suite, algo, env, seed) and name's: integers sort faster than text
         "SELECT m.run_id, r.suite, r.algo, r.env, r.seed, m.step, m.name, m.value, m.wall_time, r.status "
-        "FROM metrics m JOIN runs r USING (run_id)"
+        "FROM metrics m JOIN (SELECT *, (row_number() OVER (ORDER BY suite, algo, env, seed, run_id))::INTEGER "
+        "AS _run FROM runs) r USING (run_id) JOIN (SELECT name, (row_number() OVER (ORDER BY name))::INTEGER AS "
+        "_name FROM (SELECT DISTINCT name FROM metrics)) n USING (name)"
     )
     if where:
         sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY r.suite, r.algo, r.env, r.seed, m.name, m.step"
+    sql += " ORDER BY r._run, n._name, m.step"
     return sql, params
 
 

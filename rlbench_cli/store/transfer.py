@@ -162,7 +162,8 @@ class Transfer(Connections):
                             "source": pa.array([r.get("source") or None for r in new], pa.string()),
                         }
                     )
-                    keep = metrics.filter(pc.is_in(metrics["run_id"], value_set=new_runs["run_id"]))
+                    mask = pc.is_in(metrics["run_id"], value_set=new_runs["run_id"])
+                    keep = metrics if pc.all(mask).as_py() else metrics.filter(mask)  # all kept: no copy
                     con.register("_rlbench_import_runs", new_runs)
                     con.register("_rlbench_import_metrics", keep)
                     views += ["_rlbench_import_runs", "_rlbench_import_metrics"]

@@ -97,6 +97,30 @@ def test_sb3_runs_keep_config_and_the_zoo_seed(tmp_path):
     assert wall == [(0,)]
 
 
+def test_sb3_evaluations_with_a_trailing_length_one_axis_import(tmp_path):
+    """A zoo folder whose evaluations.npz has results (evaluations, episodes, 1) imports with the others;
+    one whose results are (evaluations, episodes, 2) stops the import with one line naming the file."""
+    import numpy as np
+
+    root = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "sb3_zoo", root)
+    f = root / "ppo" / "CartPole-v1_2" / "evaluations.npz"
+    with np.load(f) as data:
+        timesteps, results = data["timesteps"], data["results"]
+    np.savez(f, timesteps=timesteps, results=results[..., None], ep_lengths=results[..., None].astype(int))
+    db = tmp_path / "db.duckdb"
+    r = invoke("fetch", "--from", f"sb3:{root}", "--into", "zoo", "--db", db)
+    assert r.exit_code == 0, r.output
+    got = rows(db, "SELECT m.step, m.value FROM metrics m JOIN runs USING (run_id) "
+                   "WHERE runs.seed = 8 AND m.name = 'eval/return' ORDER BY m.step")  # fmt: skip
+    assert got == list(zip(timesteps.tolist(), results.mean(axis=1).tolist()))
+    np.savez(f, timesteps=timesteps, results=np.repeat(results[..., None], 2, axis=-1))
+    line = one_line_error(
+        invoke("fetch", "--from", f"sb3:{root}", "--into", "zoo2", "--db", tmp_path / "b.duckdb")
+    )
+    assert f"{f}: results has shape ({len(timesteps)}, {results.shape[1]}, 2)" in line, line
+
+
 def test_parquet_import(tmp_path):
     import pandas as pd
 

@@ -262,6 +262,42 @@ def test_npz_reader_never_unpickles(tmp_path):
         sb3_logs.read_evaluations(f)
 
 
+def test_npz_with_trailing_length_one_axes_reads_as_evaluations_by_episodes(tmp_path):
+    """SB3 writes results (evaluations, episodes, 1) when each episode's reward is a one-element array."""
+    f = tmp_path / "evaluations.npz"
+    results = np.array([[[1.0], [3.0]], [[2.0], [6.0]], [[5.0], [5.0]]])  # (3, 2, 1)
+    lengths = np.array([[[10], [30]], [[20], [20]], [[50], [70]]])
+    _write_npz(f, timesteps=np.array([100, 200, 300]), results=results, ep_lengths=lengths)
+    got = sb3_logs.read_evaluations(f)
+    assert got["eval/return"] == ([100, 200, 300], [2.0, 4.0, 5.0])
+    assert got["eval/return_std"] == ([100, 200, 300], [1.0, 2.0, 0.0])
+    assert got["eval/episode_length"] == ([100, 200, 300], [20.0, 20.0, 60.0])
+    _write_npz(
+        f, timesteps=np.array([[100], [200]]), results=np.array([[[[4.0]]], [[[8.0]]]])
+    )  # (2, 1, 1, 1)
+    assert sb3_logs.read_evaluations(f)["eval/return"] == ([100, 200], [4.0, 8.0])
+
+
+@pytest.mark.parametrize(
+    "arrays, needle",
+    [
+        (
+            {"results": np.ones((3, 2, 2))},
+            "results has shape (3, 2, 2) for 3 timesteps; expected (timesteps, episodes)",
+        ),
+        ({"results": np.ones((2, 2))}, "results has shape (2, 2) for 3 timesteps"),
+        ({"results": np.ones((3, 2)), "ep_lengths": np.ones((3, 2, 3))}, "ep_lengths has shape (3, 2, 3);"),
+        ({"results": np.array(["a", "b", "c"])}, "results holds <U1 values, not numbers"),
+    ],
+)
+def test_npz_of_another_shape_is_refused_naming_the_file(tmp_path, arrays, needle):
+    f = tmp_path / "evaluations.npz"
+    _write_npz(f, timesteps=np.array([1, 2, 3]), **arrays)
+    with pytest.raises(ImportInvalid) as e:
+        sb3_logs.read_evaluations(f)
+    assert str(e.value).startswith(f"{f}: ") and needle in str(e.value) and "\n" not in str(e.value)
+
+
 # -- CSV / Parquet ----------------------------------------------------------------------------------------
 def test_parse_columns():
     assert table_file.parse_columns("run=Name, step=_step") == {"run": "Name", "step": "_step"}

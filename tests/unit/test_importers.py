@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from rlbench_cli.errors import ImportInvalid, UsageError
-from rlbench_cli.importers import FORMATS, import_source, parse_source
+from rlbench_cli.importers import FORMATS, ImportedRun, import_source, metrics_table, parse_source
 from rlbench_cli.importers.d3rlpy_logs import RunName, find_run_folders, parse_run_name, read_run
 from rlbench_cli.store import Store
 
@@ -121,6 +121,26 @@ def test_parse_source_lists_known_formats():
 def _count(store, sql):
     with store.reader() as con:
         return con.execute(sql).fetchall()[0][0]
+
+
+def test_metrics_table_rows_in_order_with_null_wall_times_where_none_were_logged():
+    runs = [
+        ImportedRun("a", "dqn", "pong", 0, {}, {"eval/return": ([1, 2], [1.0, 2.0]), "loss": ([1], [0.5])},
+                    wall_times={"eval/return": [10.0, float("nan")]}),
+        ImportedRun("b", "dqn", "pong", 1, {}, {"loss": ([3, 4, 5], [1.5, 2.5, 3.5])}),
+    ]  # fmt: skip
+    table = metrics_table(runs, ["id-a", "id-b"])
+    assert pa.types.is_dictionary(table["run_id"].type) and pa.types.is_dictionary(table["name"].type)
+    assert table.cast(pa.schema([("run_id", pa.string()), ("step", pa.int64()), ("name", pa.string()),
+                                 ("value", pa.float64()), ("wall_time", pa.float64())])).to_pylist() == [
+        {"run_id": "id-a", "step": 1, "name": "eval/return", "value": 1.0, "wall_time": 10.0},
+        {"run_id": "id-a", "step": 2, "name": "eval/return", "value": 2.0, "wall_time": None},
+        {"run_id": "id-a", "step": 1, "name": "loss", "value": 0.5, "wall_time": None},
+        {"run_id": "id-b", "step": 3, "name": "loss", "value": 1.5, "wall_time": None},
+        {"run_id": "id-b", "step": 4, "name": "loss", "value": 2.5, "wall_time": None},
+        {"run_id": "id-b", "step": 5, "name": "loss", "value": 3.5, "wall_time": None},
+    ]  # fmt: skip
+    assert metrics_table([], []).num_rows == 0
 
 
 def test_import_is_idempotent_and_registers_the_suite(tmp_path):

@@ -47,7 +47,7 @@ def check_kwargs(env_id: str, kwargs: dict[str, Any]) -> str | None:
 
     needs = "minigrid" if "BabyAI" in env_id else "mujoco"
     if importlib.util.find_spec(needs) is None:
-        return f"{env_id} needs the {needs} package; install it with: pip install 'rlbench[imagine]'"
+        return f"{env_id} needs the {needs} package; install it with: pip install 'rlbench-cli[imagine]'"
     level = kwargs.get("level")
     if level is not None and level not in LANG_LEVELS:
         return f"unknown instruction level {level!r}; choose one of: {', '.join(LANG_LEVELS)} (or leave it out for all)"

@@ -164,7 +164,7 @@ class ChessEnv(TextEnv):
             import chess
         except ImportError:
             raise UsageError(
-                "the Chess and Endgames envs need the chess package: pip install 'rlbench[text]'"
+                "the Chess and Endgames envs need the chess package: pip install 'rlbench-cli[text]'"
             ) from None
 
         super().__init__()
