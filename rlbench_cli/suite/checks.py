@@ -1,17 +1,33 @@
 """A validated suite checked against the registries that need more than its own fields: gymnasium's (envs,
 wrappers and their kwargs, ``envs``), the env families' kwargs checks (``envs.families``) and local
-pretrained checkpoints (``algos.text``). Each problem is one ``SuiteInvalid`` line naming the file and field.
+pretrained checkpoints (a ``pretrained`` param names a local folder: nothing is downloaded). Each problem is one ``SuiteInvalid`` line naming the file and field.
 """
 
 from __future__ import annotations
 
-from ..algos.text import check_pretrained
+from pathlib import Path
+from typing import Any
+
 from ..envs import known_env, known_wrapper, wrapper_kwargs_problem
 from ..envs.families import is_text_env, kwargs_problem
 from ..errors import SuiteInvalid
 from .models import Suite, WrapperSpec
 
-__all__ = ["check_suite", "printable"]
+__all__ = ["check_pretrained", "check_suite", "printable"]
+
+
+def check_pretrained(path: Any, where: str = "params.pretrained") -> str | None:
+    """None when ``path`` is unset or a folder that exists, else a one-line problem naming the setting."""
+    if path in (None, ""):
+        return None
+    p = Path(str(path)).expanduser()
+    if not p.exists():
+        return (
+            f"{where}: no checkpoint at {p}; give a local folder saved with save_pretrained(), or remove it"
+        )
+    if not p.is_dir():
+        return f"{where}: {p} is a file; give the folder a transformers model was saved to with save_pretrained()"
+    return None
 
 
 def printable(text: str) -> str:

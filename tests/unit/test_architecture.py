@@ -1,4 +1,5 @@
-"""The shape DESIGN.md promises: no import circle between rlbench_cli's modules and no module over 800 lines.
+"""The shape DESIGN.md promises: no import circle between rlbench_cli's modules, data flowing one way through
+the layers below (one named exception), and no module over 800 lines.
 
 Imports are read from the source (every `import` and `from ... import`, lazy ones inside functions too: a lazy
 import is still a dependency). `from pkg import sub` counts as an import of `pkg.sub` when `sub` is a module.
@@ -25,8 +26,47 @@ KNOWN_BIG = {
     "rlbench_cli.plots": 958,
     "rlbench_cli.stats": 816,
 }
-# Import circles still there; issue #39 empties this list.
+# Import circles still there; issue #39 emptied this list.
 KNOWN_CIRCLES: list[set[str]] = []
+
+# rlbench_cli's top-level modules and packages, lowest layer first (DESIGN.md, "Pipeline and layout"). A module
+# imports only its own layer and those below it. The package's __init__ (``rlbench_cli``: __version__ and the
+# seeds_per_job decorator users import) is the public face, outside the layers.
+LAYERS = [
+    [
+        "errors",
+        "client",
+        "references",
+        "allocator",
+        "arrowbuf",
+        "checkpoint",
+        "tbevents",
+        "scoring",
+        "adaptive",
+    ],
+    ["envs"],
+    ["datasets"],
+    ["suite"],
+    ["sink", "sysmon"],
+    ["algos"],
+    ["runner"],
+    ["packed"],
+    ["datagen", "mps"],
+    ["executors"],
+    ["store"],
+    ["coordinator", "bundle"],
+    ["importers"],
+    ["bootstrap"],
+    ["stats", "figure_worker"],
+    ["plots", "leaderboard"],
+    ["analysis"],
+    ["report", "sequential"],
+    ["htmlreport"],
+    ["cli"],
+]
+# The one import from a lower layer to a higher one: the suite checks algorithm names (and an algorithm's
+# offline / fine-tunable facts) against the algorithm registry, a module that imports nothing.
+UPWARD = {("rlbench_cli.suite.models", "rlbench_cli.algos.registry")}
 
 
 def modules() -> dict[str, Path]:
@@ -119,6 +159,38 @@ def test_circle_finder_finds_a_planted_circle():
 def test_no_new_import_circle():
     new = [sorted(c) for c in circles(import_graph()) if c not in KNOWN_CIRCLES]
     assert not new, f"import circles between rlbench_cli's modules (DESIGN.md: data flows one way): {new}"
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None  # the package's own __init__
+    return next((i for i, names in enumerate(LAYERS) if parts[1] in names), -1)
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted({m.split(".")[1] for m in modules() if _layer(m) == -1})
+    assert not unplaced, (
+        f"top-level modules missing from LAYERS (place each in DESIGN.md's pipeline): {unplaced}"
+    )
+
+
+def test_imports_go_down_the_layers():
+    upward = sorted(
+        (module, target)
+        for module, targets in import_graph().items()
+        for target in targets
+        if None not in (_layer(module), _layer(target))
+        and _layer(module) < _layer(target)
+        and (module, target) not in UPWARD
+    )
+    assert not upward, f"imports from a lower layer to a higher one (DESIGN.md: data flows one way): {upward}"
+
+
+def test_the_upward_exception_is_still_there():
+    """UPWARD names only imports that exist (so the list cannot silently allow more)."""
+    graph = import_graph()
+    assert all(target in graph.get(module, set()) for module, target in UPWARD)
 
 
 def test_no_module_over_800_lines():

@@ -11,11 +11,11 @@ import torch
 
 from rlbench_cli.algos import get_algorithm
 from rlbench_cli.algos.base import RunContext
-from rlbench_cli.algos.text import check_pretrained
 from rlbench_cli.algos.text.losses import expectile_loss, ilql_q_targets, returns_to_go
 from rlbench_cli.algos.text.ppo import gae
 from rlbench_cli.algos.text.tokenizer import TextTokenizer
 from rlbench_cli.algos.text.world_model import outcome_ids, parse_outcome, world_model_metrics
+from rlbench_cli.suite.checks import check_pretrained
 from rlbench_cli.suite.grid import RunSpec
 
 TINY = {"n_embd": 32, "n_layer": 2, "n_head": 2, "batch_size": 8, "logging_steps": 2, "max_context": 96}

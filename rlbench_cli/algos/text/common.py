@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ...suite.checks import check_pretrained
 from ..params import coerce_all
-from . import check_pretrained
 from .losses import returns_to_go
 from .policy import MODEL_PARAMS, context_ids
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import check_pretrained
+from ...suite.checks import check_pretrained
 from .tokenizer import HFTokenizer, TextTokenizer
 
 __all__ = [
