@@ -52,7 +52,8 @@ class StepResult:
     terminated: np.ndarray  # (N, E) bool
     truncated: np.ndarray  # (N, E) bool
     final_obs: np.ndarray  # (N, E, obs_dim) float32: where an episode ended, its last observation
-    cost: np.ndarray  # (N, E) float64: the step's safety cost (info["cost"]); NaN where the env reports none
+    # (N, E) float64: the step's safety cost (info["cost"]), NaN where an env reports none; None: no env did
+    cost: np.ndarray | None
 
 
 class EnvList:
@@ -76,13 +77,15 @@ class EnvList:
         rew = np.zeros((n, e), np.float64)
         term = np.zeros((n, e), bool)
         trunc = np.zeros((n, e), bool)
-        cost = np.full((n, e), np.nan)
+        cost = None
         for k, row in enumerate(self.envs):
             acts = actions[k]
             for i, env in enumerate(row):
                 o, r, te, tr, info = env.step(acts[i])
                 rew[k, i], term[k, i], trunc[k, i] = r, te, tr
                 if "cost" in info:
+                    if cost is None:
+                        cost = np.full((n, e), np.nan)
                     cost[k, i] = float(info["cost"])
                 if te or tr:
                     final[k, i] = np.asarray(o, np.float32).reshape(-1)

@@ -252,8 +252,8 @@ def train(ctxs: Sequence[RunContext], packed: bool, vectorise: bool | None = Non
             rew_buf[t] = res.reward
             ep_ret += res.reward
             ep_len += 1
-            costly = ~np.isnan(res.cost)
-            if costly.any():
+            if res.cost is not None:
+                costly = ~np.isnan(res.cost)
                 ep_cost[costly] = np.nan_to_num(ep_cost[costly]) + res.cost[costly]
             done = res.terminated | res.truncated
             done_buf[t] = done
