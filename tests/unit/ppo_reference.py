@@ -76,7 +76,7 @@ HASHES: dict[str, str] = {
 
 
 def spec_of(name: str, seed: int = 7) -> Any:
-    from rlbench_cli.grid import RunSpec
+    from rlbench_cli.algos.base import RunSpec  # the run spec a RunContext holds, wherever it is defined
 
     env_id, params, steps, eval_every, every, wrappers = (
         RUNS[name] if name in RUNS else (*PACKED_RUNS[name], [])
