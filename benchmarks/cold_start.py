@@ -28,14 +28,14 @@ from pathlib import Path
 import torch
 from rlbench_cli.runner import configure_torch
 configure_torch(torch)  # as a worker does before its first job
-import rlbench_cli.algos.ppo as ppo
+import rlbench_cli.algos.ppo.update as ppo_update
 from rlbench_cli.suite.grid import expand
 from rlbench_cli.runner import run_one
 from rlbench_cli.suite.loader import parse_suite
 
 args = json.loads(sys.argv[1])
 first = {}
-make = ppo._adam
+make = ppo_update.adam
 if args["optimiser"] == "torch.optim":
     def make(params, lr, device, capturable=False):
         return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True, capturable=capturable)
@@ -52,7 +52,7 @@ def timed(params, lr, device, capturable=False):
     opt.step = first_step
     return opt
 
-ppo._adam = timed
+ppo_update.adam = timed
 suite = parse_suite({"name": "cold", "seeds": 1, "envs": ["CartPole-v1"],
                      "budget": {"steps": args["steps"], "eval_every": args["steps"], "eval_episodes": 1},
                      "algorithms": [{"name": "ppo", "params": {"num_envs": 4, "num_steps": 128}}]}, "cold")

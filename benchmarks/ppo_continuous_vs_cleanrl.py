@@ -11,7 +11,7 @@ iterations) and the same seeds 1..--seeds:
   rlbench          rlbench_cli.runner.run_one (what a worker of `rlbench run` calls per run), one process per
                    seed;
   rlbench-packed   rlbench_cli.packed.run_packed (resources.seeds_per_job): ALL seeds in one process, trained
-                   in lock step with stacked weights (algos.ppo_packed).
+                   in lock step with stacked weights (algos.ppo.train_packed).
 
 Score, as CleanRL's benchmark tables report it (openrlbenchmark's rlops, metric charts/episodic_return): per
 run the mean of its last 100 training episodic returns (raw env rewards), then mean +- population std over

@@ -7,7 +7,7 @@ OPENBLAS_NUM_THREADS = --threads (torch's thread count is checked in a child pro
 - packed: ``rlbench_cli.packed.run_packed`` on seeds 1..--seeds of CartPole-v1 at CleanRL's defaults (the
   function a worker of ``rlbench run`` calls for a job of ``resources.seeds_per_job`` seeds): every seed
   gets its own folder, spec.json, metric shards and result.json; they train in lock step, batched across
-  seeds (``algos.ppo_packed``);
+  seeds (``algos.ppo.train_packed``);
 - CleanRL: its own script, benchmarks/peers/cleanrl_ppo.py, seed 1 only, through
   ``ppo_vs_cleanrl.run_cleanrl`` (--no-cuda, TensorBoard logging on, as shipped);
 - one per job: ``rlbench_cli.runner.run_one`` for each of the same seeds, one process each, through
@@ -62,7 +62,7 @@ def _packed_worker(job: dict[str, Any]) -> None:
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
-    from rlbench_cli.algos import ppo_packed  # noqa: F401  - imported before the clock, as below
+    from rlbench_cli.algos import ppo  # noqa: F401  - imported before the clock, as below
     from rlbench_cli.algos.base import RunContext
     from rlbench_cli.envs import make_env
     from rlbench_cli.packed import run_packed

@@ -2,7 +2,7 @@
 
 ``resources.seeds_per_job: N`` packs the seeds of one (algorithm, task, params) cell N at a time into one
 job; the job calls ``run_packed(specs, folders)``. Inside it the algorithm trains the N seeds in lock step,
-batched across seeds (``algos.ppo_packed``; or a user's ``entrypoint:`` function marked
+batched across seeds (``algos.ppo.train_packed``; or a user's ``entrypoint:`` function marked
 ``@rlbench_cli.seeds_per_job``, called with the list of contexts, see ``algos.entrypoint``), but each seed
 stays its own run everywhere else: its own
 attempt folder (``runner.attempt_dir``), ``spec.json``, metric shards (one ``ShardSink`` per seed),
@@ -16,7 +16,7 @@ traceback's tail.
 
 Seeding: ``run_one`` calls ``seed_everything(seed)``; one process cannot do that for N seeds. Packed
 algorithms draw every random number of seed ``s`` from streams derived from ``s`` alone (see
-``algos.ppo_packed``: torch's generator reseeded with ``s`` before building that seed's network, a NumPy
+``algos.ppo.train_packed``: torch's generator reseeded with ``s`` before building that seed's network, a NumPy
 generator and a torch generator seeded ``s``, env ``i`` seeded ``s + i``, evaluation episodes seeded by
 ``eval_seeds(s)``), so a seed's numbers do not depend on which seeds share its job. The global ``random``
 / NumPy / torch generators are seeded with the pack's first seed, for code (a user's env) that uses them:
@@ -171,7 +171,7 @@ def run_packed(
 
             train: Any = load_entrypoint(specs[0].entrypoint)
         else:
-            from .algos.ppo_packed import train_packed as train
+            from .algos.ppo import train_packed as train
 
         with ExitStack() as stack:
             for ctx, sink in zip(ctxs, sinks):

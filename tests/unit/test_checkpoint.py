@@ -216,11 +216,11 @@ def test_ppo_with_values_on_the_host_resumes_bitwise_and_starts_as_torch_values_
     device an iteration); the same path forced on CPU: resumed equals uninterrupted bitwise (the copy is
     refreshed from the resumed weights), and the first iteration's losses equal torch's values' to float
     rounding (the runs then drift apart as float runs do)."""
-    from rlbench_cli.algos import ppo
+    from rlbench_cli.algos.ppo import transfer
 
     spec = _spec("ppo", steps=2048, eval_every=512, every=1024)
     on_torch = metrics_of(uninterrupted(tmp_path / "torch", spec))
-    monkeypatch.setattr(ppo, "_host_side", lambda device: True)
+    monkeypatch.setattr(transfer, "host_side", lambda device: True)
     _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=1)
     assert r2["resumed_from_step"] == 1024
     resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))

@@ -20,8 +20,7 @@ from test_checkpoint import _spec, interrupted_and_resumed, metrics_of, uninterr
 from test_ppo_packed import assert_same_rows, make_spec, read_rows
 
 from rlbench_cli.algos.base import RunContext
-from rlbench_cli.algos.ppo import CONTINUOUS_DEFAULTS, PPO, PPOConfig, PPOPolicy
-from rlbench_cli.algos.ppo_packed import train_packed
+from rlbench_cli.algos.ppo import CONTINUOUS_DEFAULTS, PPO, PPOConfig, PPOPolicy, train_packed
 from rlbench_cli.sink import ShardSink
 
 STEPS = 4096  # two updates of the continuous defaults' 2048-step rollout

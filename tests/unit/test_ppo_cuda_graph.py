@@ -1,5 +1,6 @@
-"""ppo's update (``_Update``): the eager path on CPU, and on a CUDA device each epoch replayed as a CUDA graph
-with the same results as the eager path (those tests run where a GPU is, and are skipped elsewhere)."""
+"""ppo's update (``Update``, and packed ppo's ``StackedUpdate``): the eager path on CPU, and on a CUDA device
+each epoch replayed as a CUDA graph with the same results as the eager path (those tests run where a GPU is,
+and are skipped elsewhere)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,16 @@ import pytest
 import torch
 
 from rlbench_cli.algos.base import RunContext
-from rlbench_cli.algos.ppo import (
-    PPO,
-    PPOConfig,
-    PPOPolicy,
-    _Agent,
-    _NumpyActor,
-    _spaces,
-    _Staging,
-    _to_device,
-    _to_host,
-    _Update,
-)
+from rlbench_cli.algos.ppo import PPO, PPOConfig, PPOPolicy
+from rlbench_cli.algos.ppo.envs import spaces as _spaces
+from rlbench_cli.algos.ppo.nets import Agent as _Agent
+from rlbench_cli.algos.ppo.nets import NumpyActor as _NumpyActor
+from rlbench_cli.algos.ppo.nets import StackedAgent
+from rlbench_cli.algos.ppo.transfer import Staging as _Staging
+from rlbench_cli.algos.ppo.transfer import to_device as _to_device
+from rlbench_cli.algos.ppo.transfer import to_host as _to_host
+from rlbench_cli.algos.ppo.update import StackedUpdate
+from rlbench_cli.algos.ppo.update import Update as _Update
 from rlbench_cli.sink import ShardSink
 from rlbench_cli.suite.grid import RunSpec
 
@@ -175,7 +174,7 @@ def test_away_from_the_cpu_an_iteration_copies_once_each_way(
     # the host path (a GPU's) forced on CPU: each iteration sends one copy to the device (batch, advantages,
     # returns, values and the permutations) and fetches one back (statistics and the networks' weights); a
     # batch too large to value on the host cheaply makes one round trip more for its values
-    from rlbench_cli.algos import ppo
+    from rlbench_cli.algos.ppo import transfer, update
 
     calls: dict[str, int] = {"to_device": 0, "to_host": 0, "draw_perms": 0}
 
@@ -186,10 +185,10 @@ def test_away_from_the_cpu_an_iteration_copies_once_each_way(
 
         return wrapper
 
-    monkeypatch.setattr(ppo, "_host_side", lambda device: True)
-    monkeypatch.setattr(ppo, "_to_device", counted("to_device", ppo._to_device))
-    monkeypatch.setattr(ppo, "_to_host", counted("to_host", ppo._to_host))
-    monkeypatch.setattr(ppo._Update, "draw_perms", counted("draw_perms", ppo._Update.draw_perms))
+    monkeypatch.setattr(transfer, "host_side", lambda device: True)
+    monkeypatch.setattr(transfer, "to_device", counted("to_device", transfer.to_device))
+    monkeypatch.setattr(transfer, "to_host", counted("to_host", transfer.to_host))
+    monkeypatch.setattr(update.Update, "draw_perms", counted("draw_perms", update.Update.draw_perms))
     params = {"num_envs": num_envs, "num_steps": num_steps}
     spec = RunSpec(suite="t", algo="ppo", algo_name="ppo", params=params, env_id="CartPole-v1", env_kwargs={},
                    seed=0, budget={"steps": 4096, "eval_every": 2048, "eval_episodes": 2, "timeout": None})  # fmt: skip
@@ -292,3 +291,67 @@ def test_a_ppo_run_on_cuda_learns_with_graphs(tmp_path: Path):
     ).to_pandas()
     final = df[df["name"] == "eval/return"].sort_values("step")["value"].iloc[-1]
     assert final > 100  # CartPole-v1 at 20k steps: CleanRL's ppo is well past random (~20)
+
+
+def _stacked_pair(device: str, n_seeds: int = 3, **cfg_kw) -> tuple[list[StackedUpdate], PPOConfig]:
+    """Two stacked updates (CUDA graph on, off) of ``n_seeds`` agents with the same initial weights."""
+    cfg = PPOConfig(**cfg_kw)
+    out = []
+    for graph in (True, False):
+        agents = []
+        for s in range(n_seeds):
+            torch.manual_seed(s)
+            agents.append(_Agent(4, 2, False, cfg))
+        net = StackedAgent(agents, cfg, torch.device(device))
+        out.append(StackedUpdate(net, dataclasses.replace(cfg, cuda_graph=graph), torch.device(device)))
+    return out, cfg
+
+
+def _stacked_batch(n_seeds: int, n: int, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.stack(parts) for parts in zip(*(_batch(n, device, seed + k) for k in range(n_seeds))))
+
+
+def test_on_cpu_the_stacked_update_is_eager():
+    (graph, eager), _ = _stacked_pair("cpu")
+    assert not graph.graphed and graph.graph is None
+    gens = [[torch.Generator().manual_seed(k) for k in range(3)] for _ in range(2)]
+    stats = [u.run_tensors(_stacked_batch(3, 512, "cpu", 1), g, None) for u, g in zip((graph, eager), gens)]
+    assert stats[0].shape == (3, 8) and torch.equal(stats[0], stats[1])
+
+
+@cuda
+@pytest.mark.parametrize("target_kl", [None, 1e-6])
+def test_stacked_graph_replays_match_the_eager_update(target_kl: float | None):
+    """Packed ppo's update is graphed as one run's is: the same results as its eager path, seed by seed."""
+    (graph, eager), _ = _stacked_pair("cuda", target_kl=target_kl, update_epochs=4)
+    assert graph.graphed and not eager.graphed
+    for it, lr in enumerate((2.5e-4, 1.5e-4)):
+        batch = _stacked_batch(3, 512, "cuda", 10 * it)
+        stats = []
+        for u in (graph, eager):
+            u.set_lr(lr)
+            gens = [torch.Generator().manual_seed(100 * it + k) for k in range(3)]
+            stats.append(u.run_tensors(batch, gens, None).cpu())
+        assert graph.graph is not None
+        torch.testing.assert_close(stats[0], stats[1], rtol=1e-3, atol=1e-5)
+        for pa_, pb in zip(graph.params, eager.params, strict=True):
+            torch.testing.assert_close(pa_, pb, rtol=1e-4, atol=1e-5)
+
+
+@cuda
+def test_a_packed_run_on_cuda_learns_with_graphs(tmp_path: Path):
+    from rlbench_cli.algos.ppo import train_packed
+
+    ctxs, sinks = [], []
+    for seed in (0, 1):
+        spec = RunSpec(suite="t", algo="ppo", algo_name="ppo", params={}, env_id="CartPole-v1", env_kwargs={},
+                       seed=seed, budget={"steps": 20_000, "eval_every": 20_000, "eval_episodes": 5,
+                                          "timeout": None})  # fmt: skip
+        sinks.append(ShardSink(tmp_path / f"run{seed}", background=False))
+        ctxs.append(RunContext(spec=spec, sink=sinks[-1], device="cuda"))
+    assert train_packed(ctxs) == {0: None, 1: None}
+    for seed, sink in enumerate(sinks):
+        sink.close()
+        df = pa.concat_tables([pq.read_table(p) for p in sorted((tmp_path / f"run{seed}").glob("*.parquet"))])
+        df = df.to_pandas()
+        assert df[df["name"] == "eval/return"].sort_values("step")["value"].iloc[-1] > 100

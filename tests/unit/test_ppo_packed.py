@@ -1,4 +1,4 @@
-"""Packed PPO (``algos.ppo_packed``, ``packed.run_packed``): many seeds in one process, batched across seeds.
+"""Packed PPO (``algos.ppo.train_packed``, ``packed.run_packed``): many seeds in one process, batched across seeds.
 
 What is proven here, on tiny budgets:
 - with one seed, ``train_packed`` logs the same rows as ``PPO().train`` (same names, steps, episode lengths;
@@ -26,8 +26,8 @@ import pytest
 import torch
 
 from rlbench_cli.algos.base import RunContext
-from rlbench_cli.algos.ppo import PPO
-from rlbench_cli.algos.ppo_packed import PACKABLE, _CartPoleBlock, train_packed
+from rlbench_cli.algos.ppo import PPO, train_packed
+from rlbench_cli.algos.ppo.envs import CartPoleBlock
 from rlbench_cli.algos.registry import ALGORITHMS
 from rlbench_cli.bootstrap import interval_estimates
 from rlbench_cli.packed import run_packed
@@ -119,10 +119,32 @@ def test_one_seed_matches_unpacked_ppo_step_for_step(tmp_path: Path, env_id: str
     np.testing.assert_allclose(got["value"][ev], ref["value"][ev], rtol=1e-5)
 
 
+COST = {"name": "SafetyCost", "kwargs": {"index": 2, "low": -1.0, "high": 1.0, "limit": 5}}
+
+
+def test_packed_seeds_log_their_safety_costs_as_one_run_does(tmp_path: Path) -> None:
+    """NeoRL-2's SafetyCost (``info["cost"]``) reaches every packed seed's ``train/episode_cost`` (at each
+    episode's end, as its return) and ``eval/cost`` (at each evaluation), the same rows as unpacked ppo's."""
+    specs = [RunSpec(**{**make_spec("Pendulum-v1", PENDULUM, seed, steps=1024, eval_every=512).__dict__,
+                        "env_wrappers": [COST]}) for seed in (3, 4)]  # fmt: skip
+    folders = [tmp_path / f"pack-{spec.seed}" for spec in specs]
+    results = run_packed(specs, folders)
+    assert [r["status"] for r in results] == ["finished", "finished"], results
+    for spec, folder in zip(specs, folders):
+        rows = read_rows(folder / "metrics")
+        costs, returns = (rows[rows["name"] == f"train/episode_{k}"] for k in ("cost", "return"))
+        assert (
+            costs["step"].tolist() == returns["step"].tolist() and len(costs) == 4
+        )  # 2 envs x 512 steps / 200
+        assert (costs["value"] >= 0).all() and (costs["value"] > 0).any()
+        assert rows[rows["name"] == "eval/cost"]["step"].tolist() == [0, 512, 1024]
+        assert_same_rows(unpacked(tmp_path, spec), rows)
+
+
 def test_vectorised_cartpole_is_gymnasium_cartpole() -> None:
     envs = [gym.make("CartPole-v1") for _ in range(6)]
     seeds = [[10, 11, 12], [40, 41, 42]]
-    block = _CartPoleBlock(envs[0], 500, 2, 3)
+    block = CartPoleBlock(envs[0], 500, 2, 3)
     obs = block.reset(seeds)
     ref = np.stack([np.asarray(e.reset(seed=s)[0]) for e, s in zip(envs, sum(seeds, []))]).reshape(2, 3, 4)
     assert np.array_equal(obs, ref)
@@ -252,15 +274,15 @@ def test_away_from_the_cpu_each_seed_evaluates_through_its_slice_of_the_numpy_ac
 ) -> None:
     """The GPU's path forced on CPU: a seed's evaluation acts through its row of the stacked NumPy actor (no
     device round trip a step), also after a failed seed has left the stacks; training is untouched."""
-    from rlbench_cli.algos import ppo_packed
+    from rlbench_cli.algos.ppo import nets, transfer
 
     env_id, params, seeds, steps, kw = _HOST_CASES[case]
     specs = [make_spec(env_id, params, s, steps=steps, **kw) for s in seeds]
     out_torch, on_torch = packed(tmp_path, specs)
     calls = []
-    monkeypatch.setattr(ppo_packed, "_host_side", lambda device: True)
-    monkeypatch.setattr(ppo_packed._SeedActor, "__call__",
-                        lambda self, x, f=ppo_packed._SeedActor.__call__: calls.append(self.index()) or f(self, x))  # fmt: skip
+    monkeypatch.setattr(transfer, "host_side", lambda device: True)
+    monkeypatch.setattr(nets.SeedActor, "__call__",
+                        lambda self, x, f=nets.SeedActor.__call__: calls.append(self.index()) or f(self, x))  # fmt: skip
     out_host, on_host = packed(tmp_path, specs)
     assert out_host == out_torch and (case != "a-seed-diverges" or out_host[7] is not None)
     assert set(calls) == set(range(len(seeds)))  # every seed's row was acted with
@@ -276,12 +298,12 @@ def test_a_seeds_row_is_found_by_identity_not_by_equal_looking_fields() -> None:
     """Away from the CPU a seed looks its row up every step (``seeds.index(seed)``, failed seeds leave the
     stacks): two seeds whose fields are the same objects are still two rows, and finding one compares
     identities (a field-by-field comparison a step made 256 seeds' evaluation O(N^2): 2.4x slower here)."""
-    from rlbench_cli.algos.ppo_packed import _Seed
+    from rlbench_cli.algos.ppo.loop import Seed
 
     fields = dict(
         ctx=None, rng=np.random.default_rng(0), perm_gen=torch.Generator(), agent=None, obs_rms=None
     )
-    a, b = _Seed(**fields), _Seed(**fields)
+    a, b = Seed(**fields), Seed(**fields)
     assert [a, b].index(b) == 1 and a != b and a == a
 
 
@@ -305,7 +327,11 @@ def test_run_packed_rejects_what_cannot_be_packed(tmp_path: Path) -> None:
     b = make_spec("CartPole-v1", {"num_steps": 32}, 1, steps=512)
     with pytest.raises(ValueError, match="same everything but the seed"):
         run_packed([a, b], [tmp_path / "a", tmp_path / "b"])
-    assert {a.name for a in ALGORITHMS.values() if a.packable} == PACKABLE
+    assert ALGORITHMS["ppo"].packable
+    other = RunSpec(**{**a.__dict__, "algo": "dqn", "algo_name": "dqn"})
+    sink = ShardSink(tmp_path / "dqn", background=False)
+    with pytest.raises(ValueError, match="'dqn' cannot be packed"):  # ppo's trainer trains ppo only
+        train_packed([RunContext(spec=other, sink=sink)])
 
 
 # -- statistics: packed vs one per job ----------------------------------------------------------------------------

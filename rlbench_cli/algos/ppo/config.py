@@ -1,0 +1,121 @@
+"""ppo's hyperparameters: ``PPOConfig`` (CleanRL ``py``'s defaults) and ``CONTINUOUS_DEFAULTS``
+(``ppo_continuous_action.py``'s, on a ``Box`` action space)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..params import coerce
+
+__all__ = ["ACTIVATIONS", "CONTINUOUS_DEFAULTS", "PPOConfig"]
+
+# the hidden layers' activation by name (torch's module, NumPy's function: nets.py)
+ACTIVATIONS = ("tanh", "relu")
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyperparameters. Defaults are CleanRL ``py``'s; every field can be set from ``params``.
+
+    For a ``Box`` action space, ``from_params(params, continuous=True)`` starts from
+    ``CONTINUOUS_DEFAULTS`` instead, CleanRL ``ppo_continuous_action.py``'s values (learning_rate 3e-4,
+    num_envs 1, num_steps 2048, num_minibatches 32, update_epochs 10, ent_coef 0.0, normalize_obs and
+    normalize_reward on); a param given in the suite still overrides any of them.
+    """
+
+    learning_rate: float = 2.5e-4  # Adam step size (eps 1e-5, as CleanRL)
+    num_envs: int = 4  # environments stepped in lock-step
+    num_steps: int = 128  # rollout length per env per iteration; batch = num_envs * num_steps
+    anneal_lr: bool = True  # decay the learning rate linearly to 0 over the budget
+    gamma: float = 0.99  # discount factor
+    gae_lambda: float = 0.95  # GAE lambda
+    num_minibatches: int = 4  # minibatches per epoch; minibatch size = batch // num_minibatches
+    update_epochs: int = 4  # passes over the batch per iteration
+    norm_adv: bool = True  # normalise advantages per minibatch
+    clip_coef: float = 0.2  # surrogate clipping coefficient (also clips the value update)
+    clip_vloss: bool = True  # use the clipped value loss
+    ent_coef: float = 0.01  # entropy bonus coefficient
+    vf_coef: float = 0.5  # value loss coefficient
+    max_grad_norm: float = 0.5  # global gradient-norm clip
+    target_kl: float | None = None  # stop the epochs of an iteration early once approx_kl exceeds this
+    hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layers of both the actor and the critic
+    activation: str = "tanh"  # "tanh" or "relu"
+    bootstrap_truncated: bool = True  # bootstrap time-limit truncations with V(final obs)
+    normalize_obs: bool = False  # running mean/std observation normalisation (shared over envs)
+    clip_obs: float = 10.0  # clip normalised observations to +-clip_obs
+    normalize_reward: bool = False  # scale rewards by the running std of the discounted return
+    clip_reward: float = 10.0  # clip normalised rewards to +-clip_reward
+    init_log_std: float = 0.0  # initial log-std of the Gaussian policy (continuous actions only)
+    cuda_graph: bool = True  # on a CUDA device, replay each epoch's minibatch updates as one CUDA graph
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any], continuous: bool = False) -> PPOConfig:
+        """Build a config from run params, coercing YAML-ish values; unknown keys raise ValueError.
+
+        ``continuous``: the env has a ``Box`` action space, so ``CONTINUOUS_DEFAULTS`` replace the
+        discrete defaults (the params still override them)."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(params) - set(fields))
+        if unknown:
+            raise ValueError(
+                f"unknown ppo param(s) {', '.join(map(repr, unknown))}; valid params are: {', '.join(fields)}"
+            )
+        values = dict(CONTINUOUS_DEFAULTS) if continuous else {}
+        values.update({k: _coerce(k, v, fields[k].default) for k, v in params.items()})
+        cfg = cls(**values)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        problems = []
+        for name in ("learning_rate", "clip_coef", "max_grad_norm", "clip_obs", "clip_reward"):
+            if not getattr(self, name) > 0:
+                problems.append(f"{name} must be > 0")
+        for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1")
+        for name in ("gamma", "gae_lambda"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                problems.append(f"{name} must be in [0, 1]")
+        if self.num_minibatches > self.num_envs * self.num_steps:
+            problems.append("num_minibatches must be <= num_envs * num_steps")
+        if not self.hidden_sizes or any(h < 1 for h in self.hidden_sizes):
+            problems.append("hidden_sizes must be a non-empty list of positive ints")
+        if self.activation not in ACTIVATIONS:
+            problems.append(f"activation must be one of {', '.join(ACTIVATIONS)}")
+        if self.target_kl is not None and not self.target_kl > 0:
+            problems.append("target_kl must be > 0 or null")
+        if problems:
+            raise ValueError("invalid ppo params: " + "; ".join(problems))
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+
+# CleanRL ppo_continuous_action.py's hyperparameters where they differ from ppo.py's: the defaults of a run
+# on a Box action space (its other values, gamma 0.99, gae_lambda 0.95, clip 0.2, clipped value loss, vf_coef
+# 0.5, max_grad_norm 0.5, annealed lr, normalised advantages, 64x64 tanh, are the same in both scripts).
+# Observations are normalised by running statistics and clipped to +-10, rewards scaled by the running std
+# of the discounted return and clipped to +-10, actions clipped to the bounds: its wrappers, done here.
+CONTINUOUS_DEFAULTS: dict[str, Any] = {
+    "learning_rate": 3e-4,
+    "num_envs": 1,
+    "num_steps": 2048,
+    "num_minibatches": 32,
+    "update_epochs": 10,
+    "ent_coef": 0.0,
+    "normalize_obs": True,
+    "normalize_reward": True,
+}
+
+
+def _coerce(name: str, value: Any, default: Any) -> Any:
+    """``value`` as the type of the field's default (params may come from YAML or JSON); ``target_kl`` is a
+    float or null, and strings (``activation``) are lower-cased."""
+    if name == "target_kl":
+        return coerce("ppo", name, value, 0.0, optional=True)
+    value = coerce("ppo", name, value, default)
+    return value.lower() if isinstance(value, str) else value
