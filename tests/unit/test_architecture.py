@@ -21,9 +21,6 @@ MAX_LINES = 800
 KNOWN_BIG = {
     "rlbench_cli.algos.ppo": 987,
     "rlbench_cli.algos.ppo_packed": 1006,
-    "rlbench_cli.bootstrap": 842,
-    "rlbench_cli.plots": 958,
-    "rlbench_cli.stats": 816,
 }
 # Import circles still there; issue #39 empties this list.
 KNOWN_CIRCLES: list[set[str]] = []
