@@ -89,7 +89,7 @@ class Scores:
                 else (" AND m.step > pb.boundary")
             )
         ok = "(m.value IS NOT NULL AND isfinite(m.value))"
-        # the k-th evaluation of a run by step, counted before non-finite values are left out (stats._clean)
+        # the k-th evaluation of a run by step, counted before non-finite values are left out (stats.scores._clean)
         k = "row_number() OVER (PARTITION BY m.run_id ORDER BY m.step)" if drop_first else "1"
         rows = (
             f"SELECT m.run_id, m.step, m.value, {ok} AS ok, {k} AS k FROM metrics m{join} "

@@ -261,6 +261,7 @@ def test_plot_help_documents_the_figure_flags_with_an_example():
 
 def test_plot_flags_reach_every_figure_and_task_groups_are_said(tmp_path, make_results_db, monkeypatch):
     from rlbench_cli import plots
+    from rlbench_cli.plots import write as plot_files
 
     runs = [(a, e, s, [(1000, 10.0 * s + len(a)), (2000, 20.0 * s + len(a))])
             for a, envs in (("dqn", ("Acrobot-v1", "CartPole-v1")), ("td3", ("Pendulum-v1",)),
@@ -275,7 +276,7 @@ def test_plot_flags_reach_every_figure_and_task_groups_are_said(tmp_path, make_r
         figs[Path(path).name] = fig
         return real(fig, path, dpi)
 
-    monkeypatch.setattr(plots, "save_figure", save)
+    monkeypatch.setattr(plot_files, "save_figure", save)
     monkeypatch.setenv(
         "RLBENCH_FIGURE_PROCESS", "0"
     )  # every figure saved in this process, where save() sees it

@@ -1,4 +1,4 @@
-"""Querying the store: `fetch` filters (--status, --steps, --where), --wide, --scores (equal to stats.py's
+"""Querying the store: `fetch` filters (--status, --steps, --where), --wide, --scores (equal to rlbench_cli.stats'
 score rules), a query that matches nothing (exit 2, no file), `rlbench sql` (read-only, writes refused), and
 plain CSVs that `pandas.read_csv(path)` reads with no arguments."""
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rlbench_cli import bootstrap as bs
+from rlbench_cli.bootstrap.core import _draw
 
 rly = pytest.importorskip("rliable.library")
 metrics = pytest.importorskip("rliable.metrics")
@@ -78,7 +79,7 @@ def test_randomstate_indices_are_rliables_stream_and_leave_its_state(high: int) 
     """Replay draws run indices as uint32 (half the time of int64): the same values as rliable's
     ``np.random.choice(high, shape)`` on the global generator, which is left where rliable leaves it."""
     ours_rs = np.random.RandomState([3, 9])
-    ours = bs._draw(ours_rs, high, (4, 5, 3))
+    ours = _draw(ours_rs, high, (4, 5, 3))
     np.random.seed([3, 9])
     theirs = np.random.choice(high, (4, 5, 3), replace=True)
     np.testing.assert_array_equal(ours, theirs)

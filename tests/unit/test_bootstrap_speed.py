@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 
 from rlbench_cli import bootstrap as bs
+from rlbench_cli.bootstrap.aggregates import _aggregate, _ranks
+from rlbench_cli.bootstrap.core import _draw
+from rlbench_cli.bootstrap.poi import _poi_batch
 
 
 def _poi_reference(x, y, reps, rng, chunk):
@@ -18,8 +21,8 @@ def _poi_reference(x, y, reps, rng, chunk):
     out = np.empty(reps)
     for start in range(0, reps, chunk):
         stop = min(reps, start + chunk)
-        idx = bs._draw(rng, high, (stop - start, nx + ny, m))
-        out[start:stop] = bs._poi_batch(bs.resample(x, idx[:, :nx]), bs.resample(y, idx[:, nx:]))
+        idx = _draw(rng, high, (stop - start, nx + ny, m))
+        out[start:stop] = _poi_batch(bs.resample(x, idx[:, :nx]), bs.resample(y, idx[:, nx:]))
     return out
 
 
@@ -29,8 +32,8 @@ def _agg_reference(x, reps, rng, chunk, gamma=1.0):
     out = np.empty((reps, 4))
     for start in range(0, reps, chunk):
         stop = min(reps, start + chunk)
-        batch = bs.resample(x, bs._draw(rng, n, (stop - start, n, m)))
-        out[start:stop] = bs._aggregate(batch, bs.METRICS, gamma)
+        batch = bs.resample(x, _draw(rng, n, (stop - start, n, m)))
+        out[start:stop] = _aggregate(batch, bs.METRICS, gamma)
     return out
 
 
@@ -73,7 +76,7 @@ def test_aggregates_bitwise_unchanged(shape, ties):
 
 def test_ranks_roundtrip():
     x = np.array([[3.0, -1.0, 3.0], [0.5, -1.0, 7.0]])
-    ranks = bs._ranks(x)
+    ranks = _ranks(x)
     assert ranks.codes.dtype == np.uint16
     assert np.array_equal(ranks.values[ranks.codes], x)
     assert np.all(np.diff(ranks.values) >= 0)

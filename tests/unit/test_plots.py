@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from rlbench_cli import plots, stats
+from rlbench_cli.plots import write as plot_files
 
 COLS = ["run_id", "algo", "env", "seed", "step", "value"]
 
@@ -335,7 +336,7 @@ def captured(monkeypatch) -> dict[str, object]:
         figs[Path(path).name] = fig
         return real(fig, path, dpi)
 
-    monkeypatch.setattr(plots, "save_figure", save)
+    monkeypatch.setattr(plot_files, "save_figure", save)  # write_all saves through it
     return figs
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from rlbench_cli import stats
 from rlbench_cli.errors import UsageError
-from rlbench_cli.stats import StatsError, StatsWarning
+from rlbench_cli.stats import StatsError, StatsWarning, curves
+from rlbench_cli.stats.scores import _clean
 
 CARTPOLE = stats.REFERENCES["classic-control"]["CartPole-v1"]
 ACROBOT = stats.REFERENCES["classic-control"]["Acrobot-v1"]
@@ -494,7 +495,7 @@ def learning_curves_one_point_at_a_time(df: pd.DataFrame, confidence: float, rep
     """The definition of ``learning_curves``' bands, point by point: one seeded generator, and for each
     (env, algo, index) in sorted order with n > 1 runs one draw of shape (reps, n) and the quantiles of the
     resampled means."""
-    data = stats._clean(df)
+    data = _clean(df)
     data["env"] = data["env"].astype(str)
     data["algo"] = data["algo"].astype(str)
     rng = np.random.default_rng(seed)
@@ -521,7 +522,7 @@ def test_learning_curves_all_points_at_once_equal_the_definition_bit_for_bit(
     numbers as one point at a time, whatever the batch size, with every run present at every point or
     with runs of different lengths, missing evaluations, single-run points and a non-finite value."""
     if batch is not None:
-        monkeypatch.setattr(stats, "_POINT_DRAWS", batch)
+        monkeypatch.setattr(curves, "_POINT_DRAWS", batch)
     rng = np.random.default_rng(7)
     rows = []
     for algo in ("ppo", "dqn", "sac"):

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rlbench_cli import stats
 from rlbench_cli.datagen.text import build_text_dataset
 from rlbench_cli.datasets.text import episode_returns
 from rlbench_cli.references import BUILTIN, normalise, resolve
+from rlbench_cli.stats.normalise import _normalise
 
 
 def test_piecewise_rule_hits_the_three_references_and_is_linear_between():
@@ -43,7 +43,7 @@ def test_auto_picks_lmrl_and_stats_normalises_piecewise():
     tasks = pd.Series(
         ["rlbench/MazeFO-v0", "rlbench/MazeFO-v0", "rlbench/Endgames-v0", "rlbench/Endgames-v0"]
     )
-    assert stats._normalise(values, tasks, res).tolist() == pytest.approx([100.0, 50.0, 50.0, 0.0])
+    assert _normalise(values, tasks, res).tolist() == pytest.approx([100.0, 50.0, 50.0, 0.0])
 
 
 def test_suite_block_on_the_lmrl_table_keeps_the_middle_reference_unless_overridden():
