@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import FetchFailed, ImportInvalid, UsageError
+from .errors import FetchFailed, ImportInvalid, UnknownName, UsageError
 
 __all__ = [
-    "FORMAT_VERSION", "MANIFEST", "INFO", "REQUIRED", "Fetched", "write_bundle", "write_manifest",
+    "FORMAT_VERSION", "MANIFEST", "INFO", "REQUIRED", "Fetched", "export_suite", "write_bundle", "write_manifest",
     "read_manifest", "verify", "fetch", "default_timeout",
 ]  # fmt: skip
 
@@ -97,6 +97,24 @@ def write_bundle(store: Any, con: Any, suite: str, out: Path) -> tuple[int, int]
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return n_runs, n_rows
+
+
+def export_suite(store: Any, suite: str, out: Path) -> tuple[int, int, int]:
+    """``rlbench export``: ``write_bundle`` of ``suite`` on a connection of its own. Returns ``(runs, metric
+    rows, bytes written)``.
+
+    Raises:
+        UnknownName: no such suite in the store (the message starts with the suite's name).
+        UsageError: what ``write_bundle`` refuses.
+    """
+    with store.reader() as con:
+        known = store.suites(con)
+        if suite not in known:
+            raise UnknownName(
+                f"{suite!r}: no such suite in {store.path} (suites: {', '.join(known) or 'none yet'})"
+            )
+        n_runs, n_rows = write_bundle(store, con, suite, out)
+    return n_runs, n_rows, sum(p.stat().st_size for p in Path(out).iterdir() if p.is_file())
 
 
 def _replace(tmp: Path, out: Path) -> None:

@@ -20,7 +20,7 @@ from .store import Store
 from .suite.grid import RunSpec, expand
 from .suite.models import Suite
 
-__all__ = ["run_adaptive", "stored_scores", "compare_suite", "AdaptiveResult"]
+__all__ = ["run_adaptive", "stored_scores", "compare_suite", "decision_rows", "AdaptiveResult"]
 
 
 class AdaptiveResult:
@@ -138,11 +138,26 @@ def _runs_per_algo(test: TaskTest) -> dict[str, int]:
     return runs
 
 
+def decision_rows(tests: list[TaskTest]) -> list[dict[str, Any]]:
+    """AdaStop's decisions as plain rows, one per pair and task (the fields of ``adaptive.Comparison``)."""
+    return [c.__dict__ for t in tests for c in t.comparisons]
+
+
 def compare_suite(
-    store: Store, suite: str, settings: AdaptiveSettings | None, metric: str, rule: str, drop_first: int
-) -> tuple[list[TaskTest] | list[dict[str, Any]], AdaptiveSettings | dict[str, Any]]:
-    """The decisions ``rlbench compare`` shows: the stored ones of an adaptive run when no settings are given,
-    else AdaStop on the finished runs there are (imported runs too), in seed order."""
+    store: Store,
+    suite: str,
+    settings: AdaptiveSettings | None = None,
+    metric: str | None = None,
+    rule: str | None = None,
+    drop_first: int | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The decisions ``rlbench compare`` shows, as rows (``decision_rows``) and the settings they were made
+    with: the stored ones of an adaptive run when no settings are given, else AdaStop on the finished runs
+    there are (imported runs too), in seed order. ``metric``, ``rule``, ``drop_first``: as
+    ``analysis.suite_scoring`` (None: the suite's)."""
+    from .analysis import suite_scoring
+
+    metric, rule, drop_first = suite_scoring(store, suite, metric, rule, drop_first)
     with store.reader() as con:
         rows, stored = store.decisions(con, suite)
     if settings is None and stored is not None:
@@ -152,4 +167,4 @@ def compare_suite(
     if not scores:
         raise UsageError(f"suite {suite!r} has no finished runs with metric {metric!r} to compare")
     check_settings(settings, max(len(a) for a in algos.values()))
-    return decide(scores, algos, settings), settings
+    return decision_rows(decide(scores, algos, settings)), settings.to_dict()

@@ -21,6 +21,9 @@ def cancel(
     Example: rlbench cancel quickstart
     """
     from ..coordinator import cancel as cancel_suite
+    from ..executors import EXECUTORS
+
+    where = " or ".join(e.label for e in EXECUTORS.values() if e.outlives_coordinator)  # Slurm
 
     r = cancel_suite(store_for(db), suite)
     ids, ended = r.cancelled, r.already_ended
@@ -33,8 +36,8 @@ def cancel(
         who = "the attached 'rlbench run' records" if r.recorded_by else "recorded"
         before = f"; {len(ended)} other job(s) had already ended ({', '.join(ended)}): {who} how they ended"
     if not ids:
-        typer.echo(f"{suite}: no runs queued or running in Slurm{before}")
+        typer.echo(f"{suite}: no runs queued or running in {where}{before}")
         return
-    typer.echo(f"{suite}: cancelled {len(ids)} Slurm job(s): {', '.join(ids)}{before}")
+    typer.echo(f"{suite}: cancelled {len(ids)} {where} job(s): {', '.join(ids)}{before}")
     if r.recorded_by:
         typer.echo("  the 'rlbench run' attached to this database records them as interrupted")

@@ -66,25 +66,16 @@ def compare(
     Example: rlbench compare quickstart --alpha 0.05 --batch 5 --max-batches 2
     """
     from ..adaptive import AdaptiveSettings
-    from ..analysis import suite_scoring
     from ..sequential import compare_suite
 
     check_score_flags(score, drop_first)
-    store = store_for(db)
-    metric, rule, drop_first = suite_scoring(store, suite, metric, score, drop_first)
     given = {k: v for k, v in dict(alpha=alpha, batch=batch, max_batches=max_batches, permutations=permutations,
                                    seed=seed).items() if v is not None}  # fmt: skip
-    result, settings = compare_suite(store, suite, AdaptiveSettings(**given) if given else None, metric, rule,
-                                     drop_first)  # fmt: skip
-    rows = [
-        r if isinstance(r, dict) else r.__dict__
-        for t in result
-        for r in ([t] if isinstance(t, dict) else t.comparisons)
-    ]
-    settings_d = settings if isinstance(settings, dict) else settings.to_dict()
+    rows, settings = compare_suite(store_for(db), suite, AdaptiveSettings(**given) if given else None, metric,
+                                   score, drop_first)  # fmt: skip
     if json_out:
         typer.echo(
-            json.dumps({"suite": suite, "settings": settings_d, "decisions": rows}, indent=1, default=str)
+            json.dumps({"suite": suite, "settings": settings, "decisions": rows}, indent=1, default=str)
         )
     else:
-        typer.echo(decisions_table(rows, settings_d))
+        typer.echo(decisions_table(rows, settings))

@@ -217,8 +217,7 @@ def export(
 
     Example: rlbench datasets export CartPole-v1-medium --format minari --id rlbench/cartpole-medium-v0
     """
-    from ..datasets.catalog import open_dataset, resolve
-    from ..datasets.minari_io import minari_root, write_minari
+    from ..datasets.catalog import export_minari
     from ..errors import UsageError
 
     if fmt != "minari":
@@ -226,14 +225,7 @@ def export(
             f"--format {fmt!r}: the one export format is minari (the .hdf5 file itself is "
             "D4RL's format and loads in d3rlpy)"
         )
-    path = resolve(name, datasets)
-    data = open_dataset(path)
-    dataset_id = dataset_id or f"rlbench/{data.meta.get('name') or path.stem}-v0"
-    root = out or minari_root()
-    try:
-        folder = write_minari(data, dataset_id, root)
-    except ValueError as e:
-        raise UsageError(f"export {name} as {dataset_id} into {root}: {' '.join(str(e).split())}") from None
+    dataset_id, folder, root = export_minari(name, dataset_id, out, datasets)
     typer.echo(
         f"wrote Minari dataset {dataset_id} to {folder}; open it with minari.load_dataset({dataset_id!r})"
         + ("" if out is None else f" and MINARI_DATASETS_PATH={root}")
@@ -268,11 +260,7 @@ def import_(
 
     Example: rlbench datasets import real.hdf5 --imagined imagined.pkl --trust --name babyai-ib --env rlbench/BabyAI-Lang-v0
     """
-    from ..datasets import datasets_root
-    from ..datasets.hdf5 import write_hdf5
-    from ..datasets.imaginebench import read_imaginebench
-    from ..envs import known_env, make_env
-    from ..envs.imagine.encoder import check_encoder
+    from ..datasets.imaginebench import import_files
     from ..errors import UsageError
     from ..suite.models import NAME_RE
 
@@ -280,32 +268,7 @@ def import_(
         raise UsageError(
             f"--name {name!r}: use letters, digits, '_', '.', '-', starting with a letter or digit"
         )
-    problem = known_env(env) or check_encoder(encoder)
-    if problem:
-        raise UsageError(f"--{'env' if known_env(env) else 'encoder'}: {problem}")
-    root = Path(datasets) if datasets is not None else datasets_root()
-    out = root / f"{name}.hdf5"
-    if out.exists():
-        raise UsageError(f"--name {name!r}: {out} exists already; remove it or choose another name")
-    meta = {"name": name, "env_id": env, "env_kwargs": {}}
-    real = read_imaginebench(file, trust, encoder, {**meta, "level": "real"})
-    parts = [(out, real)]
-    if imagined is not None:
-        im = read_imaginebench(
-            imagined, trust, encoder, {**meta, "name": f"{name} (imagined)", "level": "imagined"}
-        )
-        if im.observations.shape[1] != real.observations.shape[1]:
-            raise UsageError(f"{imagined}: observations with instructions are {im.observations.shape[1]} wide but "
-                             f"{real.observations.shape[1]} in {file}; both files must describe the same task")  # fmt: skip
-        parts.append((root / f"{name}.imagined.hdf5", im))
-    e = make_env(env)
-    shape = getattr(e.observation_space, "shape", None)
-    e.close()
-    if shape and len(shape) == 1 and shape[0] != real.observations.shape[1]:
-        raise UsageError(f"{file}: a state plus instruction embedding is {real.observations.shape[1]} numbers, but {env} "
-                         f"observes {shape[0]}; import it for an env of that size (or pick the encoder it used)")  # fmt: skip
-    for path, data in reversed(parts):  # the real file last: its presence says the pair is complete
-        write_hdf5(path, data)
-    typer.echo(f"imported {len(real)} real" + (f" and {len(parts[1][1])} imagined" if imagined else "")
+    out, n_real, n_imagined = import_files(file, name, env, imagined, trust, encoder, datasets)
+    typer.echo(f"imported {n_real} real" + (f" and {n_imagined} imagined" if imagined else "")
                + f" transitions as dataset {name!r} ({out}); use it in a suite as {{name: {name}, env: {env}, "
                "data_mix: [real, imagined, real+imagined]}")  # fmt: skip

@@ -7,24 +7,20 @@ from typing import Annotated
 
 import typer
 
-from ..errors import UsageError
+from ..errors import UnknownName, UsageError
 from .common import DbOpt, SuiteArg, handle_errors, store_for
 
 
 def write(db: Path | None, suite: str, out: Path, flag: str) -> None:
-    """Write ``suite`` as a bundle at ``out`` (atomically) and say what was written; ``flag`` names the
-    option that gave the suite, for the message when there is no such suite."""
-    from ..bundle import MANIFEST, write_bundle
+    """Write ``suite`` as a bundle at ``out`` (``bundle.export_suite``) and say what was written; ``flag``
+    names the option that gave the suite, for the message when there is no such suite."""
+    from ..bundle import MANIFEST, export_suite
 
     store = store_for(db)
-    with store.reader() as con:
-        known = store.suites(con)
-        if suite not in known:
-            raise UsageError(
-                f"{flag} {suite!r}: no such suite in {store.path} (suites: {', '.join(known) or 'none yet'})"
-            )
-        n_runs, n_rows = write_bundle(store, con, suite, out)
-    size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
+    try:
+        n_runs, n_rows, size = export_suite(store, suite, out)
+    except UnknownName as e:
+        raise UsageError(f"{flag} {e}") from None
     typer.echo(f"wrote {n_runs} finished runs ({n_rows} metric rows) of suite {suite!r} to {out}/ "
                f"({size / 1e6:.2f} MB, checksums in {MANIFEST})")  # fmt: skip
 

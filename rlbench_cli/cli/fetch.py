@@ -3,8 +3,6 @@ runs another tool wrote (--from KIND:PATH)."""
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from enum import Enum
 from pathlib import Path
@@ -12,13 +10,12 @@ from typing import Annotated, Any
 
 import typer
 
-from ..analysis import score_runs, shared_reader
-from ..errors import UnknownName, UsageError
+from .. import query
+from ..errors import UsageError
+from ..query import parse_where
 from .common import DbOpt, DropFirstOpt, handle_errors, store_for
 from .output import OutFormat, write_table
 
-COLUMNS = ["run_id", "suite", "algo", "env", "seed", "step", "name", "value", "wall_time"]
-WIDE_KEYS = ["run_id", "suite", "algo", "env", "seed", "step"]
 FROM_HELP = (
     "import runs another tool wrote, as KIND:PATH. Kinds: tensorboard:DIR (event files; CleanRL's "
     "runs/ENV__EXP__SEED__TIME/, see --pattern), sb3:DIR (Stable-Baselines3 / rl-baselines3-zoo "
@@ -37,10 +34,6 @@ class Format(str, Enum):
     json = "json"
     parquet = "parquet"
     bundle = "bundle"
-
-
-def _json_value(v: Any) -> Any:
-    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 _STEPS = re.compile(r"\s*([0-9_]*)\s*:\s*([0-9_]*)\s*")
@@ -62,59 +55,6 @@ def parse_steps(text: str | None) -> tuple[int | None, int | None]:
     if lo is not None and hi is not None and lo > hi:
         raise UsageError(f"--steps {text!r}: the first step is after the last")
     return lo, hi
-
-
-def parse_where(items: list[str] | None) -> list[tuple[str, Any, str]]:
-    """``["lr=0.001"]`` -> ``[("lr", 0.001, "0.001")]``: the key, the value as JSON reads it, the text."""
-    out = []
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(
-                f"--where {item!r}: use KEY=VALUE, e.g. --where lr=0.001 or --where params.gamma=0.99"
-            )
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            parsed = value
-        out.append((key.strip(), parsed, value))
-    return out
-
-
-_MISSING = object()
-
-
-def config_value(config: Any, key: str) -> Any:
-    """``config[key]`` along a dotted path; a plain key not at the top is looked up in ``params`` (where a
-    suite's hyperparameters are). ``_MISSING`` when it is not there."""
-    for path in [key.split(".")] + ([["params", key]] if "." not in key else []):
-        node = config
-        for part in path:
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            else:
-                node = _MISSING
-                break
-        if node is not _MISSING:
-            return node
-    return _MISSING
-
-
-def _same(have: Any, want: Any, text: str) -> bool:
-    if isinstance(have, bool) or isinstance(want, bool):
-        return have is want or (isinstance(have, str) and have == text)
-    if isinstance(have, (int, float)) and isinstance(want, (int, float)):
-        return math.isclose(float(have), float(want), rel_tol=1e-9, abs_tol=0.0)
-    if isinstance(have, (dict, list)):
-        return have == want
-    return str(have) == text or have == want
-
-
-def matches(config: Any, where: list[tuple[str, Any, str]]) -> bool:
-    """Whether a run's config has every ``KEY=VALUE`` of ``where`` (numbers compare as numbers)."""
-    return all(
-        (v := config_value(config, key)) is not _MISSING and _same(v, want, text) for key, want, text in where
-    )
 
 
 @handle_errors
@@ -267,51 +207,25 @@ def fetch(
     store = store_for(db)
     filters = {"suite": suite, "algos": algo or (), "envs": env or (), "seeds": seed or (),
                "statuses": status or (["finished"] if scores else ()), "step_min": lo, "step_max": hi}  # fmt: skip
-    with shared_reader(store) as reads, reads.reader() as con:  # --scores reads each suite's rule on it too
-        known = store.suites(con)
-        if suite is not None and suite not in known:
-            raise UnknownName(
-                f"no suite {suite!r} in {store.path} (suites there: {', '.join(known) or 'none yet'})"
-            )
-        if conditions:
-            runs = store.runs(con, suite)
-            filters["run_ids"] = [r["run_id"] for r in runs if matches(_config(r["config"]), conditions)]
-        if scores:
-            table, said = score_runs(reads, filters, metric[0] if metric else None, score, drop_first)
-            for w in said:
-                typer.echo(f"warning: {w}", err=True)
-        elif out_fmt is OutFormat.parquet and not wide:  # DuckDB writes the file, streaming (no pandas)
-            _parquet(store, con, {**filters, "metrics": metric or ()}, output, limit, metric, conditions)
-            return
-        else:
-            table = store.query_metrics(con, metrics=metric or (), **filters)
+    if scores:
+        table, said = query.scores(
+            store, filters, conditions, metric[0] if metric else None, score, drop_first
+        )
+        for w in said:
+            typer.echo(f"warning: {w}", err=True)
+    elif out_fmt is OutFormat.parquet and not wide:  # DuckDB writes the file, streaming (no pandas)
+        n = query.rows_to_parquet(store, output, filters, metric or (), conditions, limit)
+        if n is None:
+            raise UsageError(_nothing(store, filters, metric, conditions, False))
+        typer.echo(f"wrote {n} rows to {output}", err=True)
+        return
+    else:
+        table = query.metric_rows(store, filters, metric or (), conditions, wide)
     if table.num_rows == 0:
         raise UsageError(_nothing(store, filters, metric, conditions, scores))
-    if not scores:
-        table = _wide(table) if wide else table.select(COLUMNS)
     if limit is not None:
         table = table.slice(0, limit)
     write_table(table, out_fmt, output)
-
-
-def _parquet(store: Any, con: Any, filters: dict[str, Any], output: Path, limit: int | None,
-             metric: list[str] | None, conditions: list) -> None:  # fmt: skip
-    """Tidy rows to a Parquet file by DuckDB's ``COPY ... TO`` (``Store.metrics_to_parquet``): the file
-    ``write_table`` writes from the same query, in seconds for millions of rows."""
-    probe = store.query_metrics_exists(con, **filters)
-    if not probe:
-        raise UsageError(_nothing(store, filters, metric, conditions, False))
-    n = store.metrics_to_parquet(con, output, COLUMNS, limit=limit, **filters)
-    typer.echo(f"wrote {n} rows to {output}", err=True)
-
-
-def _config(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return {}
-    return value or {}
 
 
 def _nothing(store: Any, filters: dict[str, Any], metric: list[str] | None, where: list, scores: bool) -> str:
@@ -333,18 +247,6 @@ def _nothing(store: Any, filters: dict[str, Any], metric: list[str] | None, wher
     what = "runs to score" if scores else "metric rows"
     return (f"no {what} match {' '.join(given) or 'these filters'} in {store.path}; "
             "loosen the filters (see rlbench status for what is there)")  # fmt: skip
-
-
-def _wide(table: Any) -> Any:
-    """Tidy rows -> one row per (run, step), one column per metric (the last value logged at that step, NaN
-    included); rows only for the (run, step) pairs that have rows."""
-    import pyarrow as pa
-
-    df = table.select(WIDE_KEYS + ["name", "value"]).to_pandas()
-    df = df.drop_duplicates(WIDE_KEYS + ["name"], keep="last")
-    wide = df.set_index(WIDE_KEYS + ["name"])["value"].unstack("name").sort_index().reset_index()
-    wide.columns.name = None
-    return pa.Table.from_pandas(wide, preserve_index=False)
 
 
 def _bundle(db: Path | None, suite: str | None, output: Path | None, filters: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import RunFailed, UsageError
+from ..executors import EXECUTORS, NAMES, executor_kind
 from .common import DbOpt, JsonOpt, handle_errors, is_tty, stdout_closed, store_for
 
 
@@ -175,8 +176,6 @@ class Progress:
 
 def _outlives(executor: str) -> bool:
     """Whether runs on ``executor`` are jobs that outlive the coordinator (Slurm's): shown with their job id."""
-    from ..executors import EXECUTORS
-
     kind = EXECUTORS.get(executor)
     return kind is not None and kind.outlives_coordinator
 
@@ -251,7 +250,7 @@ def run(
     executor: Annotated[
         str | None,
         typer.Option(
-            "--executor", help="local | ray | slurm [default: resources.executor]", show_default=False
+            "--executor", help=" | ".join(NAMES) + " [default: resources.executor]", show_default=False
         ),
     ] = None,
     address: Annotated[
@@ -311,8 +310,6 @@ def run(
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be a positive number of seconds (got {timeout:g})")
     if executor is not None:
-        from ..executors import executor_kind
-
         executor_kind(executor)  # a name of the table, or UsageError naming them
     extra = {}
     for item in sbatch or []:
@@ -330,9 +327,11 @@ def run(
         settings = AdaptiveSettings(alpha, batch, max_batches, permutations)
         check_settings(settings, 2)  # the flags, before anything else; the suite's algorithms below
     suite = load_suite(suite_file)
-    if address is not None and (executor or suite.resources.executor) != "ray":
-        raise UsageError(f"--address is for the ray executor, and this run uses "
-                         f"{executor or suite.resources.executor}; add --executor ray")  # fmt: skip
+    kind = executor_kind(executor or suite.resources.executor)
+    if address is not None and not kind.takes_address:
+        ours = [e.name for e in EXECUTORS.values() if e.takes_address]
+        raise UsageError(f"--address is for the {' or '.join(ours)} executor, and this run uses {kind.name}; "
+                         f"add {' or '.join(f'--executor {n}' for n in ours)}")  # fmt: skip
     if datasets is not None:
         if datasets.exists() and not datasets.is_dir():
             raise UsageError(f"--datasets {datasets}: a file; name the folder generated datasets live in")
@@ -402,7 +401,7 @@ def run(
         typer.echo(f"{suite.name}: {summary.finished} finished, {summary.failed} failed, {summary.skipped} skipped "
                    f"in {wall:.1f}s; results in {store.path}")  # fmt: skip
         if summary.queued:
-            typer.echo(f"  {summary.queued} runs queued or running in Slurm; follow them with: rlbench status "
+            typer.echo(f"  {summary.queued} runs queued or running in {kind.label}; follow them with: rlbench status "
                        f"{suite.name} (cancel with: rlbench cancel {suite.name})")  # fmt: skip
         if summary.failed:
             typer.echo(f"  see the errors with: rlbench status {suite.name}; re-run them with: "
@@ -412,15 +411,16 @@ def run(
 
 
 def _print_adaptive(suite: str, result: Any, settings: Any, json_out: bool, wall: float) -> None:
+    from ..sequential import decision_rows
     from .compare import decisions_table
 
     if json_out:
         typer.echo(json.dumps({"suite": suite, "runs": result.runs, "fixed_budget_runs": result.budget,
                                "runs_saved": result.saved, "batches_run": result.batches_run,
                                "settings": settings.to_dict(), "wall_s": round(wall, 2),
-                               "decisions": [c.__dict__ for t in result.tests for c in t.comparisons]},
+                               "decisions": decision_rows(result.tests)},
                               default=str))  # fmt: skip
         return
-    typer.echo(decisions_table([c.__dict__ for t in result.tests for c in t.comparisons], settings.to_dict()))
+    typer.echo(decisions_table(decision_rows(result.tests), settings.to_dict()))
     typer.echo(f"{suite}: AdaStop used {result.runs} runs where a fixed budget of {settings.batch} x "
                f"{settings.max_batches} seeds would use {result.budget} ({result.saved} saved), in {wall:.1f}s")  # fmt: skip

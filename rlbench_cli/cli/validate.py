@@ -17,7 +17,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
     """
     from ..algos import first_refusal, to_check
     from ..errors import UsageError
-    from ..suite.grid import expand, steps_summary
+    from ..suite.grid import expand, grid_shape, steps_summary
     from ..suite.loader import load_suite
 
     for f in files:
@@ -26,17 +26,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
         refused = first_refusal(to_check(runs))
         if refused:
             raise UsageError(f"{f}: {refused}")
-        variants = len({r.algo for r in runs})
-        seeds = len(suite.seed_list)
-        tasks = len(suite.envs) + len(suite.datasets)
-        what = " + ".join(
-            f"{n} {kind}" for n, kind in ((len(suite.envs), "envs"), (len(suite.datasets), "datasets")) if n
-        )
-        if len(runs) == seeds * variants * tasks:
-            grid = f"{variants} algorithm configs x {what}"
-        else:  # some algorithms run on some tasks only (their kind, their `envs:`)
-            pairs = len(runs) // seeds
-            grid = f"{pairs} (algorithm config, task) pairs of {variants} configs and {what}"
+        seeds, grid = len(suite.seed_list), grid_shape(suite, runs)
         typer.echo(
             f"ok: {f}: suite {suite.name!r}, {len(runs)} runs = {seeds} seeds x {grid}, {steps_summary(runs)}"
         )

@@ -179,3 +179,27 @@ def describe(name_or_path: str, root: Path | None = None) -> dict[str, Any]:
         if (v := getattr(data, k)) is not None
     }
     return {"path": str(path), "summary": summarize(path, data), "arrays": arrays, "metadata": data.meta}
+
+
+def export_minari(
+    name: str, dataset_id: str | None = None, out: Path | None = None, root: Path | None = None
+) -> tuple[str, Path, Path]:
+    """``rlbench datasets export``: the dataset ``name`` (``resolve``'s names and paths) written as a Minari
+    dataset, references and provenance kept. ``dataset_id``: default ``rlbench/<name>-v0``; ``out``: the
+    Minari datasets root (default ``minari_io.minari_root()``); ``root``: where datasets are found. Returns
+    the id, the dataset's folder and the Minari root.
+
+    Raises:
+        UsageError: Minari refused the id or the data (its message, on one line).
+    """
+    from .minari_io import minari_root, write_minari
+
+    path = resolve(name, root)
+    data = open_dataset(path)
+    dataset_id = dataset_id or f"rlbench/{data.meta.get('name') or path.stem}-v0"
+    into = out or minari_root()
+    try:
+        folder = write_minari(data, dataset_id, into)
+    except ValueError as e:
+        raise UsageError(f"export {name} as {dataset_id} into {into}: {' '.join(str(e).split())}") from None
+    return dataset_id, folder, into

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ImportInvalid
+from ..errors import ImportInvalid, UsageError
 from .data import OfflineData
 
 __all__ = ["REQUIRED", "PICKLE_SUFFIXES", "read_imaginebench"]
@@ -132,3 +132,56 @@ def read_imaginebench(path: Path, trust: bool = False, encoder: str | None = Non
         timeouts=timeouts,
         meta={**(meta or {}), **info, "discrete": bool(discrete), "source": f"ImagineBench file {path.name}"},
     )
+
+
+def import_files(
+    file: Path,
+    name: str,
+    env: str,
+    imagined: Path | None = None,
+    trust: bool = False,
+    encoder: str | None = None,
+    root: Path | None = None,
+) -> tuple[Path, int, int | None]:
+    """``rlbench datasets import``: ImagineBench's real data (and its imagined rollouts) as the dataset
+    ``name`` evaluated in ``env``, written to ``<root>/<name>.hdf5`` (and ``<name>.imagined.hdf5``) once
+    every file is read and checked. Returns the real file's path and the real and imagined transitions
+    (None without ``imagined``).
+
+    Raises:
+        UsageError: an unknown env or encoder, a dataset of that name already there, files whose observations
+            differ in width, or an env whose observation is not a state plus instruction embedding that wide.
+        ImportInvalid: what ``read_imaginebench`` refuses.
+    """
+    from ..envs import known_env, make_env
+    from ..envs.imagine.encoder import check_encoder
+    from .hdf5 import write_hdf5
+    from .names import datasets_root
+
+    problem = known_env(env) or check_encoder(encoder)
+    if problem:
+        raise UsageError(f"--{'env' if known_env(env) else 'encoder'}: {problem}")
+    root = Path(root) if root is not None else datasets_root()
+    out = root / f"{name}.hdf5"
+    if out.exists():
+        raise UsageError(f"--name {name!r}: {out} exists already; remove it or choose another name")
+    meta = {"name": name, "env_id": env, "env_kwargs": {}}
+    real = read_imaginebench(file, trust, encoder, {**meta, "level": "real"})
+    parts = [(out, real)]
+    if imagined is not None:
+        im = read_imaginebench(
+            imagined, trust, encoder, {**meta, "name": f"{name} (imagined)", "level": "imagined"}
+        )
+        if im.observations.shape[1] != real.observations.shape[1]:
+            raise UsageError(f"{imagined}: observations with instructions are {im.observations.shape[1]} wide but "
+                             f"{real.observations.shape[1]} in {file}; both files must describe the same task")  # fmt: skip
+        parts.append((root / f"{name}.imagined.hdf5", im))
+    e = make_env(env)
+    shape = getattr(e.observation_space, "shape", None)
+    e.close()
+    if shape and len(shape) == 1 and shape[0] != real.observations.shape[1]:
+        raise UsageError(f"{file}: a state plus instruction embedding is {real.observations.shape[1]} numbers, but {env} "
+                         f"observes {shape[0]}; import it for an env of that size (or pick the encoder it used)")  # fmt: skip
+    for path, data in reversed(parts):  # the real file last: its presence says the pair is complete
+        write_hdf5(path, data)
+    return out, len(real), len(parts[1][1]) if imagined is not None else None

@@ -41,6 +41,7 @@ class ExecutorKind:
         checks_params: its ``check(specs, stop)`` checks the runs' algorithm params where the runs will
             import their adapters anyway; otherwise the coordinator checks them in-process before building it.
         mps: rlbench starts CUDA MPS for it (``resources.mps``, ``--mps``); elsewhere MPS is the cluster's.
+        takes_address: ``rlbench run --address`` names the cluster it sends runs to (``options["address"]``).
     """
 
     name: str
@@ -50,6 +51,7 @@ class ExecutorKind:
     shared_filesystem: bool = False
     checks_params: bool = False
     mps: bool = False
+    takes_address: bool = False
 
     def module(self) -> ModuleType:
         """The executor's module (imported now)."""
@@ -66,7 +68,7 @@ EXECUTORS: dict[str, ExecutorKind] = {
         ExecutorKind(
             "local", "rlbench_cli.executors.local:create", "this machine", checks_params=True, mps=True
         ),
-        ExecutorKind("ray", "rlbench_cli.executors.ray:create", "Ray"),
+        ExecutorKind("ray", "rlbench_cli.executors.ray:create", "Ray", takes_address=True),
         ExecutorKind(
             "slurm",
             "rlbench_cli.executors.slurm:create",

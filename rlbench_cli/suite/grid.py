@@ -19,7 +19,7 @@ from typing import Any
 from .ids import run_id_of
 from .models import AlgoSpec, DatasetSpec, EnvSpec, Suite, env_label
 
-__all__ = ["RunSpec", "expand", "steps_summary"]
+__all__ = ["RunSpec", "expand", "grid_shape", "steps_summary"]
 
 
 NOT_IDENTITY_BUDGET = ("checkpoint_every",)
@@ -174,3 +174,17 @@ def steps_summary(runs: list[RunSpec]) -> str:
     if len(steps) <= 1:
         return f"{steps[0] if steps else 0:,} steps each"
     return f"{steps[0]:,} to {steps[-1]:,} steps (entries' budgets)"
+
+
+def grid_shape(suite: Suite, runs: list[RunSpec]) -> str:
+    """How ``runs`` (``expand(suite)``) make up the grid, after its seeds: "3 algorithm configs x 2 envs + 1
+    datasets", or, where some algorithms run on some tasks only (their kind, their ``envs:``), "5 (algorithm
+    config, task) pairs of 3 configs and 2 envs + 1 datasets"."""
+    variants = len({r.algo for r in runs})
+    seeds = len(suite.seed_list)
+    what = " + ".join(
+        f"{n} {kind}" for n, kind in ((len(suite.envs), "envs"), (len(suite.datasets), "datasets")) if n
+    )
+    if len(runs) == seeds * variants * (len(suite.envs) + len(suite.datasets)):
+        return f"{variants} algorithm configs x {what}"
+    return f"{len(runs) // seeds} (algorithm config, task) pairs of {variants} configs and {what}"

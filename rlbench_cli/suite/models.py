@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..algos.registry import ALGORITHMS, finetunable, is_offline
 from ..envs.families import family_of
+from ..executors import NAMES
 from ..references import BUILTIN
 
 __all__ = [
@@ -34,7 +35,6 @@ __all__ = [
     "RayResources",
     "SlurmResources",
     "WrapperSpec",
-    "EXECUTORS",
     "Suite",
     "env_label",
     "SCORE_RULE_RE",
@@ -447,9 +447,6 @@ class NormalizeSpec(_Model):
         return v
 
 
-EXECUTORS = ("local", "ray", "slurm")
-
-
 class RayResources(_Model):
     """Where ``--executor ray`` sends runs: an existing cluster, or none to start a local Ray instance."""
 
@@ -511,8 +508,8 @@ class Resources(_Model):
     @field_validator("executor")
     @classmethod
     def _executor(cls, v: str) -> str:
-        if v not in EXECUTORS:
-            raise ValueError(f"unknown executor {v!r}; choose one of: {', '.join(EXECUTORS)}")
+        if v not in NAMES:
+            raise ValueError(f"unknown executor {v!r}; choose one of: {', '.join(NAMES)}")
         return v
 
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from rlbench_cli import stats
 from rlbench_cli.cli.app import app
-from rlbench_cli.cli.fetch import config_value, matches, parse_steps, parse_where
+from rlbench_cli.cli.fetch import parse_steps
 from rlbench_cli.errors import UsageError
 
 runner = CliRunner()
@@ -63,18 +63,6 @@ def test_parse_steps():
     for bad in ("1000", "a:b", ":", "5:1", "-1:3"):
         with pytest.raises(UsageError, match="--steps"):
             parse_steps(bad)
-
-
-def test_where_matches_numbers_as_numbers_and_looks_in_params():
-    config = {"params": {"learning_rate": 0.001, "net": [64, 64]}, "env_id": "CartPole-v1", "flag": True}
-    assert matches(config, parse_where(["learning_rate=1e-3"]))
-    assert matches(config, parse_where(["params.learning_rate=0.001", "env_id=CartPole-v1"]))
-    assert matches(config, parse_where(["flag=true", "params.net=[64, 64]"]))
-    assert not matches(config, parse_where(["learning_rate=0.01"]))
-    assert not matches(config, parse_where(["gamma=0.99"]))
-    assert config_value(config, "params.nope") is not None
-    with pytest.raises(UsageError, match="use KEY=VALUE"):
-        parse_where(["learning_rate"])
 
 
 # -- fetch filters -----------------------------------------------------------------------------------------

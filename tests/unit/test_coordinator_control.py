@@ -145,6 +145,8 @@ def test_status_without_slurms_commands_shows_the_store_with_a_note(tmp_path, mo
 @pytest.mark.fast
 def test_every_executor_of_the_table_names_where_it_is_built():
     assert NAMES == ("local", "ray", "slurm")
+    assert [e.name for e in EXECUTORS.values() if e.takes_address] == ["ray"]  # rlbench run --address
+    assert executor_kind("slurm").label == "Slurm"  # rlbench run: "N runs queued or running in Slurm"
     for kind in EXECUTORS.values():
         module, _, fn = kind.target.partition(":")
         assert callable(getattr(kind.module(), fn)), kind.target
