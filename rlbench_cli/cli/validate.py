@@ -15,27 +15,13 @@ def validate(files: Annotated[list[Path], typer.Argument(help="suite files to ch
 
     Example: rlbench validate suites/quickstart.yaml
     """
-    from ..algos import first_refusal, to_check
-    from ..errors import UsageError
-    from ..suite.grid import expand, grid_shape, steps_summary
-    from ..suite.loader import load_suite
+    from ..coordinator.validate import validate as check
 
     for f in files:
-        suite = load_suite(f)
-        runs = expand(suite)
-        refused = first_refusal(to_check(runs))
-        if refused:
-            raise UsageError(f"{f}: {refused}")
-        seeds, grid = len(suite.seed_list), grid_shape(suite, runs)
-        typer.echo(
-            f"ok: {f}: suite {suite.name!r}, {len(runs)} runs = {seeds} seeds x {grid}, {steps_summary(runs)}"
-        )
-        n = suite.resources.seeds_per_job
-        if n > 1:
-            from ..packed import plan_packs, unpackable
-
-            alone = unpackable(runs)
-            jobs = len(plan_packs(runs, n))
-            typer.echo(f"  seeds_per_job {n}: {len(runs)} runs in {jobs} jobs" + (
-                f"; {', '.join(alone)} cannot be packed and run one seed per job (packable: ppo and "
-                "entrypoints marked @rlbench_cli.seeds_per_job)" if alone else ""))  # fmt: skip
+        v = check(f)
+        typer.echo(f"ok: {f}: suite {v.suite!r}, {v.runs} runs = {v.seeds} seeds x {v.grid}, {v.steps}")
+        if v.seeds_per_job > 1:
+            typer.echo(f"  seeds_per_job {v.seeds_per_job}: {v.runs} runs in {v.jobs} jobs" + (
+                f"; {', '.join(v.unpackable)} cannot be packed and run one seed per job (packable: "
+                f"{', '.join(v.packable)} and entrypoints marked @rlbench_cli.seeds_per_job)"
+                if v.unpackable else ""))  # fmt: skip

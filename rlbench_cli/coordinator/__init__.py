@@ -7,7 +7,8 @@
 - ``manifest``: what makes a run reproducible (git commit, packages, host);
 - ``datasets``: the suite's datasets on disk before its runs start;
 - ``loop``: ``run_suite``, the main loop;
-- ``control``: ``cancel`` and ``snapshot`` (status), library calls that return data.
+- ``control``: ``cancel`` and ``snapshot`` (status), library calls that return data;
+- ``validate``: ``validate``, a suite checked as ``run`` checks it, without running anything.
 """
 
 from __future__ import annotations
