@@ -24,9 +24,9 @@ def _complete_seeds(
 ) -> dict[str, list[object]]:
     """Seeds each algorithm has on EVERY task (warns about dropped seeds and algorithms)."""
     kept: dict[str, list[object]] = {}
+    seeds_of = cells.groupby(["algo", "env"], observed=True, sort=False)["seed"].agg(set).to_dict()
     for algo in algos:
-        have = cells.loc[cells["algo"] == algo]
-        by_task = {t: set(have.loc[have["env"] == t, "seed"]) for t in tasks}
+        by_task = {t: seeds_of.get((algo, t), set()) for t in tasks}
         absent = [t for t in tasks if not by_task[t]]
         if absent:
             _warn(

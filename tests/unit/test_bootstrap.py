@@ -215,6 +215,16 @@ def test_derive_rng_is_stable() -> None:
     assert bs.derive_rng(0, "ppo").integers(0, 10, size=8, dtype=np.uint32).tolist() == pinned
 
 
+def test_bootstrap_distribution_is_pinned() -> None:
+    # the replicates of a benchmark-shaped table, hashed: a faster implementation must give them bit for bit
+    import hashlib
+
+    scores = np.round(np.random.default_rng(7).normal(size=(20, 50)), 1)  # ties, as real returns have
+    dist = bs.bootstrap_distribution(scores, bs.METRICS, 3000, bs.derive_rng(0, "ppo"))
+    digest = hashlib.sha256(dist.tobytes()).hexdigest()
+    assert digest == "da004a12d4e05f5c0dad84f4a8141f96cccae2cefe95409d5c3b8bfb7ea14f47"
+
+
 # ------------------------------------------------------------------------------ probability of improvement
 @pytest.mark.parametrize(
     ("shape_x", "shape_y", "ties"),

@@ -110,3 +110,14 @@ def test_raw_scores_have_no_optimality_gap() -> None:
     board = lb.leaderboard(table, agg, poi)
     assert board["optimality_gap"].isna().all()
     assert "raw scores, not normalised" in "\n".join(lb.header_lines("s", table, 200, 0))
+
+
+def test_poi_estimates_are_the_bootstraps_estimates_bit_for_bit(board_inputs) -> None:
+    table, agg, poi = board_inputs
+    points = lb.poi_estimates(table)
+    assert points[["lower", "upper"]].isna().all().all()
+    boot = poi.set_index(["algo_x", "algo_y"])["estimate"].to_dict()
+    assert points.set_index(["algo_x", "algo_y"])["estimate"].to_dict() == boot  # every ordered pair, exactly
+    # so build's board (no bootstrap of the pairs) is the board of the bootstrapped statistics
+    board = lb.leaderboard(table, agg, poi)
+    pd.testing.assert_frame_equal(lb.leaderboard(table, agg, points), board)
