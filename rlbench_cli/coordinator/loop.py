@@ -63,7 +63,7 @@ def _resume_step(job: Job) -> int | None:
     seeds of a packed job the latest step all of them have (``algos.base.resume_together``)."""
     if job.attempt < 2 or job.spec.budget.get("checkpoint_every") is None:
         return None
-    from .checkpoint import list_checkpoints
+    from ..checkpoint import list_checkpoints
 
     common: set[int] | None = None
     for m in job.members:
