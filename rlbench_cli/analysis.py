@@ -71,13 +71,6 @@ def shared_reader(store: Any) -> Iterator[Any]:
         yield _SharedReader(store, con)
 
 
-def _check_suite(store: Any, con: Any, suite: str) -> None:
-    suites = store.suites(con)
-    if suite not in suites:
-        known = ", ".join(suites) or "none yet"
-        raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
-
-
 def _suite_config(store: Any, suite: str) -> dict[str, Any]:
     with store.reader() as con:
         info = store.suite_info(con, suite)
@@ -161,7 +154,7 @@ def load_metric(store: Any, suite: str, metric: str) -> tuple[Any, int]:
         UsageError: no finished run yet, or every value is NaN or inf.
     """
     with store.reader() as con:
-        _check_suite(store, con, suite)
+        store.require_suite(con, suite)
         table = store.query_metrics(con, suite=suite, metrics=[metric], statuses=["finished"])
         boundaries = store.phase_boundaries(con, suite)
         unfinished, finished = store.run_counts(con, suite)
@@ -190,7 +183,7 @@ def load_scores(store: Any, suite: str, metric: str, rule: str, drop_first: int)
 
     name, n = scoring.parse_rule(rule)
     with store.reader() as con:
-        _check_suite(store, con, suite)
+        store.require_suite(con, suite)
         table = store.run_scores(con, suite=suite, metric=metric, rule=name, n=n, drop_first=drop_first,
                                  phase=scoring.rule_phase(rule)[1])  # fmt: skip
         unfinished, finished = store.run_counts(con, suite)

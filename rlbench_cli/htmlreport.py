@@ -110,12 +110,9 @@ def build_html(
     import pandas as pd
 
     from . import analysis, leaderboard, report, stats
-    from .errors import UnknownName
 
     with analysis.shared_reader(store) as reads, reads.reader() as con:
-        if suite not in store.suites(con):
-            known = ", ".join(store.suites(con)) or "none yet"
-            raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
+        store.require_suite(con, suite)
         runs = store.runs(con, suite)
         info = store.suite_info(con, suite)
         decisions, adaptive = store.decisions(con, suite)

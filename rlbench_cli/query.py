@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import score_runs, shared_reader
-from .errors import UnknownName, UsageError
+from .errors import UsageError
 
 __all__ = [
     "COLUMNS",
@@ -116,11 +116,8 @@ def _selected(store: Any, filters: dict[str, Any], where: Where) -> Iterator[tup
     ``where`` keeps. UnknownName when ``filters["suite"]`` is not in the database."""
     suite = filters.get("suite")
     with shared_reader(store) as reads, reads.reader() as con:
-        known = store.suites(con)
-        if suite is not None and suite not in known:
-            raise UnknownName(
-                f"no suite {suite!r} in {store.path} (suites there: {', '.join(known) or 'none yet'})"
-            )
+        if suite is not None:
+            store.require_suite(con, suite)
         if where:
             kept = [r["run_id"] for r in store.runs(con, suite) if matches(run_config(r["config"]), where)]
             filters = {**filters, "run_ids": kept}

@@ -18,6 +18,7 @@ __all__ = [
     "is_packable",
     "needs_torch",
     "offline_names",
+    "packable",
     "text_variant_names",
 ]
 
@@ -107,6 +108,11 @@ def offline_names() -> frozenset[str]:
 def finetunable() -> tuple[str, ...]:
     """The registered algorithms that can go on learning online after their offline steps, sorted."""
     return tuple(sorted(a.name for a in ALGORITHMS.values() if a.finetunable))
+
+
+def packable() -> tuple[str, ...]:
+    """The registered algorithms whose seeds can share a job, sorted."""
+    return tuple(sorted(a.name for a in ALGORITHMS.values() if a.packable))
 
 
 def text_variant_names() -> tuple[str, ...]:

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import UnknownName, UsageError
+from ..errors import UsageError
 from ..executors import EXECUTORS
 from ..store import Store
 from .recovery import detached_rows, recover_detached, runs_root
@@ -19,13 +19,6 @@ __all__ = ["CancelResult", "Snapshot", "cancel", "snapshot", "live_states", "SYS
 SETTLE_S = 20.0  # how long cancel waits for cancelled jobs to leave the queue and write their last metrics
 # the latest value of these per run, shown beside each run (system metrics: while it runs, and after)
 SYS_COLUMNS = ("sys/steps_per_second", "sys/cpu_percent", "sys/rss_mb", "sys/gpu_util", "sys/gpu_mem_mb")
-
-
-def _check_suite(store: Store, con: Any, suite: str) -> None:
-    suites = store.suites(con)
-    if suite not in suites:
-        known = ", ".join(suites) or "none yet"
-        raise UnknownName(f"no suite {suite!r} in {store.path} (suites there: {known})")
 
 
 def _by_executor(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -54,7 +47,7 @@ def cancel(store: Store, suite: str, settle_s: float = SETTLE_S) -> CancelResult
     Raises UnknownName for a suite the store does not have, UsageError without the executor's commands."""
     root = runs_root(store)
     with store.reader() as con:
-        _check_suite(store, con, suite)
+        store.require_suite(con, suite)
         rows = detached_rows(store.runs(con, suite))
     result = CancelResult(suite)
     for name, group in _by_executor(rows).items():
@@ -116,7 +109,7 @@ def snapshot(store: Store, suite: str | None) -> Snapshot:
         states, note = {}, f"cannot ask {where} about its runs ({err}); showing the database as it is"
     with store.reader() as con:
         if suite is not None:
-            _check_suite(store, con, suite)
+            store.require_suite(con, suite)
         runs = store.runs(con, suite)
         latest = store.latest_values(con, suite, ["eval/return", *SYS_COLUMNS]) if suite is not None else {}
     for r in runs:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..algos import first_refusal, to_check
-from ..algos.registry import ALGORITHMS
+from ..algos.registry import packable
 from ..errors import UsageError
 from ..packed import plan_packs, unpackable
 from ..suite.grid import expand, grid_shape, steps_summary
@@ -62,5 +62,5 @@ def validate(path: str | Path) -> Validation:
         seeds_per_job=n,
         jobs=len(plan_packs(runs, n)) if n > 1 else len(runs),
         unpackable=unpackable(runs) if n > 1 else [],
-        packable=[name for name, info in ALGORITHMS.items() if info.packable],
+        packable=list(packable()),
     )

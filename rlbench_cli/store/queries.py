@@ -29,6 +29,15 @@ class Queries:
     def suites(self, con: Any) -> list[str]:
         return [r[0] for r in con.execute("SELECT name FROM suites ORDER BY name").fetchall()]
 
+    def require_suite(self, con: Any, suite: str) -> None:
+        """UnknownName naming the suites there unless ``suite`` is one of them."""
+        suites = self.suites(con)
+        if suite not in suites:
+            from ..errors import UnknownName
+
+            known = ", ".join(suites) or "none yet"
+            raise UnknownName(f"no suite {suite!r} in {self.path} (suites there: {known})")
+
     def runs_per_suite(self, con: Any) -> dict[str, int] | None:
         """``{suite: runs}`` of every suite with runs; None when the file has no runs table (a DuckDB file
         that is not an rlbench results database)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,32 +75,39 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def _targets(module: str, node: ast.AST, is_package: bool, known: dict[str, Path]) -> list[str]:
-    if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names if alias.name in known]
-    assert isinstance(node, ast.ImportFrom)
-    if node.level:
-        base = module.split(".") if is_package else module.split(".")[:-1]
-        base = base[: len(base) - (node.level - 1)]
-        prefix = ".".join(base + ([node.module] if node.module else []))
-    else:
-        prefix = node.module or ""
-    subs = [f"{prefix}.{alias.name}" for alias in node.names if f"{prefix}.{alias.name}" in known]
-    if len(subs) < len(node.names) and prefix in known:
-        subs.append(prefix)
-    return subs
+def own_imports(known: dict[str, Path]) -> Iterator[tuple[str, int, str, list[str] | None]]:
+    """(module, line, imported module, names or None for a plain ``import``) for every import of one of
+    rlbench_cli's modules, relative ones resolved, lazy ones inside functions included."""
+    for module, path in known.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "rlbench_cli":
+                        yield module, node.lineno, alias.name, None
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".") if is_package else module.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                elif (node.module or "").split(".")[0] == "rlbench_cli":
+                    target = node.module
+                else:
+                    continue
+                yield module, node.lineno, target, [alias.name for alias in node.names]
 
 
 def import_graph() -> dict[str, set[str]]:
     known = modules()
     edges: dict[str, set[str]] = defaultdict(set)
-    for module, path in known.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                edges[module].update(
-                    t for t in _targets(module, node, path.name == "__init__.py", known) if t != module
-                )
+    for module, _, target, names in own_imports(known):
+        if names is None:
+            found = [target] if target in known else []
+        else:
+            found = [f"{target}.{name}" for name in names if f"{target}.{name}" in known]
+            if len(found) < len(names) and target in known:
+                found.append(target)
+        edges[module].update(t for t in found if t != module)
     return edges
 
 
