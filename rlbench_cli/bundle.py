@@ -14,8 +14,9 @@ A bundle is a folder::
 It is written to a temporary folder next to its destination and renamed into place, so a half-written
 bundle never looks complete. Reading (``fetch``) downloads into a temporary folder and ``verify`` checks
 every file (missing, size, checksum, files the manifest does not list) and raises ``ImportInvalid`` naming
-the file; a bundle without MANIFEST.sha256 (written before it existed, e.g. results/reference/) is read
-with the checks its Parquet reader makes. Only this module touches the network; it never opens a database.
+the file; a bundle without MANIFEST.sha256 (written before it existed; ``write_manifest`` adds one to such a
+folder) is read with the checks its Parquet reader makes. Only this module touches the network; it never opens a
+database.
 """
 
 from __future__ import annotations

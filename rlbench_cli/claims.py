@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ImportInvalid, UsageError
+from .errors import ImportInvalid, RlbenchError, UsageError
 
 __all__ = [
     "AGGREGATES",
@@ -450,10 +450,16 @@ class BundleScores:
             (algo,) = claim.algo
             per_run = self.table(claim).per_run
             rows = per_run.loc[(per_run["algo"] == algo) & (per_run["env"] == task)].set_index("seed")
+            missing = [s for s in claim.seeds if s not in rows.index]
+            if missing:
+                raise KeyError(f"no finished run of {algo} on {task} with seed {missing[0]}")
             column = "norm_score" if claim.normalised else "score"
             return [scale * float(rows.loc[s, column]) for s in claim.seeds]
         column = ("norm_" if claim.normalised else "") + claim.stat
         frame = self.per_task(claim)
+        for algo in claim.algo:
+            if (algo, task) not in frame.index:
+                raise KeyError(f"no finished run of {algo} on {task} with the metric")
         return [scale * float(frame.loc[(a, task), column]) for a in claim.algo]
 
     def _count(self, claim: Claim) -> list[float]:
@@ -482,8 +488,9 @@ def check_value(claim: Claim, scores: BundleScores) -> str | None:
     both numbers when they differ, else None."""
     try:
         got = scores.values(claim)
-    except (KeyError, ValueError) as e:
-        return f"bundle {claim.bundle}: {claim.label}: cannot be recomputed ({type(e).__name__}: {e})"
+    except (KeyError, ValueError, RlbenchError) as e:
+        why = e.args[0] if isinstance(e, KeyError) and e.args else e
+        return f"bundle {claim.bundle}: {claim.label}: cannot be recomputed ({type(e).__name__}: {why})"
     form, printed = parse_printed(claim.printed)
     if form == "range":
         got = [min(got), max(got)] if got else []

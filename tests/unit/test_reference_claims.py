@@ -197,3 +197,14 @@ def test_the_report_counts_seeds_per_cell_and_legacy_claims():
             )
     legacy = sum(c.legacy for c in PUBLISHED.claims)
     assert text.rstrip().splitlines()[-1].startswith(f"legacy claims: {legacy} of {len(PUBLISHED.claims)}")
+
+
+@pytest.mark.parametrize("stat", ["mean", "seed", "iqm"])
+def test_a_claim_about_a_run_the_bundle_lacks_is_one_line(stat, scored):
+    claim = next(c for c in PUBLISHED.claims if c.stat == stat and len(c.algo) == 1)
+    message = one_line(claims.check_value(dataclasses.replace(claim, algo=("nope",)), scored[claim.bundle]))
+    assert message.startswith(f"bundle {claim.bundle}: nope on ") and "cannot be recomputed" in message
+    unknown = dataclasses.replace(claim, metric="eval/nope")
+    assert "no finished run with metric 'eval/nope'" in one_line(
+        claims.check_value(unknown, scored[claim.bundle])
+    )
