@@ -515,6 +515,9 @@ def report(path: str | Path) -> str:
     for bundle in published.bundles:
         mine = published.of(bundle)
         legacy = sum(c.legacy for c in mine)
+        if not (reference / bundle / "runs.parquet").is_file():
+            lines.append(f"{bundle}: {len(mine)} claims; no bundle at {reference / bundle} (no runs.parquet)")
+            continue
         has, problem = check_manifest(reference / bundle)
         manifest = problem or ("MANIFEST.sha256 checks" if has else "no MANIFEST.sha256")
         lines.append(
