@@ -1,0 +1,95 @@
+"""The store's write lock: writers of several processes (coordinators of different suites) take turns at the
+database, each for as long as it holds a read-write connection, leaving readers a gap between two processes'
+windows; one process's nested writers share its hold; a writer killed with -9 leaves the lock free."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rlbench_cli.errors import StoreBusy
+from rlbench_cli.store import Store
+from rlbench_cli.store.locks import GAP_S, write_lock_path
+
+pytestmark = pytest.mark.fast
+
+HOLDER = """
+import sys, time
+from rlbench_cli.store import Store
+store = Store(sys.argv[1])
+con = store.open_writer()
+con.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+con.execute("INSERT INTO t VALUES (1)")
+print("held", flush=True)
+sys.stdin.readline()  # until told to let go (or killed)
+con.close()
+print("released", flush=True)
+"""
+
+
+def _holder(db):
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(db)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_process_holds_the_lock_while_its_writer_is_open_and_records_its_release(tmp_path):
+    store = Store(tmp_path / "r.duckdb")
+    lock = write_lock_path(store.path)
+    assert lock.name == "r.duckdb.writelock"
+    with store.writer() as con:
+        with (
+            store.writer() as inner
+        ):  # nested in one process: the same hold, counted (DuckDB shares the file)
+            inner.execute("CREATE TABLE t (x INTEGER)")
+        con.execute("INSERT INTO t VALUES (1)")  # still held after the inner one closed
+        assert lock.read_text() == ""
+    pid, when = lock.read_text().split()
+    assert int(pid) == os.getpid() and abs(float(when) - time.time()) < 60
+    with store.writer() as con:  # this process's own release leaves no gap to wait out
+        assert con.execute("SELECT count(*) FROM t").fetchone() == (1,)
+
+
+def test_another_process_writing_refuses_a_writer_that_cannot_wait_and_the_next_waits_its_turn(tmp_path):
+    store = Store(tmp_path / "r.duckdb")
+    proc = _holder(store.path)
+    try:
+        with pytest.raises(StoreBusy, match="another process"):
+            store.open_writer(wait=0)  # the coordinator between ticks: its writes stay queued
+        t0 = time.monotonic()
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        con = store.open_writer(wait=30)  # waits for the lock, then the gap after the other's release
+        try:
+            released = float(write_lock_path(store.path).read_text().split()[1])
+            assert proc.stdout.readline().strip() == "released"
+            assert time.time() - released >= GAP_S  # readers had the file to themselves in between
+            assert con.execute("SELECT count(*) FROM t").fetchone() == (1,)
+        finally:
+            con.close()
+        assert time.monotonic() - t0 < 30
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_a_writer_killed_with_9_leaves_the_lock_and_the_file_free(tmp_path):
+    store = Store(tmp_path / "r.duckdb")
+    proc = _holder(store.path)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    with store.writer() as con:  # its committed row is there, nothing is held
+        assert con.execute("SELECT count(*) FROM t").fetchone() == (1,)
+
+
+def test_a_writer_that_fails_to_open_the_file_releases_the_lock(tmp_path):
+    db = tmp_path / "r.duckdb"
+    db.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    with pytest.raises(Exception, match="SQLite"):
+        Store(db).open_writer()
+    code = "import sys; from rlbench_cli.store.locks import acquire_write; acquire_write(__import__('pathlib').Path(sys.argv[1]), 0)"
+    assert subprocess.run([sys.executable, "-c", code, str(db)]).returncode == 0  # free for another process
