@@ -7,8 +7,9 @@ takes it, closing the connection drops it), so writers wait for each other on th
 the file. On release the lock file records who released it and when (``<pid> <unix time>``); a writer of
 another process that takes it within GAP_S of that waits out the rest of GAP_S before it opens the file, so
 readers (which retry every <= 0.1 s) get in between two writers' windows as they do between one coordinator's.
-A writer that must not wait (the coordinator's ``Recorder`` between ticks, ``wait=0``) waits only for that gap,
-never for another writer's window: it is told StoreBusy and keeps its writes queued.
+A writer that must not wait (the coordinator's ``Recorder`` between ticks, ``wait=0``) is told StoreBusy and
+keeps its writes queued: while another process writes, or, having taken the lock within the gap, while the
+gap lasts (it keeps the lock reserved meanwhile, so the writers of two processes alternate).
 
 Within one process the lock is counted: nested write connections (DuckDB shares one database instance per
 process) hold it once. A writer killed with -9 loses its flock with its life; the file stays, stale and free.
@@ -39,7 +40,8 @@ def write_lock_path(db: Path) -> Path:
 @dataclass
 class _Held:
     fh: IO[str]
-    count: int
+    count: int  # 0: taken, but waiting out the gap after another process's window (reserved)
+    ready_at: float  # time.monotonic() from which this process may open the file
 
 
 _held: dict[Path, _Held] = {}
@@ -55,39 +57,50 @@ def _last_release(fh: IO[str]) -> tuple[int, float] | None:
         return None
 
 
+def _busy(db: Path, wait: float) -> StoreBusy:
+    return StoreBusy(
+        f"{db}: another process has been writing to the database for {wait:.0f}s; try again when it finishes"
+    )
+
+
 def acquire_write(db: Path, wait: float) -> None:
     """Take ``db``'s write lock for this process (again, if it holds it already: counted), waiting up to
-    ``wait`` seconds for another process's writer to release it; raises StoreBusy after that. Within GAP_S of
-    another process's release it waits out the gap, whatever ``wait`` is (at most GAP_S)."""
+    ``wait`` seconds for another process's writer to release it and for the gap after that; raises StoreBusy
+    after that. A caller that cannot wait that long for the gap (``wait=0``) is refused, but keeps the lock
+    reserved: its next call, once the gap is over, goes ahead (the coordinator's next tick), and no other
+    process's writer takes the file in between."""
     key = Path(os.path.abspath(db))
+    deadline = time.monotonic() + wait
     with _mutex:
-        if key in _held:
-            _held[key].count += 1
-            return
-        fh = open(write_lock_path(key), "a+")
-        deadline, delay = time.monotonic() + wait, 0.01
-        try:
-            while True:
-                try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise StoreBusy(
-                            f"{db}: another process has been writing to the database for {wait:.0f}s; "
-                            "try again when it finishes"
-                        ) from None
-                    time.sleep(delay)
-                    delay = min(delay * 1.5, 0.05)
-            last = _last_release(fh)
+        held = _held.get(key)
+        if held is None:
+            fh = open(write_lock_path(key), "a+")
+            delay = 0.01
+            try:
+                while True:
+                    try:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= deadline:
+                            raise _busy(db, wait) from None
+                        time.sleep(delay)
+                        delay = min(delay * 1.5, 0.05)
+                last = _last_release(fh)
+            except BaseException:
+                fh.close()  # drops the flock if taken
+                raise
+            ready_at = time.monotonic()
             if last is not None and last[0] != os.getpid():
-                left = GAP_S - (time.time() - last[1])
-                if 0 < left <= GAP_S:  # (a clock set back would make it longer: ignored)
-                    time.sleep(left)
-        except BaseException:
-            fh.close()  # drops the flock if taken
-            raise
-        _held[key] = _Held(fh, 1)
+                ready_at += min(max(GAP_S - (time.time() - last[1]), 0.0), GAP_S)  # a clock set back: GAP_S
+            held = _held[key] = _Held(fh, 0, ready_at)
+        if held.count == 0:
+            left = held.ready_at - time.monotonic()
+            if left > 0:
+                if time.monotonic() + left > deadline:
+                    raise _busy(db, wait)  # reserved: the lock stays this process's for its next call
+                time.sleep(left)
+        held.count += 1
 
 
 def release_write(db: Path) -> None:

@@ -91,5 +91,22 @@ def test_a_writer_that_fails_to_open_the_file_releases_the_lock(tmp_path):
     db.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
     with pytest.raises(Exception, match="SQLite"):
         Store(db).open_writer()
-    code = "import sys; from rlbench_cli.store.locks import acquire_write; acquire_write(__import__('pathlib').Path(sys.argv[1]), 0)"
+    code = "import sys; from rlbench_cli.store.locks import acquire_write; acquire_write(__import__('pathlib').Path(sys.argv[1]), 5)"
     assert subprocess.run([sys.executable, "-c", code, str(db)]).returncode == 0  # free for another process
+
+
+def test_a_writer_that_cannot_wait_out_the_gap_keeps_the_lock_reserved_for_its_next_try(tmp_path):
+    store = Store(tmp_path / "r.duckdb")
+    with store.writer():
+        pass
+    write_lock_path(store.path).write_text(f"{os.getpid() + 1} {time.time()}")  # another process just wrote
+    with pytest.raises(StoreBusy):
+        store.open_writer(wait=0)  # the coordinator's tick inside the gap: refused, its writes stay queued
+    other = "import sys; from rlbench_cli.store import Store; Store(sys.argv[1]).open_writer(wait=0)"
+    r = subprocess.run([sys.executable, "-c", other, str(store.path)], capture_output=True, text=True)
+    assert r.returncode != 0 and "StoreBusy" in r.stderr  # reserved: no other process's writer goes first
+    time.sleep(GAP_S)
+    store.open_writer(wait=0).close()  # the next tick, after the gap: goes ahead at once
+    waits = other.replace("wait=0", "wait=5")  # released after it: another process's writer goes next
+    r = subprocess.run([sys.executable, "-c", waits, str(store.path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
