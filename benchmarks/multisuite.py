@@ -1,7 +1,7 @@
 """Two suites on one store: one `rlbench run` after the other vs both at once (issue #40, section 4).
 
-Each suite is --seeds runs of the `random` policy on CartPole-v1 for --steps steps, run by its own `rlbench run
-SUITE --workers W --json` on one fresh store per trial. "one after the other" times the two commands in a row;
+Each suite is --seeds runs of the `random` policy on CartPole-v1 for --steps steps, run by its own `rlbench
+run SUITE --workers W --json` on one fresh store per trial. "one after the other" times the two commands in a row;
 "at once" starts both and times until the last ends (two coordinators of different suites taking turns at
 the store's write lock). Both must finish every run with the same metric rows (those of the system monitor,
 sys/*, depend on the wall time and are not counted). Printed per trial and as the
@@ -112,7 +112,8 @@ def main() -> None:
                     for s in said
                 )
                 print(
-                    f"trial {trial + 1} {mode:>19}: {wall:6.2f} s wall, {n_rows} metric rows besides sys/* ({writes})"
+                    f"trial {trial + 1} {mode:>19}: {wall:6.2f} s wall, {n_rows} metric rows besides sys/* "
+                    f"({writes})"
                 )
     seq, con = statistics.median(walls["one after the other"]), statistics.median(walls["at once"])
     print(f"median wall: one after the other {seq:.2f} s, at once {con:.2f} s, ratio at once / one after the "

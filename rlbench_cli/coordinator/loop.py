@@ -5,8 +5,8 @@ Crash safety: state changes are recorded in short transactions, several runs' st
 in one (``recorder.Recorder``). Nothing a worker writes depends on them: shards and ``result.json`` are on
 disk before their record. If this process dies, the next ``rlbench run`` of the same suite first recovers
 (``recovery``). Coordinators of different suites run on one store at once: each holds its suite's run lock
-(``runlock``) and touches only its suite's runs; they take turns at the file (``store.locks``). The loop asks the executor table (``executors.EXECUTORS``) what an executor does, never
-its name.
+(``runlock``) and touches only its suite's runs; they take turns at the file (``store.locks``). The loop
+asks the executor table (``executors.EXECUTORS``) what an executor does, never its name.
 """
 
 from __future__ import annotations

@@ -82,9 +82,9 @@ class RunLock:
 
 @contextlib.contextmanager
 def unless_running(db: Path, suite: str) -> Iterator[str | None]:
-    """Hold ``suite``'s run lock on ``db`` for the block, unless an ``rlbench run`` of it holds it: yields None
-    when held here, else why not (StoreBusy's message); the block then only looks, the running coordinator
-    records."""
+    """Hold ``suite``'s run lock on ``db`` for the block, unless an ``rlbench run`` of it holds it: yields
+    None when held here, else why not (StoreBusy's message); the block then only looks, the running
+    coordinator records."""
     with contextlib.ExitStack() as stack:
         busy = None
         try:

@@ -1,5 +1,5 @@
-"""Several suites on one store at the same time, as a user would meet it: two `rlbench run` of different suites
-on one database both complete, taking turns at the file, with every metric row of every run there once; the
+"""Several suites on one store at the same time, as a user would meet it: two `rlbench run` of different
+suites on one database both complete, taking turns at the file, with every metric row of every run there once; the
 same suite twice is refused; kill -9 of one coordinator leaves the other's runs untouched, and running its
 suite again recovers and completes it."""
 
@@ -24,7 +24,8 @@ EVAL_EVERY = 100_000
 def _suite(tmp_path: Path, name: str, seeds: int, steps: int) -> Path:
     p = tmp_path / f"{name}.yaml"
     p.write_text(
-        f"name: {name}\nseeds: {seeds}\nbudget: {{steps: {steps}, eval_every: {EVAL_EVERY}, eval_episodes: 1}}\n"
+        f"name: {name}\nseeds: {seeds}\n"
+        f"budget: {{steps: {steps}, eval_every: {EVAL_EVERY}, eval_episodes: 1}}\n"
         "envs: [CartPole-v1]\nalgorithms: [random]\n"
     )
     return p

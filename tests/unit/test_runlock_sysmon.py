@@ -1,5 +1,5 @@
-"""The coordinator's run lock (one `rlbench run` per suite and database, removed on exit, stale ones taken over) and
-the per-run system monitor."""
+"""The coordinator's run lock (one `rlbench run` per suite and database, removed on exit, stale ones taken
+over) and the per-run system monitor."""
 
 import os
 import subprocess

@@ -91,7 +91,10 @@ def test_a_writer_that_fails_to_open_the_file_releases_the_lock(tmp_path):
     db.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
     with pytest.raises(Exception, match="SQLite"):
         Store(db).open_writer()
-    code = "import sys; from rlbench_cli.store.locks import acquire_write; acquire_write(__import__('pathlib').Path(sys.argv[1]), 5)"
+    code = (
+        "import sys, pathlib; from rlbench_cli.store.locks import acquire_write\n"
+        "acquire_write(pathlib.Path(sys.argv[1]), 5)"
+    )
     assert subprocess.run([sys.executable, "-c", code, str(db)]).returncode == 0  # free for another process
 
 
