@@ -2,6 +2,7 @@
 database, each for as long as it holds a read-write connection, leaving readers a gap between two processes'
 windows; one process's nested writers share its hold; a writer killed with -9 leaves the lock free."""
 
+import json
 import os
 import signal
 import subprocess
@@ -13,8 +14,6 @@ import pytest
 from rlbench_cli.errors import StoreBusy
 from rlbench_cli.store import Store
 from rlbench_cli.store.locks import GAP_S, write_lock_path
-
-pytestmark = pytest.mark.fast
 
 HOLDER = """
 import sys, time
@@ -30,6 +29,36 @@ print("released", flush=True)
 """
 
 
+# a coordinator's Recorder with a write queued every 50 ms for a few seconds; prints its write windows (from
+# just after it opened the file to just before it closed it) and how many writes it queued
+RECORDER = """
+import json, sys, time
+from rlbench_cli.coordinator import Recorder
+from rlbench_cli.store import Store
+store, windows = Store(sys.argv[1]), []
+opener = store.open_writer
+def open_writer(*args, **kwargs):
+    con = opener(*args, **kwargs)
+    opened, close = time.time(), con.close
+    def closing():
+        windows.append((opened, time.time()))
+        close()
+    con.close = closing
+    return con
+store.open_writer = open_writer
+rec, n = Recorder(store), 0
+print("go", flush=True)
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    rec.add(lambda con, n=n: con.execute("INSERT INTO t VALUES (?)", [n]))
+    n += 1
+    rec.tick()
+    time.sleep(0.05)
+rec.close()
+print(json.dumps({"n": n, "windows": windows}), flush=True)
+"""
+
+
 def _holder(db):
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(db)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
@@ -37,6 +66,32 @@ def _holder(db):
     return proc
 
 
+@pytest.mark.slow
+def test_two_coordinators_writers_take_turns_leaving_readers_a_gap_between_them(tmp_path):
+    store = Store(tmp_path / "r.duckdb")
+    with store.writer() as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    procs = [subprocess.Popen([sys.executable, "-c", RECORDER, str(store.path), "4"], stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]  # fmt: skip
+    try:
+        said = [json.loads(p.stdout.read().splitlines()[-1]) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)
+    with store.reader() as con:  # every write of both is recorded
+        assert con.execute("SELECT count(*) FROM t").fetchone() == (said[0]["n"] + said[1]["n"],)
+    windows = sorted((w[0], w[1], i) for i, s in enumerate(said) for w in s["windows"])
+    turns = 0
+    for (_, closed, who), (opened, _, nxt) in zip(windows, windows[1:]):
+        assert opened > closed  # never both at once
+        if nxt != who:  # another process's window next: not before the gap after this one's release
+            turns += 1
+            assert opened - closed >= GAP_S, (closed, opened)
+    assert turns >= 2, windows  # they took turns
+
+
+@pytest.mark.fast
 def test_a_process_holds_the_lock_while_its_writer_is_open_and_records_its_release(tmp_path):
     store = Store(tmp_path / "r.duckdb")
     lock = write_lock_path(store.path)
@@ -54,6 +109,7 @@ def test_a_process_holds_the_lock_while_its_writer_is_open_and_records_its_relea
         assert con.execute("SELECT count(*) FROM t").fetchone() == (1,)
 
 
+@pytest.mark.fast
 def test_another_process_writing_refuses_a_writer_that_cannot_wait_and_the_next_waits_its_turn(tmp_path):
     store = Store(tmp_path / "r.duckdb")
     proc = _holder(store.path)
@@ -77,6 +133,7 @@ def test_another_process_writing_refuses_a_writer_that_cannot_wait_and_the_next_
         proc.wait(timeout=10)
 
 
+@pytest.mark.fast
 def test_a_writer_killed_with_9_leaves_the_lock_and_the_file_free(tmp_path):
     store = Store(tmp_path / "r.duckdb")
     proc = _holder(store.path)
@@ -86,6 +143,7 @@ def test_a_writer_killed_with_9_leaves_the_lock_and_the_file_free(tmp_path):
         assert con.execute("SELECT count(*) FROM t").fetchone() == (1,)
 
 
+@pytest.mark.fast
 def test_a_writer_that_fails_to_open_the_file_releases_the_lock(tmp_path):
     db = tmp_path / "r.duckdb"
     db.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
@@ -98,6 +156,7 @@ def test_a_writer_that_fails_to_open_the_file_releases_the_lock(tmp_path):
     assert subprocess.run([sys.executable, "-c", code, str(db)]).returncode == 0  # free for another process
 
 
+@pytest.mark.fast
 def test_a_writer_that_cannot_wait_out_the_gap_keeps_the_lock_reserved_for_its_next_try(tmp_path):
     store = Store(tmp_path / "r.duckdb")
     with store.writer():
