@@ -92,7 +92,7 @@ class Connections:
         try:
             con = self._connect(read_only=False, wait=max(0.0, deadline - time.monotonic()))
         except BaseException:
-            release_write(self.path)
+            release_write(self.path, opened=False)
             raise
         writer = WriterConnection(con, self.path)
         if not migrated:

@@ -103,8 +103,9 @@ def acquire_write(db: Path, wait: float) -> None:
         held.count += 1
 
 
-def release_write(db: Path) -> None:
-    """Drop one hold of ``db``'s write lock; the last one records this process and the time, and unlocks."""
+def release_write(db: Path, opened: bool = True) -> None:
+    """Drop one hold of ``db``'s write lock; the last one records this process and the time (unless the
+    file was not ``opened``: no gap is owed after a writer that never got in), and unlocks."""
     key = Path(os.path.abspath(db))
     with _mutex:
         held = _held.get(key)
@@ -116,10 +117,11 @@ def release_write(db: Path) -> None:
         del _held[key]
         fh = held.fh
         try:
-            fh.seek(0)
-            fh.truncate()
-            fh.write(f"{os.getpid()} {time.time():.6f}")
-            fh.flush()
+            if opened:
+                fh.seek(0)
+                fh.truncate()
+                fh.write(f"{os.getpid()} {time.time():.6f}")
+                fh.flush()
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
             fh.close()
