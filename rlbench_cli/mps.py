@@ -3,11 +3,12 @@
 Runs packed on one GPU (``gpus_per_job`` < 1) each hold a CUDA context of their own, and the GPU time-slices
 between contexts: their kernels take turns. Under NVIDIA's Multi-Process Service the runs' kernels go to one
 server and run side by side (measured: ``benchmarks/gpu_packing.py``, README). ``MpsDaemon`` is one store's
-control daemon (``nvidia-cuda-mps-control -d``), its pipe and log folders in a folder named after the store,
-so that the workers of that store's ``rlbench run`` connect to it and nothing else does. ``rlbench run``
-starts it before its workers and tells it to quit after them; a coordinator killed with -9 leaves it running,
-and the next run on that store finds it by the same folder, uses it and stops it (or just stops it, when that
-run does not ask for MPS). A daemon the user already runs (``CUDA_MPS_PIPE_DIRECTORY``, or CUDA's default
+control daemon (``nvidia-cuda-mps-control -d``), its pipe and log folders in a folder named after the store
+and the suite, so that the workers of that suite's ``rlbench run`` on that store connect to it and nothing
+else does (a coordinator of another suite on the same store has its own). ``rlbench run`` starts it before its
+workers and tells it to quit after them; a coordinator killed with -9 leaves it running, and the next run of
+that suite on that store finds it by the same folder, uses it and stops it (or just stops it, when that run
+does not ask for MPS). A daemon the user already runs (``CUDA_MPS_PIPE_DIRECTORY``, or CUDA's default
 ``/tmp/nvidia-mps``) is used as it is, neither started nor stopped.
 
 No torch here: the control program is driven through its standard input, as NVIDIA documents it, and a
@@ -173,21 +174,23 @@ class MpsDaemon:
         return True
 
 
-def store_folder(db: Path) -> Path:
-    """The folder of ``db``'s daemon: short (a Unix socket's path has at most 107 bytes), per user and per
-    store, the same every time so that a daemon left by a killed coordinator is found."""
-    key = hashlib.sha1(str(Path(db).resolve()).encode()).hexdigest()[:12]
+def store_folder(db: Path, suite: str) -> Path:
+    """The folder of the daemon of ``suite``'s runs on ``db``: short (a Unix socket's path has at most 107
+    bytes), per user, store and suite (the holder of the suite's run lock owns it), the same every time so
+    that a daemon left by a killed coordinator is found."""
+    key = hashlib.sha1(f"{Path(db).resolve()}\0{suite}".encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / f"rlbench-mps-{os.getuid()}-{key}"
 
 
-def store_daemon(db: Path) -> MpsDaemon:
-    """``db``'s daemon (not started)."""
-    return MpsDaemon(store_folder(db))
+def store_daemon(db: Path, suite: str) -> MpsDaemon:
+    """The daemon of ``suite``'s runs on ``db`` (not started)."""
+    return MpsDaemon(store_folder(db, suite))
 
 
-def stop_left_behind(db: Path) -> bool:
-    """Stop ``db``'s daemon if a killed coordinator left it running (a run without MPS): whether one was."""
-    folder = store_folder(db)
+def stop_left_behind(db: Path, suite: str) -> bool:
+    """Stop the daemon of ``suite``'s runs on ``db`` if a killed coordinator left it running (a run without
+    MPS): whether one was."""
+    folder = store_folder(db, suite)
     if not (folder / "pipe" / "control").exists() or shutil.which(CONTROL) is None:
         return False
     daemon = MpsDaemon(folder)

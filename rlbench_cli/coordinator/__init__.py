@@ -1,6 +1,6 @@
 """``rlbench run``'s single writer and what ``rlbench status`` / ``cancel`` do, one module per job:
 
-- ``runlock``: ``RunLock``, one ``rlbench run`` per database (an flock on ``<db>.runlock``);
+- ``runlock``: ``RunLock``, one ``rlbench run`` per suite and database (an flock on ``<db>.<suite>.runlock``);
 - ``recorder``: ``Recorder``, the batched database writes of a run;
 - ``recovery``: runs a dead coordinator left 'running' or started without a record, and re-attaching to
   jobs that outlive the coordinator (Slurm's);

@@ -1,6 +1,6 @@
 """What ``rlbench status`` and ``rlbench cancel`` do, as library calls that return data: both re-attach to
-jobs that outlive their coordinator (Slurm's) and, when no ``rlbench run`` holds the database, record what
-became of them; while one does, they only look (that run records)."""
+jobs that outlive their coordinator (Slurm's) and, when no ``rlbench run`` of their suite holds it (the
+suite's run lock), record what became of them; while one does, they only look (that run records)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def cancel(store: Store, suite: str, settle_s: float = SETTLE_S) -> CancelResult
         ids, ended = EXECUTORS[name].module().cancel(root, group, settle_s)
         result.cancelled += ids
         result.already_ended += ended
-    with unless_running(store.path) as busy:
+    with unless_running(store.path, suite) as busy:
         result.recorded_by = busy
         if busy is None:
             time.sleep(
@@ -66,24 +66,26 @@ def cancel(store: Store, suite: str, settle_s: float = SETTLE_S) -> CancelResult
 
 
 def live_states(store: Store, suite: str | None) -> dict[str, str]:
-    """Runs the store says are on an executor whose jobs outlive the coordinator: ask it. When no ``rlbench
-    run`` holds the database, ingest what they wrote and close the ones that ended (``recover_detached``);
-    otherwise only look. Returns {run_id: queued | running} for the runs still there. Raises UsageError
-    without the executor's commands (Slurm's on PATH), having changed nothing."""
+    """Runs the store says are on an executor whose jobs outlive the coordinator: ask it. For each suite
+    (``suite``, or every suite with such runs) that no ``rlbench run`` holds, ingest what they wrote and close
+    the ones that ended (``recover_detached``); of a suite one holds, only look. Returns {run_id: queued |
+    running} for the runs still there. Raises UsageError without the executor's commands (Slurm's on PATH),
+    having changed nothing."""
     with store.reader() as con:
-        if not detached_rows(store.runs(con, suite)):
-            return {}
-    with unless_running(store.path) as busy:
-        if busy is not None:  # a coordinator is attached and records them: only look
-            with store.reader() as con:
-                rows = detached_rows(store.runs(con, suite))
-            states: dict[str, str] = {}
-            for name, group in _by_executor(rows).items():
-                states.update(EXECUTORS[name].module().peek(group))
-            return states
-        with store.writer() as con:
-            live = recover_detached(store, con, runs_root(store), store.runs(con, suite))[1]
-    return {s.run_id: s.shown for s in live}
+        suites = sorted({r["suite"] for r in detached_rows(store.runs(con, suite))})
+    states: dict[str, str] = {}
+    for name in suites:
+        with unless_running(store.path, name) as busy:
+            if busy is not None:  # a coordinator is attached and records them: only look
+                with store.reader() as con:
+                    rows = detached_rows(store.runs(con, name))
+                for executor, group in _by_executor(rows).items():
+                    states.update(EXECUTORS[executor].module().peek(group))
+                continue
+            with store.writer() as con:
+                live = recover_detached(store, con, runs_root(store), store.runs(con, name))[1]
+        states.update({s.run_id: s.shown for s in live})
+    return states
 
 
 @dataclass

@@ -4,8 +4,9 @@ an executor, ingests metric shards as they appear, and records every outcome.
 Crash safety: state changes are recorded in short transactions, several runs' starts, shard ingests and ends
 in one (``recorder.Recorder``). Nothing a worker writes depends on them: shards and ``result.json`` are on
 disk before their record. If this process dies, the next ``rlbench run`` of the same suite first recovers
-(``recovery``). The loop asks the executor table (``executors.EXECUTORS``) what an executor does, never
-its name.
+(``recovery``). Coordinators of different suites run on one store at once: each holds its suite's run lock
+(``runlock``) and touches only its suite's runs; they take turns at the file (``store.locks``). The loop
+asks the executor table (``executors.EXECUTORS``) what an executor does, never its name.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def run_suite(
     if options.get("detach") and not kind.outlives_coordinator:
         can = " or ".join(f"--executor {e.name}" for e in EXECUTORS.values() if e.outlives_coordinator)
         raise UsageError(f"--detach works with {can} only (this run uses {kind.name})")
-    with RunLock(store.path):
+    with RunLock(store.path, suite.name):  # coordinators of other suites write to the store beside this one
         # Built (and checked: extra installed, cluster reachable, resources satisfiable) before the store is
         # written to, so bad input changes nothing; sized for the runs that may need launching.
         planned = _planned(store, suite.name, specs, only_failed)

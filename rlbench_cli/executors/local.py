@@ -414,24 +414,25 @@ def create(suite: Any, n_jobs: int, workers: int | None, timeout: float | None,
            options: dict[str, Any]) -> LocalExecutor:  # fmt: skip
     """A LocalExecutor for ``n_jobs`` runs of ``suite``: ``workers`` processes (default: the usable cores),
     at most one per job, each with its device from ``plan_devices``; ``options["mps"]``: under CUDA MPS,
-    the daemon of the store ``options["db"]``."""
+    the daemon of the suite's runs on the store ``options["db"]``."""
     res = suite.resources
     cores = usable_cores()
     n_workers = max(1, min(workers or cores, n_jobs))
     devices = plan_devices(detect_gpus(), res.gpus_per_job, n_workers)
     threads = res.threads_per_job or max(1, cores // len(devices))
-    daemon, note = _mps(bool(options.get("mps")), devices, options.get("db"))
+    daemon, note = _mps(bool(options.get("mps")), devices, options.get("db"), suite.name)
     return LocalExecutor(devices, threads=threads, timeout=timeout, mps=daemon, mps_note=note)
 
 
-def _mps(wanted: bool, devices: list[tuple[str | None, str]], db: str | None) -> tuple[Any, str]:
-    """The local pool's CUDA MPS: the store's daemon to start (or None) and what ``describe`` says of it.
-    Without MPS, a daemon a killed coordinator left for this store is stopped."""
+def _mps(wanted: bool, devices: list[tuple[str | None, str]], db: str | None, suite: str) -> tuple[Any, str]:
+    """The local pool's CUDA MPS: the daemon of ``suite``'s runs on the store to start (or None) and what
+    ``describe`` says of it. Without MPS, a daemon a killed coordinator of the suite left there is stopped
+    (never one of another suite's coordinator, which may be running)."""
     from .. import mps
 
     where = Path(db) if db else Path.cwd() / "rlbench.duckdb"
     if not wanted:
-        mps.stop_left_behind(where)
+        mps.stop_left_behind(where, suite)
         return None, ""
     mps.require_control()  # asked for: its absence is an error even where no run uses a GPU
     if all(dev == "cpu" for _, dev in devices):
@@ -439,4 +440,4 @@ def _mps(wanted: bool, devices: list[tuple[str | None, str]], db: str | None) ->
     theirs = mps.user_daemon()
     if theirs is not None:
         return None, f", under the CUDA MPS daemon already running ({theirs})"
-    return mps.store_daemon(where), ""
+    return mps.store_daemon(where, suite), ""

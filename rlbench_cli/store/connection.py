@@ -3,7 +3,8 @@
 DuckDB lets one process hold a file for writing, and while it does, no other process can open it at all. So
 the coordinator opens the file only for the moment it writes (``writer()``, ``open_writer()``), readers
 (``reader()``) retry briefly on a lock instead of failing, and ``batch`` groups many writes into one
-transaction.
+transaction. Writers of several processes (two coordinators of different suites, an import) take turns at
+the store's write lock (``locks``) for as long as they hold a read-write connection.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreBusy, StoreError
+from .locks import acquire_write, release_write
 from .schema import migrate
 
 
@@ -79,18 +81,27 @@ class Connections:
             con.close()
 
     def open_writer(self, migrated: bool = False, wait: float | None = None) -> Any:
-        """A read-write connection the caller closes. ``migrated``: this process has already brought the file
-        to the current schema (skips the check, ~15 ms); ``wait``: seconds to wait on a lock (default the
-        store's; 0 raises StoreBusy at once if another process holds the file)."""
+        """A read-write connection the caller closes, holding the store's write lock until then (``locks``).
+        ``migrated``: this process has already brought the file to the current schema (skips the check,
+        ~15 ms); ``wait``: seconds to wait for another writer or a reader (default the store's; 0 raises
+        StoreBusy at once if another process holds the lock or the file)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = self._connect(read_only=False, wait=wait)
+        wait = self.wait if wait is None else wait
+        deadline = time.monotonic() + wait
+        acquire_write(self.path, wait)
+        try:
+            con = self._connect(read_only=False, wait=max(0.0, deadline - time.monotonic()))
+        except BaseException:
+            release_write(self.path, opened=False)
+            raise
+        writer = WriterConnection(con, self.path)
         if not migrated:
             try:
                 migrate(con, self.path)
             except BaseException:
-                con.close()
+                writer.close()
                 raise
-        return con
+        return writer
 
     @contextmanager
     def batch(self, con: Any) -> Iterator[Any]:
@@ -139,6 +150,40 @@ class Connections:
 
     def exists(self) -> bool:
         return self.path.exists()
+
+
+class WriterConnection:
+    """A read-write DuckDB connection (every attribute is the connection's) that releases the store's write
+    lock when it is closed."""
+
+    def __init__(self, con: Any, db: Path):
+        self._con = con
+        self._db = db
+        self._open = True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+    def close(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        try:
+            self._con.close()
+        finally:
+            release_write(self._db)
+
+    def __enter__(self) -> WriterConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # a connection dropped unclosed must not keep the lock for the process's life
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit the modules may be gone
+            pass
 
 
 def _not_duckdb(path: Path) -> str | None:

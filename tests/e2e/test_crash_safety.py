@@ -193,4 +193,4 @@ def test_status_watch_follows_a_running_suite_to_its_end_and_the_runlock_is_remo
     runs = json.loads(rl("status", "crash", "--db", db, "--json").stdout)["runs"]
     assert {r["executor"] for r in runs} == {"local"} and all(r["job_id"] for r in runs)
     assert all(r["sys"]["sys/steps_per_second"] > 0 and r["sys"]["sys/rss_mb"] > 0 for r in runs)
-    assert not db.with_name("db.duckdb.runlock").exists()
+    assert not db.with_name("db.duckdb.crash.runlock").exists()

@@ -85,16 +85,17 @@ def probes(tmp_path: Path) -> list[dict]:
 def db(tmp_path):
     path = tmp_path / "r.duckdb"
     yield path
-    if shutil.which(mps.CONTROL):
-        mps.MpsDaemon(mps.store_folder(path)).stop()
-    shutil.rmtree(mps.store_folder(path), ignore_errors=True)
+    for suite in ("mpsprobe", "mpsppo"):
+        if shutil.which(mps.CONTROL):
+            mps.MpsDaemon(mps.store_folder(path, suite)).stop()
+        shutil.rmtree(mps.store_folder(path, suite), ignore_errors=True)
 
 
 def test_runs_sharing_a_gpu_run_under_the_stores_daemon_which_quits_after_them(mps_control, tmp_path, db):
     (tmp_path / "release").touch()
     r = rl(tmp_path, "run", write_suite(tmp_path, mps=True), "--db", db)
     assert r.returncode == 0, r.stdout + r.stderr
-    folder = mps.store_folder(db)
+    folder = mps.store_folder(db, "mpsprobe")
     assert (
         f"2 local workers on cuda:0, 1 torch thread(s) each, under CUDA MPS (a daemon started in {folder})"
         in r.stdout
@@ -120,7 +121,7 @@ def test_a_daemon_a_killed_coordinator_left_is_used_and_stopped_by_the_next_run(
     finally:
         proc.kill()
         proc.wait()
-    left = mps.MpsDaemon(mps.store_folder(db))
+    left = mps.MpsDaemon(mps.store_folder(db, "mpsprobe"))
     assert left.running()  # kill -9: nobody told it to quit
     (tmp_path / "release").touch()
     for p in tmp_path.rglob("mps.json"):
@@ -135,7 +136,7 @@ def test_a_daemon_a_killed_coordinator_left_is_used_and_stopped_by_the_next_run(
 
 def test_a_run_without_mps_stops_the_daemon_a_killed_coordinator_left(mps_control, tmp_path, db):
     """What a coordinator killed with -9 leaves (the test above): the store's daemon running in its folder."""
-    left = mps.store_daemon(db)
+    left = mps.store_daemon(db, "mpsprobe")
     assert left.start() is True
     (tmp_path / "release").touch()
     r = rl(tmp_path, "run", write_suite(tmp_path, mps=True), "--db", db, "--no-mps")
@@ -150,7 +151,7 @@ def test_asking_for_mps_where_no_run_uses_a_gpu_starts_no_daemon(mps_control, tm
     assert r.returncode == 0, r.stdout + r.stderr
     assert "local workers on cpu, 1 torch thread(s) each, no CUDA MPS (no run uses a GPU here)" in r.stdout
     assert [s["pipe"] for s in probes(tmp_path)] == [None, None]
-    assert not mps.store_folder(db).exists()
+    assert not mps.store_folder(db, "mpsprobe").exists()
 
 
 def test_a_daemon_the_user_runs_is_used_and_left_running(mps_control, tmp_path, db):
@@ -171,7 +172,7 @@ def test_a_daemon_the_user_runs_is_used_and_left_running(mps_control, tmp_path, 
         assert f"under the CUDA MPS daemon already running ({theirs.pipe})" in r.stdout
         assert [(s["pipe"], s["answers"]) for s in probes(tmp_path)] == [(str(theirs.pipe), True)] * 2
         assert theirs.running()  # not rlbench's to stop
-        assert not mps.store_folder(db).exists()
+        assert not mps.store_folder(db, "mpsprobe").exists()
     finally:
         theirs.stop()
 
@@ -224,5 +225,5 @@ def test_ppo_runs_sharing_a_real_gpu_are_clients_of_the_daemons_server(mps_contr
                        timeout=600, env=env)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     assert "2 finished" in r.stdout and "under CUDA MPS" in r.stdout
-    log = (mps.store_folder(db) / "log" / "control.log").read_text()
+    log = (mps.store_folder(db, "mpsppo") / "log" / "control.log").read_text()
     assert "Starting new server" in log, log[-2000:]  # a CUDA client connected: the server started for it

@@ -58,18 +58,18 @@ def _status(store: Store) -> dict[str, tuple[str, str | None]]:
 @pytest.mark.fast
 def test_the_run_lock_is_a_context_manager_that_refuses_a_second_holder(tmp_path):
     db = tmp_path / "r.duckdb"
-    with RunLock(db) as lock:
+    with RunLock(db, "s") as lock:
         assert lock.path.read_text().isdigit()
         with pytest.raises(StoreBusy, match="another 'rlbench run'"):
-            with RunLock(db):
+            with RunLock(db, "s"):
                 pass
-        with unless_running(db) as busy:  # status / cancel: only look while a run holds it
+        with unless_running(db, "s") as busy:  # status / cancel: only look while a run holds it
             assert busy is not None and "another 'rlbench run'" in busy
     assert not lock.path.exists()
-    with unless_running(db) as busy:  # free: held for the block
+    with unless_running(db, "s") as busy:  # free: held for the block
         assert busy is None and lock.path.exists()
         with pytest.raises(StoreBusy):
-            with RunLock(db):
+            with RunLock(db, "s"):
                 pass
     assert not lock.path.exists()
 
@@ -78,9 +78,9 @@ def test_the_run_lock_is_a_context_manager_that_refuses_a_second_holder(tmp_path
 def test_an_error_inside_unless_running_releases_the_lock(tmp_path):
     db = tmp_path / "r.duckdb"
     with pytest.raises(RuntimeError):
-        with unless_running(db):
+        with unless_running(db, "s"):
             raise RuntimeError("boom")
-    with RunLock(db):
+    with RunLock(db, "s"):
         pass
 
 
@@ -106,7 +106,7 @@ def test_cancel_while_a_run_holds_the_database_leaves_the_record_to_it(tmp_path,
     states, _ = fake_slurm
     states["9_0"] = "RUNNING"
     store = _store(tmp_path, {"9_0": ""})
-    with RunLock(store.path):
+    with RunLock(store.path, "s"):
         result = cancel(store, "s", settle_s=1.0)
     assert result.cancelled == ["9_0"] and result.recorded_by and "pid" in result.recorded_by
     assert _status(store)["r0"][0] == "running"  # the attached run records it
@@ -122,13 +122,33 @@ def test_status_shows_slurms_word_for_live_runs_and_records_ended_ones(tmp_path,
     states, _ = fake_slurm
     states.update({"5_0": "PENDING", "5_1": "RUNNING", "5_2": "FAILED"})
     store = _store(tmp_path, {"5_0": "", "5_1": "", "5_2": ""})
-    with RunLock(store.path):  # a run holds the database: only look, record nothing
+    with RunLock(store.path, "s"):  # a run holds the database: only look, record nothing
         assert live_states(store, "s") == {"r0": "queued", "r1": "running", "r2": "failed"}
     assert {s for s, _ in _status(store).values()} == {"running"}
     snap = snapshot(store, "s")
     assert {r["run_id"]: r["status"] for r in snap.runs} == {"r0": "queued", "r1": "running", "r2": "failed"}
     assert snap.counts == {"s": {"queued": 1, "running": 1, "failed": 1}} and snap.note is None
     assert _status(store)["r2"][0] == "failed"
+
+
+def test_status_records_a_suite_while_a_run_of_another_suite_holds_its_own_lock(tmp_path, fake_slurm):
+    states, _ = fake_slurm
+    states.update({"6_0": "RUNNING", "6_1": "COMPLETED"})
+    store = _store(tmp_path, {"6_0": "", "6_1": ""})
+    attempt_dir(tmp_path / "runs", "s", "r1", 1).joinpath("result.json").write_text(
+        json.dumps({"status": "finished", "duration_s": 1.0})
+    )
+    with RunLock(store.path, "other"):  # a coordinator of another suite on the same store
+        assert live_states(store, None) == {"r0": "running"}  # every suite: 's' is nobody's, so recorded
+        assert _status(store) == {"r0": ("running", None), "r1": ("finished", None)}
+        with RunLock(store.path, "s"):  # while a run of 's' itself holds it: only look
+            states["6_0"] = "FAILED"
+            assert live_states(store, None) == {"r0": "failed"}
+            assert _status(store)["r0"][0] == "running"
+        assert (
+            cancel(store, "s", settle_s=0).recorded_by is None
+        )  # recorded here, beside the other suite's run
+    assert _status(store)["r0"][0] == "failed"
 
 
 def test_status_without_slurms_commands_shows_the_store_with_a_note(tmp_path, monkeypatch):

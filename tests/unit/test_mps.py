@@ -74,24 +74,29 @@ def test_without_the_control_program_asking_for_mps_is_a_one_line_error(monkeypa
         mps.MpsDaemon(tmp_path)
     assert "\n" not in str(e.value) and "nvidia-cuda-mps-control is not on PATH" in str(e.value)
     assert "--no-mps" in str(e.value)
-    assert mps.stop_left_behind(tmp_path / "r.duckdb") is False  # a run without MPS needs nothing of it
+    assert mps.stop_left_behind(tmp_path / "r.duckdb", "s") is False  # a run without MPS needs nothing of it
 
 
 def test_a_stores_folder_is_short_the_same_each_time_and_its_own(tmp_path):
     a, b = tmp_path / "a" / "rlbench.duckdb", tmp_path / "b" / "rlbench.duckdb"
-    assert mps.store_folder(a) == mps.store_folder(a) != mps.store_folder(b)
-    assert len(str(mps.store_folder(a) / "pipe" / "control")) < 107
-    assert mps.store_folder(a).name.startswith(f"rlbench-mps-{os.getuid()}-")
+    assert mps.store_folder(a, "s") == mps.store_folder(a, "s") != mps.store_folder(b, "s")
+    assert mps.store_folder(a, "s") != mps.store_folder(
+        a, "t"
+    )  # each suite's coordinator on a store has its own
+    assert len(str(mps.store_folder(a, "s" * 100) / "pipe" / "control")) < 107
+    assert mps.store_folder(a, "s").name.startswith(f"rlbench-mps-{os.getuid()}-")
 
 
 def test_a_daemon_a_killed_run_left_is_stopped_by_a_run_without_mps(mps_control, tmp_path, monkeypatch):
     db = tmp_path / "rlbench.duckdb"
-    left = mps.store_daemon(db)
+    left = mps.store_daemon(db, "s")
     try:
         left.start()
-        assert mps.stop_left_behind(db) is True
+        assert mps.stop_left_behind(db, "t") is False  # another suite's run on the store leaves it alone
+        assert left.running()
+        assert mps.stop_left_behind(db, "s") is True
         assert not left.running()
-        assert mps.stop_left_behind(db) is False
+        assert mps.stop_left_behind(db, "s") is False
     finally:
         quit_daemon(left.pipe)
         shutil.rmtree(left.folder, ignore_errors=True)

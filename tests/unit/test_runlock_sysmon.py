@@ -1,5 +1,5 @@
-"""The coordinator's run lock (one `rlbench run` per database, removed on exit, stale ones taken over) and
-the per-run system monitor."""
+"""The coordinator's run lock (one `rlbench run` per suite and database, removed on exit, stale ones taken
+over) and the per-run system monitor."""
 
 import os
 import subprocess
@@ -15,11 +15,11 @@ from rlbench_cli.sysmon import SystemMonitor, rss_mb
 
 def test_the_lock_file_holds_the_pid_while_held_and_is_gone_after(tmp_path):
     db = tmp_path / "r.duckdb"
-    lock = db.with_name("r.duckdb.runlock")
-    with RunLock(db):
+    lock = db.with_name("r.duckdb.s.runlock")
+    with RunLock(db, "s"):
         assert lock.read_text() == str(os.getpid())
     assert not lock.exists()
-    with RunLock(db):  # and it can be taken again
+    with RunLock(db, "s"):  # and it can be taken again
         assert lock.exists()
     assert not lock.exists()
 
@@ -27,20 +27,22 @@ def test_the_lock_file_holds_the_pid_while_held_and_is_gone_after(tmp_path):
 def test_a_live_holder_refuses_a_second_run_with_its_pid(tmp_path):
     db = tmp_path / "r.duckdb"
     code = ("import sys, time; from pathlib import Path; from rlbench_cli.coordinator import RunLock\n"
-            "with RunLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)\n")  # fmt: skip
+            "with RunLock(Path(sys.argv[1]), 's'):\n    print('held', flush=True); time.sleep(60)\n")  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "held"
         with pytest.raises(StoreBusy, match=f"another 'rlbench run' \\(pid {proc.pid}\\)"):
-            with RunLock(db):
+            with RunLock(db, "s"):
                 pass
+        with RunLock(db, "t"):  # another suite of the same database runs beside it
+            pass
     finally:
         proc.kill()
         proc.wait(timeout=10)
     # killed with -9: the file stays behind with its PID, but nobody holds it, so it is stale
-    lock = db.with_name("r.duckdb.runlock")
+    lock = db.with_name("r.duckdb.s.runlock")
     assert lock.read_text() == str(proc.pid)
-    with RunLock(db):
+    with RunLock(db, "s"):
         assert lock.read_text() == str(os.getpid())
     assert not lock.exists()
 
