@@ -15,6 +15,7 @@ except ImportError:  # pragma: no cover - older typer on the click package
 
 from .. import __version__
 from .cancel import cancel
+from .check import check
 from .compare import compare
 from .datasets import datasets_app
 from .export import export
@@ -85,6 +86,7 @@ app.command()(plot)
 app.command()(leaderboard)
 app.command()(validate)
 app.command()(compare)
+app.command()(check)
 app.command()(report)
 app.command()(sql)
 app.command()(export)

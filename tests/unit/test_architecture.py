@@ -59,7 +59,7 @@ LAYERS = [
     ["stats", "figure_worker"],
     ["plots", "leaderboard"],
     ["analysis"],
-    ["report", "sequential", "query"],
+    ["report", "sequential", "query", "gate"],
     ["htmlreport"],
     ["cli"],
 ]
