@@ -26,6 +26,7 @@ from .report import report
 from .run import run
 from .sql import sql
 from .status import status
+from .tune import tune
 from .validate import validate
 
 
@@ -87,6 +88,7 @@ app.command()(leaderboard)
 app.command()(validate)
 app.command()(compare)
 app.command()(check)
+app.command()(tune)
 app.command()(report)
 app.command()(sql)
 app.command()(export)

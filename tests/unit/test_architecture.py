@@ -59,7 +59,7 @@ LAYERS = [
     ["stats", "figure_worker"],
     ["plots", "leaderboard"],
     ["analysis"],
-    ["report", "sequential", "query", "gate"],
+    ["report", "sequential", "query", "gate", "tune"],
     ["htmlreport"],
     ["cli"],
 ]
