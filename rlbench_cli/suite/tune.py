@@ -118,25 +118,12 @@ class TuneSpec(_Model):
     seed: int = Field(0, ge=0, description="the sampler's seed")
     confirm: ConfirmSpec | None = Field(default_factory=ConfirmSpec)
 
-    @field_validator("sampler")
+    @field_validator("sampler", "pruner", "objective")
     @classmethod
-    def _sampler(cls, v: str) -> str:
-        if v not in SAMPLERS:
-            raise ValueError(f"unknown sampler {v!r}; use one of {', '.join(SAMPLERS)}")
-        return v
-
-    @field_validator("pruner")
-    @classmethod
-    def _pruner(cls, v: str) -> str:
-        if v not in PRUNERS:
-            raise ValueError(f"unknown pruner {v!r}; use one of {', '.join(PRUNERS)}")
-        return v
-
-    @field_validator("objective")
-    @classmethod
-    def _objective(cls, v: str) -> str:
-        if v not in OBJECTIVES:
-            raise ValueError(f"unknown objective {v!r}; use one of {', '.join(OBJECTIVES)}")
+    def _known(cls, v: str, info: Any) -> str:
+        allowed = {"sampler": SAMPLERS, "pruner": PRUNERS, "objective": OBJECTIVES}[info.field_name]
+        if v not in allowed:
+            raise ValueError(f"unknown {info.field_name} {v!r}; use one of {', '.join(allowed)}")
         return v
 
     @model_validator(mode="after")
