@@ -64,7 +64,11 @@ def test_a_search_then_its_confirmation_on_fresh_seeds(tmp_path):
     assert tuned["label"] == best["label"] and tuned["search_value"] == best["value"]
     lo, hi = tuned["iqm"][1], tuned["iqm"][2]
     assert lo <= tuned["iqm"][0] <= hi and len(tuned["poi_vs_default"]) == 3
-    assert tuned["verdict"] in ("beats the default", "worse than the default", "no difference from the default shown")
+    assert tuned["verdict"] in (
+        "beats the default",
+        "worse than the default",
+        "no difference from the default shown",
+    )
 
     again = rl("tune", suite, "--db", db, "--workers", "2")  # done: nothing runs again
     assert "start " not in again.stdout and "3 of 3 trials: 3 complete" in again.stdout

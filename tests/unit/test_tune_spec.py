@@ -73,7 +73,10 @@ def test_bad_ranges_name_the_param(space, says):
         ({"pruner": "asha"}, "unknown pruner 'asha'"),
         ({"objective": "max"}, "unknown objective 'max'"),
         ({"algorithm": "sac"}, "tune.algorithm 'sac' is not one of the suite's algorithm entries (ppo, dqn)"),
-        ({"confirm": {"top": 1, "seeds": [2, 7]}}, "confirm.seeds [2] were used in the search (seeds [0, 1, 2])"),
+        (
+            {"confirm": {"top": 1, "seeds": [2, 7]}},
+            "confirm.seeds [2] were used in the search (seeds [0, 1, 2])",
+        ),
         ({"confirm": {"top": 0}}, "tune.confirm.top"),
         ({"seeds": [0, 1]}, "tune.seeds lists 2 seed(s); list 3 distinct"),
         ({"sampler": "grid"}, "sampler grid needs a finite set of values per param; learning_rate"),
