@@ -78,15 +78,6 @@ def _sampler(opt: Any, spec: TuneSpec, seed: int) -> Any:
     return s.GridSampler(grid, seed=seed)
 
 
-def _pruner(opt: Any, spec: TuneSpec) -> Any:
-    p = opt.pruners
-    if spec.pruner == "median":
-        return p.MedianPruner(n_startup_trials=min(5, max(1, spec.trials // 4)), n_warmup_steps=0)
-    if spec.pruner == "hyperband":
-        return p.HyperbandPruner()
-    return p.NopPruner()
-
-
 def open_study(db: Path, suite: Suite) -> Any:
     """The suite's study, created on first use, loaded as it was left otherwise (its trials, finished or not)."""
     assert suite.tune is not None
@@ -99,7 +90,7 @@ def open_study(db: Path, suite: Suite) -> Any:
     storage = JournalStorage(JournalFileBackend(str(path)))
     spec = suite.tune
     study = opt.create_study(study_name=suite.name, storage=storage, direction="maximize", load_if_exists=True,
-                             sampler=opt.samplers.RandomSampler(0), pruner=_pruner(opt, spec))  # fmt: skip
+                             sampler=opt.samplers.RandomSampler(0), pruner=opt.pruners.NopPruner())  # fmt: skip
     # the sampler's seed goes on from the trials already there: a study resumed after a kill does not replay
     # the random draws its first trials had (the same configurations again, under new trial numbers)
     study.sampler = _sampler(opt, spec, spec.seed + 1_000_003 * len(study.get_trials(deepcopy=False)))
