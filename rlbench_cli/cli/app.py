@@ -15,6 +15,7 @@ except ImportError:  # pragma: no cover - older typer on the click package
 
 from .. import __version__
 from .cancel import cancel
+from .check import check
 from .compare import compare
 from .datasets import datasets_app
 from .export import export
@@ -25,6 +26,7 @@ from .report import report
 from .run import run
 from .sql import sql
 from .status import status
+from .tune import tune
 from .validate import validate
 
 
@@ -85,6 +87,8 @@ app.command()(plot)
 app.command()(leaderboard)
 app.command()(validate)
 app.command()(compare)
+app.command()(check)
+app.command()(tune)
 app.command()(report)
 app.command()(sql)
 app.command()(export)

@@ -21,6 +21,7 @@ from ..algos.registry import ALGORITHMS, finetunable, is_offline
 from ..envs.families import family_of
 from ..executors import NAMES
 from ..references import BUILTIN
+from .tune import TuneSpec
 
 __all__ = [
     "Budget",
@@ -527,6 +528,9 @@ class Suite(_Model):
     score: ScoreSpec = Field(default_factory=ScoreSpec)
     normalize: NormalizeSpec | None = None
     resources: Resources = Field(default_factory=Resources)
+    tune: TuneSpec | None = Field(
+        None, description="rlbench tune: the search over one algorithm entry's params"
+    )
 
     @field_validator("name")
     @classmethod
@@ -649,6 +653,8 @@ class Suite(_Model):
                 f"resources.seeds_per_job is {self.resources.seeds_per_job} but the suite has {n_seeds} seed(s); "
                 f"use at most {n_seeds}"
             )
+        if self.tune is not None:
+            self._check_tune(labels)
         if self.normalize is not None:
             for which in ("low_from", "high_from"):
                 label = getattr(self.normalize, which)
@@ -658,6 +664,25 @@ class Suite(_Model):
                         f"(algorithms: {', '.join(labels)})"
                     )
         return self
+
+    def _check_tune(self, labels: list[str]) -> None:
+        t = self.tune
+        assert t is not None
+        if t.algorithm not in labels:
+            raise ValueError(f"tune.algorithm {t.algorithm!r} is not one of the suite's algorithm entries "
+                             f"({', '.join(labels)}); name the label of the entry to tune")  # fmt: skip
+        if labels.count(t.algorithm) > 1:
+            raise ValueError(f"tune.algorithm {t.algorithm!r} names {labels.count(t.algorithm)} entries (one label "
+                             "with other settings per task); give the entry to tune a label of its own")  # fmt: skip
+        swept = sorted(k for k in self.sweep if k.partition(".")[0] == t.algorithm)
+        if swept:
+            raise ValueError(f"tune.algorithm {t.algorithm!r} is also swept ({', '.join(swept)}); tune those params "
+                             "too (tune.params) or sweep another entry")  # fmt: skip
+
+    def tuned_entry(self) -> AlgoSpec:
+        """The algorithm entry ``tune.algorithm`` names."""
+        assert self.tune is not None
+        return next(a for a in self.algorithms if (a.label or a.name) == self.tune.algorithm)
 
     def run_budget(self, entry: AlgoSpec, task: EnvSpec | DatasetSpec) -> dict[str, Any]:
         """The budget of ``entry``'s runs on ``task``: the suite's, then the task's ``budget:`` fields, then the

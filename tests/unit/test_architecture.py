@@ -59,7 +59,7 @@ LAYERS = [
     ["stats", "figure_worker"],
     ["plots", "leaderboard"],
     ["analysis"],
-    ["report", "sequential", "query", "claims"],
+    ["report", "sequential", "query", "claims", "gate", "tune"],
     ["htmlreport"],
     ["cli"],
 ]

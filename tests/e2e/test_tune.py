@@ -1,0 +1,123 @@
+"""`rlbench tune` end to end: a tiny Optuna search of ppo on CartPole-v1 through the real command, its
+confirmation on fresh seeds, --status with its figures, a kill -9 in the middle of the study, and bad input."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from e2e_cli import RLBENCH, rl
+
+from rlbench_cli.store import Store
+
+pytestmark = pytest.mark.slow
+
+SUITE = {
+    "name": "tiny-tune",
+    "seeds": 3,
+    "budget": {"steps": 2048, "eval_every": 1024, "eval_episodes": 3},
+    "envs": ["CartPole-v1"],
+    "algorithms": [{"name": "ppo", "params": {"num_envs": 4, "num_steps": 128}}],
+    "score": {"metric": "eval/return", "rule": "final"},
+    "tune": {
+        "algorithm": "ppo",
+        "params": {"learning_rate": {"log": [1.0e-4, 1.0e-1]}, "num_minibatches": {"choice": [2, 4]}},
+        "trials": 3,
+        "seeds_per_trial": 1,
+        "confirm": {"top": 1, "seeds": 2},
+    },
+}
+
+
+def write(tmp_path: Path, file: str = "tune.yaml", **tune) -> Path:
+    spec = {**SUITE, "tune": {**SUITE["tune"], **tune}}
+    path = tmp_path / file
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def runs_of(db: Path, suite: str) -> list[dict]:
+    store = Store(db)
+    with store.reader() as con:
+        return store.runs(con, suite)
+
+
+def test_a_search_then_its_confirmation_on_fresh_seeds(tmp_path):
+    suite, db = write(tmp_path), tmp_path / "t.duckdb"
+    r = rl("tune", suite, "--db", db, "--workers", "2", "--json")
+    out = json.loads(r.stdout)
+    assert [t["state"] for t in out["trials"]] == ["complete"] * 3
+    assert all(t["value"] is not None for t in out["trials"])
+    search = runs_of(db, "tiny-tune.tune")
+    assert len(search) == 3 and {r["seed"] for r in search} == {0}  # 3 trials x 1 seed x 1 task
+    assert sorted(r["algo"] for r in search) == ["ppo[t000]", "ppo[t001]", "ppo[t002]"]
+    confirm = runs_of(db, "tiny-tune.confirm")
+    assert {r["seed"] for r in confirm} == {1000, 1001}  # fresh seeds, not the search's
+    best = max(out["trials"], key=lambda t: t["value"])
+    assert sorted({r["algo"] for r in confirm}) == sorted(["ppo[default]", best["label"]])
+    (default, tuned) = out["confirmed"]
+    assert default["label"] == "ppo[default]" and default["poi_vs_default"] is None
+    assert tuned["label"] == best["label"] and tuned["search_value"] == best["value"]
+    lo, hi = tuned["iqm"][1], tuned["iqm"][2]
+    assert lo <= tuned["iqm"][0] <= hi and len(tuned["poi_vs_default"]) == 3
+    assert tuned["verdict"] in (
+        "beats the default",
+        "worse than the default",
+        "no difference from the default shown",
+    )
+
+    again = rl("tune", suite, "--db", db, "--workers", "2")  # done: nothing runs again
+    assert "start " not in again.stdout and "3 of 3 trials: 3 complete" in again.stdout
+    status = rl("tune", suite, "--db", db, "--status", "--out", tmp_path / "figs")
+    assert "Confirmation on fresh seeds 1000..1001" in status.stdout and "search score" in status.stdout
+    for name in ("tune_history.png", "tune_importance.png", "tune_slice.png"):
+        assert (tmp_path / "figs" / name).stat().st_size > 5_000
+    assert len(runs_of(db, "tiny-tune.tune")) == 3  # --status ran nothing
+
+
+def test_a_study_killed_mid_trial_goes_on_with_no_trial_lost_or_doubled(tmp_path):
+    suite, db = write(tmp_path, trials=4, confirm=None), tmp_path / "k.duckdb"
+    log = (tmp_path / "first.log").open("w")
+    proc = subprocess.Popen([RLBENCH, "tune", str(suite), "--db", str(db), "--workers", "1"], stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "MPLBACKEND": "Agg"})  # fmt: skip
+    deadline = time.monotonic() + 300
+    while "trial 0: objective" not in (tmp_path / "first.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+        assert proc.poll() is None, (tmp_path / "first.log").read_text()
+    time.sleep(1.0)  # trial 1 handed out and its run under way (or about to be)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    r = rl("tune", suite, "--db", db, "--workers", "1", "--json")
+    trials = json.loads(r.stdout)["trials"]
+    assert [t["number"] for t in trials] == [0, 1, 2, 3]
+    assert all(t["state"] == "complete" for t in trials)
+    configs = [json.dumps(t["params"], sort_keys=True) for t in trials]
+    assert len(set(configs)) == len(configs), configs  # a resumed sampler does not replay earlier draws
+    runs = runs_of(db, "tiny-tune.tune")
+    assert sorted(r["algo"] for r in runs) == [f"ppo[t00{i}]" for i in range(4)]  # one run each, none twice
+    assert all(r["status"] == "finished" for r in runs)
+
+
+def test_bad_input_is_one_line_exit_2_and_records_nothing(tmp_path):
+    db = tmp_path / "bad.duckdb"
+    cases = [
+        (write(tmp_path, "a.yaml", params={"learning_rte": {"log": [1e-4, 1e-2]}}),
+         "tune.params: algorithm 'ppo' on CartPole-v1: unknown ppo param(s) 'learning_rte'; valid params are: learning_rate"),
+        (write(tmp_path, "b.yaml", params={"learning_rate": {"log": [0, 1e-2]}}), "field 'tune.params.learning_rate': log"),
+        (write(tmp_path, "c.yaml", seeds_per_trial=0), "field 'tune.seeds_per_trial'"),
+    ]  # fmt: skip
+    for suite, says in cases:
+        r = rl("tune", suite, "--db", db, check=False)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump({k: v for k, v in SUITE.items() if k != "tune"}))
+    r = rl("tune", plain, "--db", db, check=False)
+    assert r.returncode == 2 and "the suite has no tune: block" in r.stderr
+    r = rl("tune", write(tmp_path), "--db", db, "--status", check=False)
+    assert r.returncode == 2 and "has not been tuned" in r.stderr
+    assert not db.exists() and not Path(f"{db}.tune").exists()
