@@ -143,6 +143,12 @@ def run_one(
                 get_algorithm(spec.algo_name, spec.env_id)().train(ctx)
         if ctx.failure is not None:
             result.update(status="failed", exit_code=1, error=ctx.failure)
+        elif ctx.pruned:
+            result.update(
+                status="pruned",
+                exit_code=None,
+                error=f"pruned by rlbench tune: its trial fell behind at step {ctx.pruned_at:,}",
+            )
         elif stop_event is not None and stop_event.is_set():
             result.update(status="interrupted", exit_code=None, error="stopped before the end of its budget")
         else:

@@ -93,6 +93,10 @@ def eval_points(steps: int, every: int) -> list[int]:
     return pts
 
 
+PRUNE_FILE = "PRUNE"  # written into a running attempt's folder by rlbench tune's pruner
+PRUNE_CHECK_S = 0.5
+
+
 @dataclass
 class RunContext:
     """Everything one run needs. Built by the runner inside a worker process."""
@@ -123,6 +127,9 @@ class RunContext:
     _last_ckpt_time: float = field(default_factory=time.monotonic)
     _resumed: dict[str, Any] | None = None
     failure: str | None = None  # set by fail(): this run failed, whatever the others sharing its job do
+    pruned: bool = False  # rlbench tune's pruner stopped it (PRUNE_FILE): recorded as 'pruned'
+    pruned_at: int | None = None  # the evaluation step its trial was pruned at
+    _prune_check: float = 0.0
 
     def fail(self, reason: str | BaseException) -> None:
         """Mark this run failed (code training several seeds at once: the others go on). ``reason`` is the
@@ -167,7 +174,24 @@ class RunContext:
         return points
 
     def should_stop(self) -> bool:
-        return self.failure is not None or (self.stop_event is not None and self.stop_event.is_set())
+        if self.failure is not None or (self.stop_event is not None and self.stop_event.is_set()):
+            return True
+        return self._prune_asked()
+
+    def _prune_asked(self) -> bool:
+        """Whether ``rlbench tune``'s pruner asked this run to stop: a ``PRUNE`` file in its folder, looked for
+        at most every ``PRUNE_CHECK_S`` (a run without one trains exactly as before)."""
+        if self.pruned:
+            return True
+        now = time.monotonic()
+        if now >= self._prune_check:
+            self._prune_check = now + PRUNE_CHECK_S
+            marker = self.run_dir / PRUNE_FILE
+            if marker.exists():
+                self.pruned = True
+                text = marker.read_text().strip()
+                self.pruned_at = int(text) if text.isdigit() else self.current_step
+        return self.pruned
 
     # -- checkpoints ---------------------------------------------------------------------------------
     @property

@@ -135,8 +135,8 @@ class Progress:
                 self._print(f"  done   {s.algo} {s.env} seed={s.seed} in {o.duration_s:.1f}s{score}")
             else:
                 if not info["retry"]:  # an interrupted run was stopped (Ctrl-C, cancel), it did not fail
-                    self.interrupted += o.status == "interrupted"
-                    self.failed += o.status != "interrupted"
+                    self.interrupted += o.status in ("interrupted", "pruned")
+                    self.failed += o.status not in ("interrupted", "pruned")
                 err = (o.error or o.status).strip().splitlines()[0]
                 what = "retrying" if info["retry"] else o.status.upper()
                 self._print(f"  {what} {s.algo} {s.env} seed={s.seed} [{s.run_id}]: {err}")

@@ -68,7 +68,13 @@ def _rich_table(snap: Any, suite: str, path: Any) -> Any:
     for h in HEADERS:
         table.add_column(h, justify="right" if h in ("seed", "tries", "time", "steps/s", "cpu%", "rss MB",
                                                      "eval/return") else "left", no_wrap=True)  # fmt: skip
-    colour = {"finished": "green", "failed": "red", "interrupted": "yellow", "running": "cyan"}
+    colour = {
+        "finished": "green",
+        "failed": "red",
+        "interrupted": "yellow",
+        "running": "cyan",
+        "pruned": "magenta",
+    }
     for r in snap.runs:
         cells = _run_cells(r, snap.latest.get(r["run_id"], {}))
         cells[4] = f"[{colour.get(r['status'], 'white')}]{cells[4]}[/]"

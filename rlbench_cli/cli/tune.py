@@ -18,12 +18,12 @@ class _TuneProgress(Progress):
         if event == "tune_batch":
             self._print(f"trials {', '.join(map(str, info['trials']))}: running")
         elif event == "tune_trial":
-            value = info["value"]
-            twin = (
-                f" (the configuration of trial {info['same_as']}: its score, not run again)"
-                if "same_as" in info
-                else ""
-            )
+            if "pruned_at" in info:
+                self._print(f"trial {info['number']}: pruned at step {info['pruned_at']:,}")
+                return
+            value, twin = info["value"], ""
+            if "same_as" in info:
+                twin = f" (the configuration of trial {info['same_as']}: its score, not run again)"
             self._print(
                 f"trial {info['number']}: " + ("failed" if value is None else f"objective {value:.4f}") + twin
             )

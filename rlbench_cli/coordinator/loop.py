@@ -46,6 +46,7 @@ class RunSummary:
     finished: int = 0
     failed: int = 0
     interrupted: int = 0
+    pruned: int = 0
     recovered: int = 0
     queued: int = 0  # runs left queued or running where they were sent (--detach)
     failures: list[tuple[RunSpec, str]] = field(default_factory=list)
@@ -113,13 +114,15 @@ def run_suite(
     executor_options: dict[str, Any] | None = None,
     select: Callable[[RunSpec], bool] | None = None,
     extra_config: dict[str, Any] | None = None,
+    watch: Callable[[list[Job]], None] | None = None,
 ) -> RunSummary:
     """Run every unfinished cell of ``suite``; see the module docstring. ``report`` gets progress events;
     setting ``stop`` (from a signal handler) ends the run cleanly, runs in flight marked interrupted.
     ``executor`` (a name of ``executors.EXECUTORS``; default the suite's ``resources.executor``) places the runs;
     ``executor_options`` are its command-line settings (e.g. ``{"address": "auto"}``). ``select`` keeps only
     some runs of the grid (``rlbench run --adaptive`` runs a batch of seeds at a time): only those are
-    recorded and run. ``extra_config`` is stored with the suite's config (the adaptive settings)."""
+    recorded and run. ``extra_config`` is stored with the suite's config (the adaptive settings). ``watch`` is
+    called every tick with the jobs running (``rlbench tune``'s pruner reads their folders)."""
     specs = [s for s in expand(suite) if select is None or select(s)]
     root = runs_root(store)
     summary = RunSummary(total=len(specs))
@@ -150,7 +153,7 @@ def run_suite(
             if checks and kind.checks_params and (refused := runner.check(checks, stop)):
                 raise UsageError(f"{source}: {refused}")
             return _run_suite(suite, source, store, specs, summary, runner, kind, root, retries,
-                              only_failed, timeout, options, report, stop, workers, extra_config)  # fmt: skip
+                              only_failed, timeout, options, report, stop, workers, extra_config, watch)  # fmt: skip
         finally:
             if runner is not None and hasattr(runner, "close"):
                 runner.close()
@@ -159,7 +162,8 @@ def run_suite(
 def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], summary: RunSummary, runner: Any,
                kind: ExecutorKind, root: Path, retries: int, only_failed: bool, timeout: float | None,
                options: dict[str, Any], report: Callable[[str, dict[str, Any]], None],
-               stop: threading.Event | None, workers: int | None, extra_config: dict[str, Any] | None) -> RunSummary:  # fmt: skip
+               stop: threading.Event | None, workers: int | None, extra_config: dict[str, Any] | None,
+               watch: Callable[[list[Job]], None] | None = None) -> RunSummary:  # fmt: skip
     """``run_suite`` once the executor is built (and started): record, recover, run what is left."""
     config = {**suite.model_dump(), **(extra_config or {})}
     refs = prepare_datasets(suite, source, report)
@@ -250,6 +254,8 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
                 for m in job.members:
                     rec.ingest(m)
         rec.tick()
+        if watch is not None:
+            watch(running)
 
     def on_end(job: Job, outcome: Outcome) -> Job | None:
         """Record a job's end; its runs to try again, as one job (a pack's seeds stay packed), or None."""
@@ -304,6 +310,8 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
             summary.finished += 1
         elif outcome.status == "interrupted":
             summary.interrupted += 1
+        elif outcome.status == "pruned":  # rlbench tune stopped it: neither finished nor a failure
+            summary.pruned += 1
         else:
             summary.failed += 1
             summary.failures.append((job.spec, outcome.error or "failed"))

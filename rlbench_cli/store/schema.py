@@ -11,7 +11,7 @@ from ..errors import StoreError
 
 SCHEMA_VERSION = 3
 
-TERMINAL = ("finished", "failed", "interrupted")  # a run's statuses once it has ended
+TERMINAL = ("finished", "failed", "interrupted", "pruned")  # a run's statuses once it has ended (pruned: rlbench tune)
 
 # the runs table's columns, in order, at the current version
 RUN_COLUMNS = (

@@ -124,8 +124,6 @@ class TuneSpec(_Model):
         allowed = {"sampler": SAMPLERS, "pruner": PRUNERS, "objective": OBJECTIVES}[info.field_name]
         if v not in allowed:
             raise ValueError(f"unknown {info.field_name} {v!r}; use one of {', '.join(allowed)}")
-        if info.field_name == "pruner" and v != "none":
-            raise ValueError(f"pruner {v!r} is not available yet (trials run to the end); use none")
         return v
 
     @model_validator(mode="after")

@@ -96,11 +96,13 @@ def status_text(suite: Suite, status: TuneStatus) -> str:
              f"{spec.objective} of the scores ({suite.score.metric}, rule {suite.score.rule}); runs in suite "
              f"{suite.name}.tune.", "", "| trial | state | " + " | ".join(spec.params) + " | objective |",
              "|--:|:--|" + "--:|" * len(spec.params) + "--:|"]  # fmt: skip
-    best = max((t["value"] for t in status.trials if t["value"] is not None), default=None)
+    done = [t["value"] for t in status.trials if t["state"] == "complete" and t["value"] is not None]
+    best = max(done, default=None)
     for t in status.trials:
         vals = " | ".join(f"{t['params'][k]:.4g}" if isinstance(t["params"].get(k), float) else str(t["params"].get(k, "-"))
                           for k in spec.params)  # fmt: skip
-        mark = " (best)" if t["value"] is not None and t["value"] == best else ""
+        mark = " (best)" if t["state"] == "complete" and t["value"] == best else ""
+        mark += " (at the step it was pruned)" if t["state"] == "pruned" and t["value"] is not None else ""
         lines.append(f"| {t['number']} | {t['state']} | {vals} | {_num(t['value'])}{mark} |")
     if status.confirmed:
         seeds = spec.confirm.seed_list()  # type: ignore[union-attr]

@@ -116,18 +116,18 @@ def search(
         running = [t for t in trials if t.state == opt.trial.TrialState.RUNNING]
         room = spec.trials - len(trials)
         batch = [(t.number, t.params) for t in running[:batch_size]]
+        handles = {t.number: opt.trial.Trial(study, t._trial_id) for t in running[:batch_size]}
         while len(batch) < batch_size and room > 0:
             t = study.ask(space)
             room -= 1
             new += 1
             twin = _same_as(study, t.params)
-            if (
-                twin is not None
-            ):  # a configuration already run (a categorical space, say): its score, not again
+            if twin is not None:  # a configuration already run (a categorical space): its score, not again
                 study.tell(t.number, twin.value)
                 report("tune_trial", {"number": t.number, "value": twin.value, "same_as": twin.number})
                 continue
             batch.append((t.number, t.params))
+            handles[t.number] = t
         if not batch:
             break
         entries = [entry_for(suite, trial_label(label, n), p) for n, p in batch]
@@ -136,7 +136,13 @@ def search(
         tsuite = derived_suite(suite, TUNE_SUFFIX, known + entries, seeds)
         labels = {e.label for e in entries}
         report("tune_batch", {"trials": [n for n, _ in batch]})
-        summary = run(tsuite, source, store, workers=workers, report=report,
+        pruning = None
+        if spec.pruner != "none":
+            from .prune import Pruning
+
+            pruning = Pruning(tsuite, {n: (handles[n], trial_label(label, n)) for n, _ in batch},
+                              lambda m: objective_of(spec.objective, m))  # fmt: skip
+        summary = run(tsuite, source, store, workers=workers, report=report, watch=pruning,
                       select=lambda s, labels=labels: s.algo in labels, **run_kwargs)  # fmt: skip
         if summary.interrupted:
             raise RunFailed(f"rlbench tune: {summary.interrupted} run(s) interrupted; run the same command again "
@@ -144,6 +150,10 @@ def search(
         failed = {s.algo for s, _ in summary.failures}
         scores, _ = trial_scores(store, tsuite.name)
         for number, _params in batch:
+            if pruning is not None and number in pruning.pruned:
+                study.tell(number, state=opt.trial.TrialState.PRUNED)
+                report("tune_trial", {"number": number, "value": None, "pruned_at": pruning.pruned[number]})
+                continue
             value = _tell(study, number, scores, trial_label(label, number), spec.objective, failed)
             report("tune_trial", {"number": number, "value": value})
     return SearchResult(trials=trial_rows(study, label), new=new, resumed=resumed)

@@ -78,6 +78,25 @@ def _sampler(opt: Any, spec: TuneSpec, seed: int) -> Any:
     return s.GridSampler(grid, seed=seed)
 
 
+def _pruner(opt: Any, suite: Suite) -> Any:
+    """Optuna's pruner for the suite's ``tune.pruner``: median (a trial below the median of the others at the same
+    evaluation step, once a few are complete) or hyperband (resource: env steps, from the first evaluation to
+    the budget)."""
+    spec = suite.tune
+    assert spec is not None
+    if spec.pruner == "median":
+        # as rl-baselines3-zoo: no pruning in the first third of a run's steps, nor before a few trials are complete
+        return opt.pruners.MedianPruner(n_startup_trials=min(5, max(1, spec.trials // 4)),
+                                        n_warmup_steps=int(suite.budget.steps) // 3)  # fmt: skip
+    if spec.pruner == "hyperband":
+        steps, every = (
+            int(suite.budget.steps),
+            int(suite.budget.eval_every or max(1, suite.budget.steps // 10)),
+        )
+        return opt.pruners.HyperbandPruner(min_resource=every, max_resource=steps, reduction_factor=3)
+    return opt.pruners.NopPruner()
+
+
 def open_study(db: Path, suite: Suite) -> Any:
     """The suite's study, created on first use, loaded as it was left otherwise (its trials, finished or not)."""
     assert suite.tune is not None
@@ -90,7 +109,7 @@ def open_study(db: Path, suite: Suite) -> Any:
     storage = JournalStorage(JournalFileBackend(str(path)))
     spec = suite.tune
     study = opt.create_study(study_name=suite.name, storage=storage, direction="maximize", load_if_exists=True,
-                             sampler=opt.samplers.RandomSampler(0), pruner=opt.pruners.NopPruner())  # fmt: skip
+                             sampler=opt.samplers.RandomSampler(0), pruner=_pruner(opt, suite))  # fmt: skip
     # the sampler's seed goes on from the trials already there: a study resumed after a kill does not replay
     # the random draws its first trials had (the same configurations again, under new trial numbers)
     study.sampler = _sampler(opt, spec, spec.seed + 1_000_003 * len(study.get_trials(deepcopy=False)))

@@ -121,3 +121,53 @@ def test_bad_input_is_one_line_exit_2_and_records_nothing(tmp_path):
     r = rl("tune", write(tmp_path), "--db", db, "--status", check=False)
     assert r.returncode == 2 and "has not been tuned" in r.stderr
     assert not db.exists() and not Path(f"{db}.tune").exists()
+
+
+SLOW_LANDSCAPE = """
+import math
+import time
+
+
+def train(ctx):
+    lr = float(ctx.params["learning_rate"])
+    final = 100.0 * math.exp(-((math.log10(lr) + 3.0) ** 2) / 0.5)
+    for step in ctx.eval_schedule():
+        if ctx.should_stop():
+            return
+        time.sleep(0.3)
+        ctx.sink.log(step, **{"eval/return": final * step / ctx.steps})
+"""
+
+
+def test_a_median_pruner_stops_trials_that_fall_behind_and_their_runs_are_pruned_not_failed(tmp_path):
+    (tmp_path / "slowland.py").write_text(SLOW_LANDSCAPE)
+    spec = {"name": "prune", "budget": {"steps": 90_000, "eval_every": 10_000, "eval_episodes": 1},
+            "envs": ["CartPole-v1"], "normalize": {"references": {"CartPole-v1": [0, 100]}},
+            "algorithms": [{"name": "toy", "entrypoint": "slowland:train", "params": {"learning_rate": 3e-4}}],
+            "tune": {"algorithm": "toy", "params": {"learning_rate": {"log": [1e-6, 1e-1]}}, "trials": 8,
+                     "seeds_per_trial": 1, "sampler": "random", "pruner": "median", "confirm": None}}  # fmt: skip
+    suite = tmp_path / "prune.yaml"
+    suite.write_text(yaml.safe_dump(spec))
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
+    }
+    db = tmp_path / "p.duckdb"
+    r = rl("tune", suite, "--db", db, "--workers", "2", "--json", env=env)
+    trials = json.loads(r.stdout)["trials"]
+    states = [t["state"] for t in trials]
+    assert len(trials) == 8 and set(states) <= {"complete", "pruned"} and "pruned" in states, states
+    runs = {r["algo"]: r for r in runs_of(db, "prune.tune")}
+    for t in trials:
+        run = runs[t["label"]]
+        if t["state"] == "complete":
+            assert run["status"] == "finished"
+        elif run["status"] == "pruned":  # stopped mid-way: recorded as pruned, neither finished nor failed
+            assert "pruned by rlbench tune: its trial fell behind at step" in run["error"]
+        else:  # pruned at its last evaluation, when its run was ending anyway
+            assert run["status"] == "finished"
+    assert any(r["status"] == "pruned" for r in runs.values())
+    best = max((t for t in trials if t["state"] == "complete"), key=lambda t: t["value"])
+    assert all(t["value"] is None or t["value"] <= best["value"] for t in trials)
+    status = rl("status", "prune.tune", "--db", db)
+    assert f"{states.count('pruned')} pruned" in status.stdout

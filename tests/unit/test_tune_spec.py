@@ -71,7 +71,6 @@ def test_bad_ranges_name_the_param(space, says):
         ({"seeds_per_trial": 0}, "tune.seeds_per_trial"),
         ({"sampler": "bayes"}, "unknown sampler 'bayes'; use one of random, tpe, cmaes, grid"),
         ({"pruner": "asha"}, "unknown pruner 'asha'"),
-        ({"pruner": "median"}, "pruner 'median' is not available yet (trials run to the end); use none"),
         ({"objective": "max"}, "unknown objective 'max'"),
         ({"algorithm": "sac"}, "tune.algorithm 'sac' is not one of the suite's algorithm entries (ppo, dqn)"),
         (
