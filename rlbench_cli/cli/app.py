@@ -25,6 +25,7 @@ from .report import report
 from .run import run
 from .sql import sql
 from .status import status
+from .ui import ui
 from .validate import validate
 
 
@@ -88,6 +89,7 @@ app.command()(compare)
 app.command()(report)
 app.command()(sql)
 app.command()(export)
+app.command()(ui)
 app.add_typer(datasets_app, name="datasets")
 
 

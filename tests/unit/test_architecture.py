@@ -61,6 +61,7 @@ LAYERS = [
     ["analysis"],
     ["report", "sequential", "query"],
     ["htmlreport"],
+    ["ui"],
     ["cli"],
 ]
 
