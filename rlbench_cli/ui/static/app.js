@@ -279,7 +279,9 @@ function drawCurves(div, out, st) {
   };
   const u = new uPlot(opts, data, div);
   // the legend names the groups; band edges and per-seed lines stay out of it
-  u.root.querySelectorAll(".u-legend .u-series").forEach((row, i) => { if (series[i].band) row.style.display = "none"; });
+  const rows = u.root.querySelectorAll(".u-legend .u-series");
+  const skip = series.length - rows.length; // the x series has no row when the legend is not live
+  rows.forEach((row, i) => { if (series[i + skip].band) row.style.display = "none"; });
   state.charts.push(u);
 }
 
