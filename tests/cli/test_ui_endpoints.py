@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -98,6 +100,8 @@ def test_curves_grouped_by_algo_with_mean_and_iqm_bands(env):
     assert np.allclose(script["y"], np.array(script["step"]) / 10 + 0.5)
     assert all(lo <= y <= hi for lo, y, hi in zip(script["lower"], script["y"], script["upper"]))
     assert len(script["lines"]) == 4 and {ln["seed"] for ln in script["lines"]} == {0, 1}
+    # wall time: the median over the group's runs of the seconds since each run's first row
+    assert script["wall"][0] == 0 and all(a <= b for a, b in zip(script["wall"], script["wall"][1:]))
     # the band is rlbench's own stratified bootstrap, seeded by the group's label
     cube = np.array([ln["y"] for ln in script["lines"]])[:, None, :]
     from rlbench_cli.ui.curves import batch_mean_per_point
@@ -194,3 +198,29 @@ def test_no_route_writes_and_no_connection_is_kept(env):
     # every request closed its connection: a writer gets the file at once
     con = env["store"].open_writer(migrated=True, wait=0)
     con.close()
+
+
+HOLD = "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(float(sys.argv[2]))"
+
+
+def test_a_request_waits_out_a_writers_burst_and_says_busy_after_its_wait(env):
+    # a writer holding the file (as rlbench run does in a burst): the request retries until it lets go
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(env["db"]), "1.5"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert get(env, "/api/suites")["suites"][0]["name"] == "uit"
+    finally:
+        holder.wait(timeout=60)
+    # one that keeps it longer than the UI waits: 503 and one line, never a traceback
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(env["db"]), "60"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        r = TestClient(create_app(Store(env["db"], wait=0.3))).get("/api/runs?suite=uit")
+        assert r.status_code == 503 and "another process has held the database" in r.json()["error"]
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)

@@ -296,6 +296,8 @@ function drawProfile(div, rows) {
 }
 
 // ---------------------------------------------------------------- one run
+let runMetric = null;
+
 async function runView(main, runId) {
   const box = el("section", { id: "run" });
   const logBox = el("pre", { id: "log" });
@@ -326,6 +328,22 @@ async function runView(main, runId) {
       el("div", {}, el("h2", {}, "Latest metrics"), latest)),
     el("h2", {}, "Attempts"), attempts, el("h2", {}, "Config"), config, el("h2", {}, "Files"), files,
     el("h2", {}, "Artifacts"), arts);
+    // the run's own curve of any metric it logged
+    const names = Object.keys(out.latest);
+    if (names.length) {
+      const pick = el("select", { id: "run-metric" }, names.map((m) => el("option", { value: m }, m)));
+      const chart = el("div", { id: "run-chart", class: "chart" });
+      pick.value = names.includes(runMetric) ? runMetric : (names.includes("eval/return") ? "eval/return" : names[0]);
+      const draw = async () => {
+        runMetric = pick.value;
+        const q = new URLSearchParams({ suite: r.suite, metric: pick.value, f: "run_id:" + runId, reps: 10 });
+        destroyCharts();
+        drawCurves(chart, await api("/api/curves?" + q), { x: "step", log: false });
+      };
+      pick.addEventListener("change", draw);
+      box.insertBefore(el("div", {}, el("div", { class: "controls" }, "metric", pick), chart), box.children[1]);
+      await draw();
+    }
     const log = await api("/api/run/" + encodeURIComponent(runId) + "/log");
     logBox.textContent = log.text || "(empty)";
   }
