@@ -182,6 +182,7 @@ function suiteView(main, suite) {
         el("td", { class: "num" }, fmt(r.attempts)), el("td", { class: "num" }, fmt(r.duration_s)),
         el("td", {}, r.host), el("td", {}, r.executor), el("td", {}, r.started_at)));
     }
+    performance.mark("runs-table-drawn");
     clear(pager).append(`${page.total} runs; ${page.total ? st.offset + 1 : 0}-${Math.min(st.offset + st.limit, page.total)} `,
       el("button", { disabled: st.offset === 0, onclick: () => { st.offset = Math.max(0, st.offset - st.limit); loadRuns(); } }, "prev"),
       el("button", { disabled: st.offset + st.limit >= page.total, onclick: () => { st.offset += st.limit; loadRuns(); } }, "next"));
@@ -194,6 +195,7 @@ function suiteView(main, suite) {
     if (st.lines) q.set("lines", "1");
     st.group.forEach((g) => q.append("group", g));
     const t0 = performance.now();
+    performance.mark("curves-request");
     const out = await api("/api/curves?" + q);
     drawCurves(chartDiv, out, st);
     legend.textContent = `${out.groups.length} groups, ${out.runs} runs; ${out.stat.toUpperCase()} with 95% ` +
@@ -201,6 +203,7 @@ function suiteView(main, suite) {
     chartDiv.setAttribute("data-groups", out.groups.length);
     chartDiv.setAttribute("data-points", out.groups.reduce((n, g) => n + g.step.length, 0));
     performance.mark("curves-drawn");
+    performance.measure("curves", "curves-request", "curves-drawn");
   }
 
   let boardLoaded = false;
@@ -229,8 +232,9 @@ function suiteView(main, suite) {
     } catch (e) { clear(boardDiv).appendChild(el("p", { class: "error" }, String(e.message || e))); }
   }
 
-  async function refreshAll() { await loadKeys(); await Promise.all([loadRuns(), loadCurves()]); }
-  return refreshAll().then(() => async () => { await loadKeys(); await Promise.all([loadRuns(), loadCurves()]); });
+  // the table does not wait for the keys; the curves need the metric names they bring
+  async function refreshAll() { await Promise.all([loadRuns(), loadKeys().then(loadCurves)]); }
+  return refreshAll().then(() => refreshAll);
 }
 
 function recordsTable(rows, id) {
