@@ -38,15 +38,7 @@ TARGET_S = 1.0
 def store(args: argparse.Namespace) -> tuple[Path, str]:
     if args.db is not None:
         return args.db, args.suite
-    shape = store_scale.shape_for(args.runs, args.rows)
-    args.cache.mkdir(parents=True, exist_ok=True)
-    db = args.cache / f"store-v2-{shape.key}.duckdb"  # store_scale.py's cache: built once, shared
-    if not db.exists():
-        partial = db.with_suffix(".partial.duckdb")
-        partial.unlink(missing_ok=True)
-        print(f"building {db} ({shape.runs} runs x {shape.rows} rows)...", flush=True)
-        print(f"  built in {store_scale.build_store(partial, shape):.1f}s", flush=True)
-        partial.rename(db)
+    db = store_scale.cached_store(args.cache, store_scale.shape_for(args.runs, args.rows))
     return db, store_scale.SUITE
 
 
