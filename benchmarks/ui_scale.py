@@ -107,8 +107,8 @@ def server_times(url: str, suite: str, repeat: int) -> dict[str, float]:
         "runs page (sorted by score)": f"api/runs?suite={suite}&sort=score&desc=1&limit=50",
         "runs page (by run_id)": f"api/runs?suite={suite}&limit=50",
         "keys": f"api/keys?suite={suite}",
-        "curves by algo": f"api/curves?suite={suite}&metric=eval/return&group=algo&reps=500",
-        "curves by algo x task": f"api/curves?suite={suite}&metric=eval/return&group=algo&group=env&reps=500",
+        "curves by algo": f"api/curves?suite={suite}&metric=eval/return&group=algo&reps=200",
+        "curves by algo x task": f"api/curves?suite={suite}&metric=eval/return&group=algo&group=env&reps=200",
     }
     out = {}
     with httpx.Client(base_url=url, timeout=300) as client:

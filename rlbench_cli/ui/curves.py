@@ -1,6 +1,6 @@
 """Curves of one metric for a selection of runs, grouped by config keys: per group the mean or IQM over its
-runs at every step with a 95% stratified bootstrap band (``bootstrap.curve_interval``, rlbench's own), and
-each run's own line on demand. Numpy only; the rows come from ``Store.curve_rows``."""
+runs at every step with a 95% bootstrap band that resamples the group's runs (``bootstrap.run_curve_interval``,
+rlbench's own), and each run's own line on demand. Numpy only; the rows come from ``Store.curve_rows``."""
 
 from __future__ import annotations
 
@@ -15,50 +15,71 @@ STATS = ("iqm", "mean")
 MAX_RUN_LINES = 400  # per-run lines sent at most (every group's band is still computed from all its runs)
 
 
-def batch_mean_per_point(batch: np.ndarray) -> np.ndarray:
-    """Mean over runs and tasks at every point: (..., runs, tasks, points) -> (..., points)."""
-    arr = np.asarray(batch, dtype=np.float64)
-    return arr.reshape(*arr.shape[:-3], -1, arr.shape[-1]).mean(axis=-2)
-
-
-def smooth(values: np.ndarray, weight: float) -> np.ndarray:
-    """TensorBoard's smoothing: an exponential moving average with its start debiased; 0 leaves the values."""
-    if weight <= 0 or len(values) < 2:
-        return values
-    out = np.empty_like(values)
-    last, norm = 0.0, 0.0
-    for i, v in enumerate(values):
-        last = last * weight + (1 - weight) * v
-        norm = norm * weight + (1 - weight)
-        out[i] = last / norm
+def smooth(matrix: np.ndarray, weight: float) -> np.ndarray:
+    """TensorBoard's smoothing of each row (a run; NaN where it has no value) over its own values: an
+    exponential moving average with its start debiased; 0 leaves the values."""
+    if weight <= 0:
+        return matrix
+    out = np.full_like(matrix, np.nan)
+    last, norm = np.zeros(len(matrix)), np.zeros(len(matrix))
+    for p in range(matrix.shape[1]):  # one column at a time, every run at once
+        v = matrix[:, p]
+        ok = ~np.isnan(v)
+        last[ok] = last[ok] * weight + (1 - weight) * v[ok]
+        norm[ok] = norm[ok] * weight + (1 - weight)
+        out[ok, p] = last[ok] / norm[ok]
     return out
 
 
-def _runs(table: Any) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """``{run_id: (steps, values, wall seconds since the run's first row)}`` of finite values, in step order."""
-    ids = np.asarray(table.column("run_id").to_numpy(zero_copy_only=False), dtype=object)
+def _rows(table: Any, run_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(run position in ``run_ids``, step, value, wall seconds since the run's first row) of each finite row
+    of a run listed, one row per run and step (the last logged), in run and step order."""
+    import pyarrow.compute as pc
+
+    ids = table.column("run_id")
+    position = pc.index_in(ids, value_set=pa_strings(run_ids)).to_numpy(zero_copy_only=False)
     steps = table.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
     values = table.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
     wall = table.column("wall_time").to_numpy(zero_copy_only=False).astype(np.float64)
-    out = {}
-    if len(ids) == 0:
-        return out
-    cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-    for start, stop in zip(np.r_[0, cuts], np.r_[cuts, len(ids)]):
-        v = values[start:stop]
-        ok = np.isfinite(v)
-        s, w = steps[start:stop][ok], wall[start:stop][ok]
-        # one value per step: the last row logged at it
-        keep = np.r_[s[1:] != s[:-1], True] if len(s) else np.zeros(0, bool)
-        s, v, w = s[keep], v[ok][keep], w[keep]
-        if len(s):
-            first = np.nanmin(w) if np.isfinite(w).any() else 0.0
-            out[str(ids[start])] = (s, v, w - first)
-    return out
+    position = np.where(np.isnan(position.astype(np.float64)), -1, position).astype(np.int64)
+    keep = (position >= 0) & np.isfinite(values)
+    position, steps, values, wall = position[keep], steps[keep], values[keep], wall[keep]
+    # one value per run and step: the last row logged at it (rows come in run and step order)
+    last = (
+        np.r_[(position[1:] != position[:-1]) | (steps[1:] != steps[:-1]), True] if len(steps) else keep[:0]
+    )
+    position, steps, values, wall = position[last], steps[last], values[last], wall[last]
+    first = np.full(len(run_ids), np.inf)
+    np.minimum.at(first, position, np.where(np.isfinite(wall), wall, np.inf))
+    return position, steps, values, wall - first[position]
+
+
+def pa_strings(values: Sequence[str]) -> Any:
+    import pyarrow as pa
+
+    return pa.array(list(values), pa.string())
 
 
 def _label(keys: Sequence[str], values: Sequence[Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in zip(keys, values)) if keys else "all runs"
+
+
+def _band(matrix: np.ndarray, stat: str, reps: int, seed: int, label: str) -> tuple[np.ndarray, ...]:
+    """Point, lower and upper at every column; the columns with the same runs present share one bootstrap
+    (live, runs are at different steps)."""
+    point, lower, upper = (np.full(matrix.shape[1], np.nan) for _ in range(3))
+    present = ~np.isnan(matrix)
+    patterns: dict[bytes, list[int]] = {}
+    for p in range(matrix.shape[1]):
+        patterns.setdefault(np.packbits(present[:, p]).tobytes(), []).append(p)
+    for cols in patterns.values():
+        rows = np.flatnonzero(present[:, cols[0]])
+        if len(rows):
+            est = bootstrap.run_curve_interval(
+                matrix[np.ix_(rows, cols)], stat, reps=reps, seed=seed, key=label
+            )
+            point[cols], lower[cols], upper[cols] = est.point, est.lower, est.upper
+    return point, lower, upper
 
 
 def group_curves(
@@ -79,53 +100,57 @@ def group_curves(
         group_by: Config keys (or run columns) whose values make a group; never the seed.
         stat: ``iqm`` or ``mean`` over a group's runs at each step.
         smoothing: TensorBoard's EMA weight in [0, 1), applied to each run before the statistic.
-        per_run: Also each run's own (smoothed) line.
+        per_run: Also each run's own (smoothed) line (``MAX_RUN_LINES`` at most in all).
         reps: Bootstrap replicates of the band.
-        seed: Bootstrap seed; a group's draws come from ``derive_rng(seed, its label)``.
+        seed: Bootstrap seed; a group's draws come from ``derive_rng(seed, its label)``; a group's steps with
+            the same runs present share one ``bootstrap.run_curve_interval``.
 
     Returns:
         ``{"groups": [{label, values, runs, step, wall, y, lower, upper, lines}], "runs": n}``; x values are
         the steps where any run of the group has a value, wall the median seconds since each run's first row
         there; a step where only some runs have a value is computed over those.
     """
-    func = bootstrap.batch_iqm_per_point if stat == "iqm" else batch_mean_per_point
-    data = _runs(table)
-    groups: dict[tuple, list[tuple]] = {}
-    for row in runs:
-        if row[0] in data:
-            groups.setdefault(tuple(str(v) for v in row[3:]), []).append(row)
+    run_ids = [str(r[0]) for r in runs]
+    position, steps, values, wall = _rows(table, run_ids)
+    has_rows = np.zeros(len(run_ids), bool)
+    has_rows[position] = True
+    members: dict[tuple, list[int]] = {}
+    for i, row in enumerate(runs):
+        if has_rows[i]:
+            members.setdefault(tuple(str(v) for v in row[3:]), []).append(i)
+    group_of = np.full(len(run_ids), -1)
+    keys = sorted(members)
+    for g, k in enumerate(keys):
+        group_of[members[k]] = g
+    row_group = group_of[position]
+    order = np.argsort(row_group, kind="stable")  # rows by group, each run's rows still in step order
+    bounds = np.searchsorted(row_group[order], np.arange(len(keys) + 1))
+    built = []
+    for g, k in enumerate(keys):
+        sel = order[bounds[g] : bounds[g + 1]]
+        xs, col = np.unique(steps[sel], return_inverse=True)
+        who = members[k]
+        row_of = np.full(len(run_ids), -1)
+        row_of[who] = np.arange(len(who))
+        matrix = np.full((len(who), len(xs)), np.nan)
+        walls = np.full((len(who), len(xs)), np.nan)
+        matrix[row_of[position[sel]], col] = values[sel]
+        walls[row_of[position[sel]], col] = wall[sel]
+        built.append((_label(group_by, k), k, who, xs, smooth(matrix, smoothing), walls))
+    # each group resamples from its own generator (derive_rng(seed, label)): on threads, the same bands
+    bands = bootstrap.map_independent(lambda b: _band(b[4], stat, reps, seed, b[0]), built, int(seed))
     out, lines_left = [], MAX_RUN_LINES
-    for values, members in sorted(groups.items()):
-        label = _label(group_by, values)
-        curves = [(r, *data[r[0]]) for r in members]
-        curves = [(r, s, smooth(v, smoothing), w) for r, s, v, w in curves]
-        steps = np.unique(np.concatenate([c[1] for c in curves]))
-        matrix = np.full((len(curves), len(steps)), np.nan)
-        walls = np.full((len(curves), len(steps)), np.nan)
-        for i, (_, s, v, w) in enumerate(curves):
-            at = np.searchsorted(steps, s)
-            matrix[i, at], walls[i, at] = v, w
-        point, lower, upper = np.empty(len(steps)), np.empty(len(steps)), np.empty(len(steps))
-        present = ~np.isnan(matrix)
-        # the steps with the same runs present are bootstrapped together (runs finish at different steps live)
-        patterns, which = np.unique(present, axis=1, return_inverse=True)
-        for p in range(patterns.shape[1]):
-            cols = np.flatnonzero(which.ravel() == p)
-            rows = np.flatnonzero(patterns[:, p])
-            cube = matrix[np.ix_(rows, cols)][:, None, :]
-            if len(rows) == 1:
-                point[cols] = lower[cols] = upper[cols] = cube[0, 0]
-                continue
-            est = bootstrap.curve_interval(cube, func, reps=reps, seed=seed, key=label)
-            point[cols], lower[cols], upper[cols] = est.point, est.lower, est.upper
-        wall = np.nanmedian(walls, axis=0)
-        group = {"label": label, "values": list(values), "runs": len(curves), "step": steps.tolist(),
-                 "wall": _floats(wall), "y": _floats(point), "lower": _floats(lower), "upper": _floats(upper),
+    for (label, k, who, xs, matrix, walls), (point, lower, upper) in zip(built, bands):
+        wall_x = np.median(walls, axis=0) if not np.isnan(walls).any() else np.nanmedian(walls, axis=0)
+        group = {"label": label, "values": list(k), "runs": len(who), "step": xs.tolist(),
+                 "wall": _floats(wall_x), "y": _floats(point), "lower": _floats(lower), "upper": _floats(upper),
                  "lines": []}  # fmt: skip
         if per_run:
-            for r, s, v, w in curves[:lines_left]:
-                group["lines"].append({"run_id": r[0], "seed": r[1], "status": r[2], "step": s.tolist(),
-                                       "wall": _floats(w), "y": _floats(v)})  # fmt: skip
+            for i in range(min(len(who), lines_left)):
+                ok = ~np.isnan(matrix[i])
+                r = runs[who[i]]
+                group["lines"].append({"run_id": r[0], "seed": r[1], "status": r[2], "step": xs[ok].tolist(),
+                                       "wall": _floats(walls[i, ok]), "y": _floats(matrix[i, ok])})  # fmt: skip
             lines_left -= len(group["lines"])
         out.append(group)
     return {"groups": out, "runs": sum(g["runs"] for g in out), "stat": stat, "reps": reps}

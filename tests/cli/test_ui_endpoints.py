@@ -102,11 +102,9 @@ def test_curves_grouped_by_algo_with_mean_and_iqm_bands(env):
     assert len(script["lines"]) == 4 and {ln["seed"] for ln in script["lines"]} == {0, 1}
     # wall time: the median over the group's runs of the seconds since each run's first row
     assert script["wall"][0] == 0 and all(a <= b for a, b in zip(script["wall"], script["wall"][1:]))
-    # the band is rlbench's own stratified bootstrap, seeded by the group's label
-    cube = np.array([ln["y"] for ln in script["lines"]])[:, None, :]
-    from rlbench_cli.ui.curves import batch_mean_per_point
-
-    est = bootstrap.curve_interval(cube, batch_mean_per_point, reps=500, seed=0, key="algo=script")
+    # the band is rlbench's own bootstrap of the group's runs, seeded by the group's label
+    est = bootstrap.run_curve_interval(np.array([ln["y"] for ln in script["lines"]]), "mean", reps=500, seed=0,
+                                       key="algo=script")  # fmt: skip
     assert np.allclose(script["lower"], est.lower) and np.allclose(script["upper"], est.upper)
     iqm = get(env, "/api/curves?suite=uit&metric=eval/return&group=algo&group=env&stat=iqm&reps=200")
     assert len(iqm["groups"]) == 6 and all(g["runs"] == 2 for g in iqm["groups"])

@@ -191,15 +191,15 @@ function suiteView(main, suite) {
   async function loadCurves() {
     if (!st.metric) { clear(chartDiv); legend.textContent = "no metric logged yet"; return; }
     const q = query();
-    q.set("metric", st.metric); q.set("stat", st.stat); q.set("smooth", st.smooth); q.set("reps", 500);
+    q.set("metric", st.metric); q.set("stat", st.stat); q.set("smooth", st.smooth); q.set("reps", 200);
     if (st.lines) q.set("lines", "1");
     st.group.forEach((g) => q.append("group", g));
     const t0 = performance.now();
     performance.mark("curves-request");
     const out = await api("/api/curves?" + q);
     drawCurves(chartDiv, out, st);
-    legend.textContent = `${out.groups.length} groups, ${out.runs} runs; ${out.stat.toUpperCase()} with 95% ` +
-      `stratified bootstrap band (${out.reps} replicates); ${Math.round(performance.now() - t0)} ms`;
+    legend.textContent = `${out.groups.length} groups, ${out.runs} runs; ${out.stat.toUpperCase()} with a 95% ` +
+      `bootstrap band resampling each group's runs (${out.reps} replicates); ${Math.round(performance.now() - t0)} ms`;
     chartDiv.setAttribute("data-groups", out.groups.length);
     chartDiv.setAttribute("data-points", out.groups.reduce((n, g) => n + g.step.length, 0));
     performance.mark("curves-drawn");
