@@ -179,6 +179,15 @@ class Browse:
         shards = con.execute("SELECT count(*) FROM shards").fetchall()[0][0]
         return [int(runs[0]), int(runs[1]), int(runs[2]), int(rows), int(shards)]
 
+    def sandboxed_select(self, con: Any, sql: str, limit: int = 1000) -> tuple[Any, int]:
+        """``select`` (one read-only query) with DuckDB's external access off first, so the query reads
+        nothing but this database (no read_csv of a file, no ATTACH, no extension), for ``rlbench ui``'s query
+        box: ``(its first ``limit`` rows as a pyarrow Table, how many rows it has)``. Switching it off lasts
+        while the database is open in this process, which the UI, reading only the tables, never needs."""
+        con.execute("SET enable_external_access = false")
+        table = self.select(con, sql)
+        return table.slice(0, limit), table.num_rows
+
 
 def _num(value: float | None, missing: float) -> float:
     """A score to sort by: missing (no score, or NaN) last in either direction."""

@@ -190,6 +190,7 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         Route("/api/curves", api(curves)),
         Route("/api/run/{run_id}", api(lambda r: data.run(store, r.path_params["run_id"]))),
         Route("/api/run/{run_id}/log", api(lambda r: data.log_tail(store, r.path_params["run_id"]))),
+        Route("/api/sql", api(lambda r: data.query(store, r.query_params.get("q") or ""))),
         Route("/api/compare", api(lambda r: data.compare_runs(store, r.query_params.getlist("run")))),
         Route(
             "/api/suite/{suite}/leaderboard",

@@ -59,6 +59,15 @@ def suites(store: Any) -> list[dict[str, Any]]:
         return store.suite_counts(con)
 
 
+def query(store: Any, sql: str, limit: int = 1000) -> dict[str, Any]:
+    """One read-only SQL query (``rlbench sql``'s rules) with DuckDB's external access off: its first
+    ``limit`` rows."""
+    with store.reader() as con:
+        table, total = store.sandboxed_select(con, sql, limit)
+    return jsonable({"columns": table.column_names, "rows": [list(r.values()) for r in table.to_pylist()],
+                     "total": total})  # fmt: skip
+
+
 def fingerprint(store: Any) -> list[Any]:
     with store.reader() as con:
         return store.fingerprint(con)

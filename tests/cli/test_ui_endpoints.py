@@ -222,3 +222,27 @@ def test_a_request_waits_out_a_writers_burst_and_says_busy_after_its_wait(env):
     finally:
         holder.kill()
         holder.wait(timeout=60)
+
+
+def test_the_query_box_reads_the_database_and_nothing_else(env, tmp_path):
+    out = get(
+        env,
+        "/api/sql?q=SELECT%20algo%2C%20count(*)%20AS%20n%20FROM%20runs%20GROUP%20BY%20ALL%20ORDER%20BY%20ALL",
+    )
+    assert out["columns"] == ["algo", "n"] and out["rows"] == [["failing", 4], ["random", 4], ["script", 4]]
+    (tmp_path / "secret.csv").write_text("a\ntop secret\n")
+    attacks = {
+        f"SELECT * FROM read_csv('{tmp_path}/secret.csv')": "disabled",
+        f"SELECT * FROM read_text('{tmp_path}/secret.csv')": "disabled",
+        f"SELECT * FROM '{tmp_path}/secret.csv'": "disabled",
+        f"COPY runs TO '{tmp_path}/out.csv'": "refused",
+        "INSERT INTO suites (name) VALUES ('x')": "refused",
+        "ATTACH ':memory:' AS m": "refused",
+        "SET enable_external_access = true": "refused",
+        "SELECT 1; DROP TABLE runs": "2 statements",
+    }  # fmt: skip
+    for sql, why in attacks.items():
+        r = env["client"].get("/api/sql", params={"q": sql})
+        assert r.status_code == 400 and why in r.json()["error"] and "top secret" not in r.text, (sql, r.text)
+    assert not (tmp_path / "out.csv").exists()
+    assert get(env, "/api/suites")["suites"][0]["total"] == 12

@@ -65,7 +65,21 @@ async function suitesView(main) {
     if (!suites.length) box.appendChild(el("p", { class: "muted" }, "No suites yet: rlbench run SUITE.yaml"));
   }
   await load();
+  main.appendChild(queryBox());
   return load;
+}
+
+function queryBox() {
+  const text = el("textarea", { id: "sql", rows: 3, cols: 100 }, "SELECT suite, algo, status, count(*) AS runs FROM runs GROUP BY ALL ORDER BY ALL");
+  const result = el("div", { id: "sql-result" });
+  const run = el("button", { id: "run-sql", onclick: async () => {
+    try {
+      const out = await api("/api/sql?" + new URLSearchParams({ q: text.value }));
+      const rows = out.rows.map((r) => Object.fromEntries(out.columns.map((c, i) => [c, r[i]])));
+      clear(result).append(el("div", { class: "muted" }, `${out.total} rows` + (out.total > out.rows.length ? `, the first ${out.rows.length} shown` : "")), recordsTable(rows, "sql-table"));
+    } catch (e) { clear(result).appendChild(el("p", { class: "error" }, String(e.message || e))); }
+  } }, "run");
+  return el("section", {}, el("h2", {}, "Query (read-only SQL on this database; no files, no extensions)"), text, el("div", {}, run), result);
 }
 
 // ---------------------------------------------------------------- a suite: runs table + curves + stats
