@@ -218,6 +218,23 @@ def _files(folder: Path) -> list[dict[str, Any]]:
     return found
 
 
+def _in_folder(store: Any, folder: Path | None, path: Any) -> str | None:
+    """An artifact's path (absolute, or relative to the run folder, the runs folder or the database's
+    folder) as a path inside the run's folder; None when it is not a plain file there."""
+    if folder is None or not isinstance(path, str) or not path:
+        return None
+    given = Path(path)
+    for candidate in ([given] if given.is_absolute() else [folder / given, runs_root(store) / given,
+                                                            store.path.parent / given]):  # fmt: skip
+        try:
+            rel = candidate.resolve(strict=True).relative_to(folder.resolve())
+        except (OSError, ValueError):
+            continue
+        if safe_file(store, folder.name, rel.as_posix()) is not None:
+            return rel.as_posix()
+    return None
+
+
 def log_tail(store: Any, run_id: str, limit: int = LOG_TAIL) -> dict[str, Any] | None:
     """The end of the latest attempt's ``output.log`` (``limit`` bytes at most); None for an unknown run."""
     with store.reader() as con:
@@ -247,6 +264,8 @@ def run(store: Any, run_id: str) -> dict[str, Any] | None:
         latest = store.latest_metrics(con, run_id)
         artifacts = store.artifacts_of(con, run_id)
     folder = run_folder(store, row["suite"], run_id)
+    for artifact in artifacts:  # a file in the run's folder gets its address there
+        artifact["file"] = _in_folder(store, folder, artifact.get("path"))
     manifest = {k: row.pop(k) for k in ("git_commit", "git_dirty", "python", "packages", "host", "device",
                                         "executor", "job_id")}  # fmt: skip
     return jsonable({"run": row, "manifest": manifest, "latest": {k: {"step": s, "value": v} for k, (s, v) in

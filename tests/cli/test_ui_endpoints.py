@@ -246,3 +246,30 @@ def test_the_query_box_reads_the_database_and_nothing_else(env, tmp_path):
         assert r.status_code == 400 and why in r.json()["error"] and "top secret" not in r.text, (sql, r.text)
     assert not (tmp_path / "out.csv").exists()
     assert get(env, "/api/suites")["suites"][0]["total"] == 12
+
+
+def test_artifacts_are_listed_and_linked_only_inside_the_run_folder(env, tmp_path):
+    import duckdb
+
+    run = runs_of(env, algo="script")[0]
+    folder = env["db"].parent / "runs" / "uit" / run["run_id"]
+    (folder / "videos").mkdir()
+    (folder / "videos" / "step-600.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42")
+    outside = tmp_path / "elsewhere.mp4"
+    outside.write_bytes(b"not yours")
+    with duckdb.connect(
+        str(env["db"])
+    ) as con:  # as the artifacts table will list them (issue #40, section 2)
+        con.execute("INSERT INTO artifacts (run_id, kind, path) VALUES (?, 'video', ?), (?, 'video', ?), "
+                    "(?, 'video', '../../../../elsewhere.mp4')",
+                    [run["run_id"], str(folder / "videos" / "step-600.mp4"), run["run_id"], str(outside),
+                     run["run_id"]])  # fmt: skip
+    try:
+        found = {a["path"]: a["file"] for a in get(env, f"/api/run/{run['run_id']}")["artifacts"]}
+        assert found == {str(folder / "videos" / "step-600.mp4"): "videos/step-600.mp4", str(outside): None,
+                         "../../../../elsewhere.mp4": None}  # fmt: skip
+        video = env["client"].get(f"/files/{run['run_id']}/videos/step-600.mp4")
+        assert video.status_code == 200 and video.headers["content-type"] == "video/mp4"
+    finally:
+        with duckdb.connect(str(env["db"])) as con:
+            con.execute("DELETE FROM artifacts")

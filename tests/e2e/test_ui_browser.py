@@ -1,6 +1,6 @@
 """`rlbench ui` in Debian's headless Chromium driven by Selenium, while the real `rlbench run` writes: curve points
 appear and the table updates without a reload, groups form by a config key, a run opens (its error text holding
-<script> stays text), two runs are compared with their differences highlighted, and the console stays clean.
+<script> stays text, a video in its folder plays), two runs are compared with their differences highlighted, and the console stays clean.
 Screenshots go to $RLBENCH_UI_SCREENSHOTS (default: the test's tmp folder)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "cli"))
@@ -122,14 +123,22 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         assert browser.find_element(By.ID, "poi").text and browser.find_element(By.ID, "decisions").text
         browser.save_screenshot(str(shots / "ui-suite.png"))
 
-        # a failed run: its error and log hold <script>, shown as text
+        # a failed run: its error and log hold <script>, shown as text; an episode video in its folder plays
         failed = browser.find_element(By.XPATH, "//tr[td[contains(@class,'status-failed')]]//a")
+        video = db.parent / "runs" / "uit" / failed.text / "videos" / "episode.mp4"
+        video.parent.mkdir()
+        import imageio.v2 as imageio
+
+        imageio.mimwrite(video, [np.full((64, 64, 3), 25 * i, np.uint8) for i in range(10)], fps=10)
         failed.click()
         error = wait_for(lambda: browser.find_element(By.ID, "run-error").text, 60, "the run's error")
         assert XSS in error and "<script>alert('xss')</script> diverged" in error
         wait_for(lambda: "diverged" in browser.find_element(By.ID, "log").text, 60, "the log's tail")
         assert len(browser.find_elements(By.TAG_NAME, "script")) == 2  # the page's own two, nothing injected
         assert "output.log" in browser.find_element(By.ID, "files").text
+        wait_for(lambda: browser.execute_script("return document.querySelector('#videos video').readyState >= 1"), 60,
+                 "the episode video's metadata")  # fmt: skip
+        assert browser.execute_script("return document.querySelector('#videos video').duration") > 0
         browser.save_screenshot(str(shots / "ui-run.png"))
 
         # compare two runs: their config differences are highlighted, what they share is not

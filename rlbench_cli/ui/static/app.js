@@ -335,8 +335,17 @@ async function runView(main, runId) {
     const latest = el("table", { id: "latest" });
     Object.entries(out.latest).forEach(([k, v]) => latest.appendChild(el("tr", {}, el("th", {}, k), el("td", { class: "num" }, fmt(v.value)), el("td", { class: "muted" }, "step " + v.step))));
     const files = el("ul", { id: "files" });
-    out.files.forEach((f) => files.appendChild(el("li", {}, el("a", { href: "/files/" + encodeURIComponent(runId) + "/" + f.path.split("/").map(encodeURIComponent).join("/") }, f.path), ` (${f.bytes} bytes)`)));
-    const arts = recordsTable(out.artifacts, "artifacts");
+    const arts = recordsTable(out.artifacts.map((a) => { const { file, ...rest } = a; return rest; }), "artifacts");
+    const fileHref = (rel) => "/files/" + encodeURIComponent(runId) + "/" + rel.split("/").map(encodeURIComponent).join("/");
+    out.files.forEach((f) => files.appendChild(el("li", {}, el("a", { href: fileHref(f.path) }, f.path), ` (${f.bytes} bytes)`)));
+    // videos (artifacts, or .mp4 / .webm files in the run folder) play in the page
+    const videos = el("div", { id: "videos" });
+    const seen = new Set();
+    [...out.artifacts.map((a) => a.file).filter(Boolean), ...out.files.map((f) => f.path)].forEach((rel) => {
+      if (!/\.(mp4|webm)$/i.test(rel) || seen.has(rel)) return;
+      seen.add(rel);
+      videos.appendChild(el("figure", {}, el("video", { controls: true, preload: "metadata", src: fileHref(rel), width: 320 }), el("figcaption", {}, rel)));
+    });
     const attempts = recordsTable(out.attempts.map((a) => ({ attempt: a.attempt, status: a.result ? a.result.status : "-",
       exit_code: a.result ? a.result.exit_code : null, duration_s: a.result ? a.result.duration_s : null,
       error: a.result && a.result.error ? String(a.result.error).split("\n")[0] : "" })), "attempts");
@@ -345,7 +354,7 @@ async function runView(main, runId) {
     box.append(el("div", { class: "grid2" }, el("div", {}, el("h2", {}, "Manifest"), facts, packages),
       el("div", {}, el("h2", {}, "Latest metrics"), latest)),
     el("h2", {}, "Attempts"), attempts, el("h2", {}, "Config"), config, el("h2", {}, "Files"), files,
-    el("h2", {}, "Artifacts"), arts);
+    el("h2", {}, "Artifacts"), arts, videos);
     // the run's own curve of any metric it logged
     const names = Object.keys(out.latest);
     if (names.length) {
