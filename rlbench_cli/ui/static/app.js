@@ -4,6 +4,7 @@
 
 const PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f",
   "#7c3aed", "#b45309"];
+const POLL_MS = 500; // a fingerprint of the database (a few counts) this often; views refresh when it changes
 const state = { fingerprint: null, view: null, refresh: null, charts: [] };
 
 function el(tag, attrs, ...children) {
@@ -214,8 +215,6 @@ function suiteView(main, suite) {
     drawCurves(chartDiv, out, st);
     legend.textContent = `${out.groups.length} groups, ${out.runs} runs; ${out.stat.toUpperCase()} with a 95% ` +
       `bootstrap band resampling each group's runs (${out.reps} replicates); ${Math.round(performance.now() - t0)} ms`;
-    chartDiv.setAttribute("data-groups", out.groups.length);
-    chartDiv.setAttribute("data-points", out.groups.reduce((n, g) => n + g.step.length, 0));
     performance.mark("curves-drawn");
     performance.measure("curves", "curves-request", "curves-drawn");
   }
@@ -268,6 +267,8 @@ function bandColor(c, a) {
 function drawCurves(div, out, st) {
   destroyCharts();
   clear(div);
+  div.setAttribute("data-groups", out.groups.length);
+  div.setAttribute("data-points", out.groups.reduce((n, g) => n + g.step.length, 0));
   if (!out.groups.length) { div.appendChild(el("p", { class: "muted" }, "no points yet")); return; }
   const tables = [], series = [{ label: st.x === "wall" ? "wall time (s)" : "step" }], bands = [];
   let idx = 1;
@@ -436,8 +437,8 @@ async function poll() {
   } catch (e) {
     live.className = "stale";
   }
-  setTimeout(poll, 1000);
+  setTimeout(poll, POLL_MS);
 }
 
 window.addEventListener("hashchange", route);
-route().then(() => setTimeout(poll, 1000));
+route().then(() => setTimeout(poll, POLL_MS));
