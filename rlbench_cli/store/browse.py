@@ -138,14 +138,15 @@ class Browse:
         ).fetchall()
 
     def curve_rows(self, con: Any, suite: str, filters: Filters, metric: str) -> Any:
-        """``run_id, step, value, wall_time`` of one metric for the runs a filter keeps, as a pyarrow Table
-        ordered by run and step."""
+        """``run, step, value, wall_time`` of one metric for the runs a filter keeps, as a pyarrow Table in no
+        particular order; ``run`` is the run's position in ``run_ids_where``'s order (by run_id), so no run
+        id travels with each row."""
         where, params = filter_sql(suite, filters)
         return con.sql(
-            "SELECT m.run_id, m.step, m.value, m.wall_time FROM metrics m "
-            f"WHERE m.name = ? AND m.run_id IN (SELECT r.run_id FROM runs r WHERE {where}) "
-            "ORDER BY m.run_id, m.step",
-            params=[metric, *params],
+            "SELECT k.run, m.step, m.value, m.wall_time FROM metrics m JOIN (SELECT r.run_id, "
+            f"(row_number() OVER (ORDER BY r.run_id) - 1)::INTEGER AS run FROM runs r WHERE {where}) k "
+            "USING (run_id) WHERE m.name = ?",
+            params=[*params, metric],
         ).to_arrow_table()
 
     def run_metric_names(self, con: Any, run_ids: Sequence[str]) -> list[str]:

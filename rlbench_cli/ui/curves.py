@@ -31,33 +31,26 @@ def smooth(matrix: np.ndarray, weight: float) -> np.ndarray:
     return out
 
 
-def _rows(table: Any, run_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(run position in ``run_ids``, step, value, wall seconds since the run's first row) of each finite row
-    of a run listed, one row per run and step (the last logged), in run and step order."""
-    import pyarrow.compute as pc
-
-    ids = table.column("run_id")
-    position = pc.index_in(ids, value_set=pa_strings(run_ids)).to_numpy(zero_copy_only=False)
+def _rows(table: Any, num_runs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(run position, step, value, wall seconds since the run's first row) of each finite row, one row per
+    run and step (the last of several), in run and step order."""
+    position = table.column("run").to_numpy(zero_copy_only=False).astype(np.int64)
     steps = table.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
     values = table.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
     wall = table.column("wall_time").to_numpy(zero_copy_only=False).astype(np.float64)
-    position = np.where(np.isnan(position.astype(np.float64)), -1, position).astype(np.int64)
-    keep = (position >= 0) & np.isfinite(values)
+    keep = np.isfinite(values)
     position, steps, values, wall = position[keep], steps[keep], values[keep], wall[keep]
-    # one value per run and step: the last row logged at it (rows come in run and step order)
-    last = (
-        np.r_[(position[1:] != position[:-1]) | (steps[1:] != steps[:-1]), True] if len(steps) else keep[:0]
-    )
+    key = position * (int(steps.max()) + 1 if len(steps) else 1) + (steps - (steps.min() if len(steps) else 0))
+    if len(key) and (np.diff(key) < 0).any():  # the store hands them in run and step order, mostly
+        order = np.argsort(key, kind="stable")  # stable: of several rows at one step the last stays last
+        position, steps, values, wall, key = position[order], steps[order], values[order], wall[order], key[order]
+    last = np.r_[key[1:] != key[:-1], True] if len(key) else keep[:0]
     position, steps, values, wall = position[last], steps[last], values[last], wall[last]
-    first = np.full(len(run_ids), np.inf)
-    np.minimum.at(first, position, np.where(np.isfinite(wall), wall, np.inf))
+    first = np.full(num_runs, np.inf)
+    if len(position):
+        starts = np.flatnonzero(np.r_[True, position[1:] != position[:-1]])
+        first[position[starts]] = np.minimum.reduceat(np.where(np.isfinite(wall), wall, np.inf), starts)
     return position, steps, values, wall - first[position]
-
-
-def pa_strings(values: Sequence[str]) -> Any:
-    import pyarrow as pa
-
-    return pa.array(list(values), pa.string())
 
 
 def _label(keys: Sequence[str], values: Sequence[Any]) -> str:
@@ -95,8 +88,8 @@ def group_curves(
     """Grouped curves of one metric.
 
     Args:
-        table: ``Store.curve_rows``: run_id, step, value, wall_time ordered by run and step.
-        runs: ``Store.run_ids_where`` rows: (run_id, seed, status, value of each ``group_by`` key).
+        table: ``Store.curve_rows``: run (a position in ``runs``), step, value, wall_time.
+        runs: ``Store.run_ids_where`` rows (run_id, seed, status, value of each ``group_by`` key), by run_id.
         group_by: Config keys (or run columns) whose values make a group; never the seed.
         stat: ``iqm`` or ``mean`` over a group's runs at each step.
         smoothing: TensorBoard's EMA weight in [0, 1), applied to each run before the statistic.
@@ -111,7 +104,7 @@ def group_curves(
         there; a step where only some runs have a value is computed over those.
     """
     run_ids = [str(r[0]) for r in runs]
-    position, steps, values, wall = _rows(table, run_ids)
+    position, steps, values, wall = _rows(table, len(run_ids))
     has_rows = np.zeros(len(run_ids), bool)
     has_rows[position] = True
     members: dict[tuple, list[int]] = {}
