@@ -147,6 +147,9 @@ def test_suite_statistics_equal_the_commands(env):
     cli = runner.invoke(app, ["compare", "uit", "--db", str(env["db"]), "--json"])
     # JSON has no NaN: the page gets null where the command prints NaN (a mean of no runs yet)
     assert get(env, "/api/suite/uit/decisions") == jsonable(json.loads(cli.stdout))
+    for what in ("leaderboard", "improvement"):  # an unknown suite: 404 and one line, as the commands say it
+        assert "no suite 'nope'" in get(env, f"/api/suite/nope/{what}", 404)["error"]
+    assert "'nope' has no finished runs" in get(env, "/api/suite/nope/decisions", 400)["error"]
     table = analysis.score_table(env["store"], "uit")
     imp = get(env, "/api/suite/uit/improvement?reps=300")
     poi = stats.probability_of_improvement(table, reps=300)
