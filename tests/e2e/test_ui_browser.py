@@ -1,6 +1,7 @@
 """`rlbench ui` in Debian's headless Chromium driven by Selenium, while the real `rlbench run` writes: curve points
 appear and the table updates without a reload, groups form by a config key, a run opens (its error text holding
-<script> stays text, a video in its folder plays), two runs are compared with their differences highlighted, and the console stays clean.
+<script> stays text, a video in its folder plays, a text episode's transcript shows as text), two runs are
+compared with their differences highlighted, and the console stays clean.
 Screenshots go to $RLBENCH_UI_SCREENSHOTS (default: the test's tmp folder)."""
 
 from __future__ import annotations
@@ -130,6 +131,13 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         import imageio.v2 as imageio
 
         imageio.mimwrite(video, [np.full((64, 64, 3), 25 * i, np.uint8) for i in range(10)], fps=10)
+        transcript = video.parent / "episode-transcript.txt"
+        transcript.write_text("env: <script>alert(3)</script> you are in a maze\nagent: go north\n")
+        import duckdb
+
+        with duckdb.connect(str(db)) as con:  # listed as section 2's artifacts table will list it
+            con.execute("INSERT INTO artifacts (run_id, kind, path) VALUES (?, 'transcript', ?)",
+                        [failed.text, str(transcript)])  # fmt: skip
         failed.click()
         error = wait_for(lambda: browser.find_element(By.ID, "run-error").text, 60, "the run's error")
         assert XSS in error and "<script>alert('xss')</script> diverged" in error
@@ -139,7 +147,13 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         wait_for(lambda: browser.execute_script("return document.querySelector('#videos video').readyState >= 1"), 60,
                  "the episode video's metadata")  # fmt: skip
         assert browser.execute_script("return document.querySelector('#videos video').duration") > 0
+        text = wait_for(
+            lambda: browser.find_element(By.ID, "transcripts").text, 60, "the episode's transcript"
+        )
+        assert "env: <script>alert(3)</script> you are in a maze" in text and "agent: go north" in text
         browser.save_screenshot(str(shots / "ui-run.png"))
+        browser.execute_script("document.getElementById('files').scrollIntoView()")
+        browser.save_screenshot(str(shots / "ui-run-media.png"))
 
         # compare two runs: their config differences are highlighted, what they share is not
         browser.get(url + "#/suite/uit")

@@ -341,6 +341,7 @@ async function runView(main, runId) {
     out.files.forEach((f) => files.appendChild(el("li", {}, el("a", { href: fileHref(f.path) }, f.path), ` (${f.bytes} bytes)`)));
     // videos (artifacts, or .mp4 / .webm files in the run folder) play in the page
     const videos = el("div", { id: "videos" });
+    const transcripts = el("div", { id: "transcripts" });
     const seen = new Set();
     [...out.artifacts.map((a) => a.file).filter(Boolean), ...out.files.map((f) => f.path)].forEach((rel) => {
       if (!/\.(mp4|webm)$/i.test(rel) || seen.has(rel)) return;
@@ -355,7 +356,13 @@ async function runView(main, runId) {
     box.append(el("div", { class: "grid2" }, el("div", {}, el("h2", {}, "Manifest"), facts, packages),
       el("div", {}, el("h2", {}, "Latest metrics"), latest)),
     el("h2", {}, "Attempts"), attempts, el("h2", {}, "Config"), config, el("h2", {}, "Files"), files,
-    el("h2", {}, "Artifacts"), arts, videos);
+    el("h2", {}, "Artifacts"), arts, videos, transcripts);
+    // text episodes (a transcript artifact of a text env) shown as their text
+    for (const a of out.artifacts) {
+      if (!a.file || !/transcript/i.test(`${a.kind || ""} ${a.file}`)) continue;
+      const r2 = await fetch(fileHref(a.file), { credentials: "same-origin" });
+      if (r2.ok) transcripts.appendChild(el("details", { open: true }, el("summary", {}, a.file), el("pre", { class: "transcript" }, await r2.text())));
+    }
     // the run's own curve of any metric it logged
     const names = Object.keys(out.latest);
     if (names.length) {
