@@ -4,6 +4,9 @@ rlbench's own), and each run's own line on demand. Numpy only; the rows come fro
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,10 +43,18 @@ def _rows(table: Any, num_runs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     wall = table.column("wall_time").to_numpy(zero_copy_only=False).astype(np.float64)
     keep = np.isfinite(values)
     position, steps, values, wall = position[keep], steps[keep], values[keep], wall[keep]
-    key = position * (int(steps.max()) + 1 if len(steps) else 1) + (steps - (steps.min() if len(steps) else 0))
+    key = position * (int(steps.max()) + 1 if len(steps) else 1) + (
+        steps - (steps.min() if len(steps) else 0)
+    )
     if len(key) and (np.diff(key) < 0).any():  # the store hands them in run and step order, mostly
         order = np.argsort(key, kind="stable")  # stable: of several rows at one step the last stays last
-        position, steps, values, wall, key = position[order], steps[order], values[order], wall[order], key[order]
+        position, steps, values, wall, key = (
+            position[order],
+            steps[order],
+            values[order],
+            wall[order],
+            key[order],
+        )
     last = np.r_[key[1:] != key[:-1], True] if len(key) else keep[:0]
     position, steps, values, wall = position[last], steps[last], values[last], wall[last]
     first = np.full(num_runs, np.inf)
@@ -57,9 +68,30 @@ def _label(keys: Sequence[str], values: Sequence[Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in zip(keys, values)) if keys else "all runs"
 
 
+_CACHE: OrderedDict[bytes, tuple[np.ndarray, ...]] = OrderedDict()
+_CACHE_SIZE = 512  # groups' bands kept: while a suite runs, only the groups whose runs logged are recomputed
+_LOCK = threading.Lock()
+
+
 def _band(matrix: np.ndarray, stat: str, reps: int, seed: int, label: str) -> tuple[np.ndarray, ...]:
     """Point, lower and upper at every column; the columns with the same runs present share one bootstrap
-    (live, runs are at different steps)."""
+    (live, runs are at different steps). The same group's same values give the same band: it is kept."""
+    digest = hashlib.blake2b(f"{stat}|{reps}|{seed}|{label}|{matrix.shape}".encode(), digest_size=16)
+    digest.update(np.ascontiguousarray(matrix).tobytes())
+    key = digest.digest()
+    with _LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    out = _compute_band(matrix, stat, reps, seed, label)
+    with _LOCK:
+        _CACHE[key] = out
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return out
+
+
+def _compute_band(matrix: np.ndarray, stat: str, reps: int, seed: int, label: str) -> tuple[np.ndarray, ...]:
     point, lower, upper = (np.full(matrix.shape[1], np.nan) for _ in range(3))
     present = ~np.isnan(matrix)
     patterns: dict[bytes, list[int]] = {}

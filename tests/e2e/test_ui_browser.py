@@ -133,9 +133,11 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         imageio.mimwrite(video, [np.full((64, 64, 3), 25 * i, np.uint8) for i in range(10)], fps=10)
         transcript = video.parent / "episode-transcript.txt"
         transcript.write_text("env: <script>alert(3)</script> you are in a maze\nagent: go north\n")
-        import duckdb
+        from rlbench_cli.store import Store
 
-        with duckdb.connect(str(db)) as con:  # listed as section 2's artifacts table will list it
+        # listed as section 2's artifacts table will list it; the UI reads meanwhile, so wait for turns as rlbench
+        # run does
+        with Store(db, wait=60).writer() as con:
             con.execute("INSERT INTO artifacts (run_id, kind, path) VALUES (?, 'transcript', ?)",
                         [failed.text, str(transcript)])  # fmt: skip
         failed.click()
