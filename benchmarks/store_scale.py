@@ -127,6 +127,19 @@ def run_rows(rows: int, level: float, rng: Any) -> Any:
                      "wall_time": pa.array(1.7e9 + steps[order] / 1_000.0)})  # fmt: skip
 
 
+def cached_store(cache: Path, shape: Shape) -> Path:
+    """The store of ``shape`` in ``cache``, built there first if it is not (minutes at full scale)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    db = cache / f"store-v2-{shape.key}.duckdb"  # v2: written as rlbench run writes, RUN_METRICS
+    if not db.exists():
+        partial = db.with_suffix(".partial.duckdb")
+        partial.unlink(missing_ok=True)
+        print(f"building {db} ({shape.runs} runs x {shape.rows} rows)...", flush=True)
+        print(f"  built in {build_store(partial, shape):.1f}s", flush=True)
+        partial.rename(db)
+    return db
+
+
 def build_store(path: Path, shape: Shape, seed: int = 0, work: Path | None = None) -> float:
     """Writes a suite of ``shape.runs`` finished runs with ``shape.rows`` metric rows each (``RUN_METRICS``)
     the way ``rlbench run`` writes it: the suite and its pending runs first, then ``POOL`` runs in flight at
@@ -354,14 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             1,
         )
     shape = shape_for(args.runs, args.rows)
-    args.cache.mkdir(parents=True, exist_ok=True)
-    db = args.cache / f"store-v2-{shape.key}.duckdb"  # v2: written as rlbench run writes, RUN_METRICS
-    if not db.exists():
-        partial = db.with_suffix(".partial.duckdb")
-        partial.unlink(missing_ok=True)
-        print(f"building {db} ({shape.runs} runs x {shape.rows} rows)...", flush=True)
-        print(f"  built in {build_store(partial, shape):.1f}s", flush=True)
-        partial.rename(db)
+    db = cached_store(args.cache, shape)
     work = Path(tempfile.mkdtemp(prefix="rlbench-scale-"))
     try:
         out = work / "out"

@@ -47,6 +47,7 @@ FAST_BUT = {
         "test_the_text_table_shows_wall_time_as_a_utc_time_and_json_keeps_the_number",
         "test_wide_pivots_metrics_into_columns_and_reads_back_with_plain_read_csv",
     },
+    "cli/test_ui_server.py": {"test_rlbench_ui_serves_on_a_free_loopback_port"},
     "unit/test_adaptive.py": {
         "test_a_clear_difference_stops_early_and_saves_seeds",
         "test_the_family_wise_error_stays_at_alpha_for_equal_algorithms",

@@ -38,7 +38,7 @@ Only numpy is needed; nothing here imports scipy, arch or rliable.
 
 Layout: ``core`` (validation, seeding, index draws, percentile intervals), ``aggregates`` (rliable's four
 aggregates and ``interval_estimates``), ``poi`` (probability of improvement), ``profiles`` (performance
-profiles), ``curves`` (statistics over training) and ``threads`` (independent bootstraps on threads). Every
+profiles), ``curves`` (statistics over training; ``run_curve_interval`` resamples whole runs) and ``threads`` (independent bootstraps on threads). Every
 public name is importable from this package.
 """
 
@@ -60,7 +60,13 @@ from rlbench_cli.bootstrap.core import (
     resample,
     stratified_indices,
 )
-from rlbench_cli.bootstrap.curves import batch_iqm_per_point, curve_distribution, curve_interval
+from rlbench_cli.bootstrap.curves import (
+    batch_iqm_per_point,
+    curve_distribution,
+    curve_interval,
+    run_counts,
+    run_curve_interval,
+)
 from rlbench_cli.bootstrap.poi import poi_distribution, poi_interval, probability_of_improvement
 from rlbench_cli.bootstrap.profiles import performance_profile
 from rlbench_cli.bootstrap.threads import map_independent, workers
@@ -87,6 +93,8 @@ __all__ = [
     "batch_iqm_per_point",
     "curve_distribution",
     "curve_interval",
+    "run_counts",
+    "run_curve_interval",
     "map_independent",
     "workers",
 ]

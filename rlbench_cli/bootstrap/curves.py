@@ -120,3 +120,74 @@ def curve_interval(
     dist = curve_distribution(arr, func, reps, _rng(seed, key), chunk_reps)
     lower, upper = percentile_interval(dist, point, confidence, method)
     return Interval(point, lower, upper)
+
+
+_CURVE_BLOCK = 1 << 21  # counts handled at once by run_curve_interval's IQM (8 MB an int32 buffer)
+
+
+def run_counts(rng: Rng, num_runs: int, reps: int) -> np.ndarray:
+    """How often each run is drawn in each of ``reps`` replicates that draw ``num_runs`` runs with
+    replacement: shape (reps, num_runs), from ``_draw(rng, num_runs, (reps, num_runs))``'s indices."""
+    idx = _draw(rng, num_runs, (reps, num_runs)).astype(np.intp)
+    idx += (np.arange(reps, dtype=np.intp) * num_runs)[:, None]
+    return np.bincount(idx.ravel(), minlength=reps * num_runs).reshape(reps, num_runs)
+
+
+def run_curve_interval(
+    curves: np.ndarray,
+    stat: str = "iqm",
+    reps: int = 1000,
+    confidence: float = 0.95,
+    seed: int | Rng = 0,
+    *,
+    key: str = "",
+) -> Interval:
+    """The IQM or mean over runs at every point with a bootstrap interval that resamples whole runs: a
+    replicate draws ``num_runs`` runs with replacement (``run_counts``) and keeps each drawn run's whole
+    curve, the same draw at every point (``curve_interval`` draws each point apart, rliable's way). What a
+    replicate's statistic is: ``batch_iqm_per_point`` / the mean of ``curves[idx[r]][:, None, :]``, computed
+    from the counts without building the resampled array (a weighted mean of each point's sorted values over
+    the IQM's positions), so a band over 1,000 runs x 100 points costs milliseconds per 100 replicates.
+
+    Args:
+        curves: Shape (num_runs, num_points), finite.
+        stat: ``iqm`` or ``mean``.
+        reps: Replicates.
+        confidence: Coverage of the percentile intervals.
+        seed: Integer (``derive_rng(seed, key)``), or a generator used as is.
+        key: What is resampled (a group of runs), for an integer ``seed``.
+
+    Returns:
+        ``Interval(point, lower, upper)``, each of shape (num_points,).
+    """
+    reps = _check_common(reps, confidence, "percentile")
+    arr = _check_curves(np.asarray(curves, dtype=np.float64)[:, None, :])[:, 0, :]
+    if stat not in ("iqm", "mean"):
+        raise ValueError(f"stat must be 'iqm' or 'mean', got {stat!r}.")
+    n, points = arr.shape
+    counts = run_counts(_rng(seed, key), n, reps)
+    if stat == "mean":
+        point = arr.mean(axis=0)
+        dist = counts.astype(np.float64) @ arr / n
+    else:
+        low, high = _iqm_cuts(n)
+        order = np.argsort(arr, axis=0, kind="stable")
+        ranked = np.take_along_axis(arr, order, axis=0)
+        point = ranked[low:high].mean(axis=0)
+        dist = np.empty((reps, points))
+        by_rep = np.ascontiguousarray(counts, dtype=np.int32)  # (reps, runs)
+        step = max(1, _CURVE_BLOCK // (n * reps))  # points at once: few numpy calls for small groups
+        for q in range(0, points, step):  # a replicate's sorted sample: value k repeated c[k] times, in order
+            cols = slice(q, min(points, q + step))
+            c = np.take(by_rep, order[:, cols].T, axis=1)  # (reps, points, runs in the point's value order)
+            end = np.cumsum(c, axis=-1, dtype=np.int32)  # along the last, contiguous axis: fast
+            cut = np.minimum(end, high)
+            np.subtract(end, c, out=end)
+            np.maximum(end, low, out=end)
+            np.subtract(cut, end, out=cut)
+            np.maximum(cut, 0, out=cut)  # how many of the positions [low, high) hold value k
+            weights = cut.transpose(1, 0, 2).astype(np.float64)  # (points, reps, runs)
+            dist[:, cols] = np.matmul(weights, ranked[:, cols].T[:, :, None])[:, :, 0].T
+        dist /= high - low
+    lower, upper = percentile_interval(dist, point, confidence, "percentile")
+    return Interval(point, lower, upper)

@@ -27,6 +27,7 @@ from .run import run
 from .sql import sql
 from .status import status
 from .tune import tune
+from .ui import ui
 from .validate import validate
 
 
@@ -92,6 +93,7 @@ app.command()(tune)
 app.command()(report)
 app.command()(sql)
 app.command()(export)
+app.command()(ui)
 app.add_typer(datasets_app, name="datasets")
 
 

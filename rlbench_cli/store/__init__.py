@@ -8,11 +8,12 @@ transaction with the record of which shards it loaded.
 
 The package splits the one ``Store`` class by responsibility: ``connection`` (opening, lock retry,
 transactions), ``writes`` (suites, runs, attempts, shard ingest), ``queries`` (reads), ``scores`` (score rules
-in SQL), ``transfer`` (bundles, merges, imports); ``schema`` holds the tables and migrations.
+in SQL), ``browse`` (the reads of ``rlbench ui``), ``transfer`` (bundles, merges, imports); ``schema`` holds the tables and migrations.
 """
 
 from __future__ import annotations
 
+from .browse import Browse
 from .connection import default_db_path
 from .queries import Queries
 from .schema import RUN_COLUMNS, SCHEMA_VERSION, TERMINAL
@@ -23,5 +24,5 @@ from .writes import Writes
 __all__ = ["Store", "default_db_path", "RUN_COLUMNS", "TERMINAL", "SCHEMA_VERSION"]
 
 
-class Store(Writes, Transfer, Queries, Scores):
+class Store(Writes, Transfer, Queries, Scores, Browse):
     """A DuckDB results file. Cheap to construct; connections are opened per operation."""

@@ -61,6 +61,7 @@ LAYERS = [
     ["analysis"],
     ["report", "sequential", "query", "claims", "gate", "tune"],
     ["htmlreport"],
+    ["ui"],
     ["cli"],
 ]
 

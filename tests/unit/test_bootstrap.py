@@ -372,3 +372,28 @@ def test_curve_interval_seeding_contract() -> None:
 def test_bad_input_raises(call) -> None:
     with pytest.raises(ValueError):
         call()
+
+
+@pytest.mark.parametrize("stat", ["iqm", "mean"])
+def test_run_curve_interval_is_the_bootstrap_of_whole_runs(stat):
+    """rlbench ui's bands: from the counts, the statistic of each replicate that resamples whole runs (the
+    same draw at every point), equal to building the replicates and applying batch_iqm_per_point / the mean."""
+    from rlbench_cli.bootstrap.curves import _rng, batch_iqm_per_point, run_counts, run_curve_interval
+
+    rng = np.random.default_rng(7)
+    for runs, points in ((13, 7), (4, 3), (1, 5), (40, 2)):
+        curves = rng.normal(size=(runs, points))
+        if runs > 3:
+            curves[3] = curves[1]  # ties
+        est = run_curve_interval(curves, stat, reps=300, seed=3, key="g")
+        counts = run_counts(_rng(3, "g"), runs, 300)
+        assert (counts.sum(axis=1) == runs).all()
+        cube = curves[np.array([np.repeat(np.arange(runs), c) for c in counts])][:, :, None, :]
+        dist = batch_iqm_per_point(cube.copy()) if stat == "iqm" else cube.mean(axis=(1, 2))
+        lower, upper = np.percentile(dist, [2.5, 97.5], axis=0)
+        point = (
+            batch_iqm_per_point(curves[None, :, None, :].copy())[0] if stat == "iqm" else curves.mean(axis=0)
+        )
+        assert (
+            np.allclose(est.point, point) and np.allclose(est.lower, lower) and np.allclose(est.upper, upper)
+        )

@@ -1,0 +1,185 @@
+"""Curves of one metric for a selection of runs, grouped by config keys: per group the mean or IQM over its
+runs at every step with a 95% bootstrap band that resamples the group's runs (``bootstrap.run_curve_interval``,
+rlbench's own), and each run's own line on demand. Numpy only; the rows come from ``Store.curve_rows``."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import bootstrap
+
+STATS = ("iqm", "mean")
+MAX_RUN_LINES = 400  # per-run lines sent at most (every group's band is still computed from all its runs)
+
+
+def smooth(matrix: np.ndarray, weight: float) -> np.ndarray:
+    """TensorBoard's smoothing of each row (a run; NaN where it has no value) over its own values: an
+    exponential moving average with its start debiased; 0 leaves the values."""
+    if weight <= 0:
+        return matrix
+    out = np.full_like(matrix, np.nan)
+    last, norm = np.zeros(len(matrix)), np.zeros(len(matrix))
+    for p in range(matrix.shape[1]):  # one column at a time, every run at once
+        v = matrix[:, p]
+        ok = ~np.isnan(v)
+        last[ok] = last[ok] * weight + (1 - weight) * v[ok]
+        norm[ok] = norm[ok] * weight + (1 - weight)
+        out[ok, p] = last[ok] / norm[ok]
+    return out
+
+
+def _rows(table: Any, num_runs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(run position, step, value, wall seconds since the run's first row) of each finite row, one row per
+    run and step (the last of several), in run and step order."""
+    position = table.column("run").to_numpy(zero_copy_only=False).astype(np.int64)
+    steps = table.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
+    values = table.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
+    wall = table.column("wall_time").to_numpy(zero_copy_only=False).astype(np.float64)
+    keep = np.isfinite(values)
+    position, steps, values, wall = position[keep], steps[keep], values[keep], wall[keep]
+    key = position * (int(steps.max()) + 1 if len(steps) else 1) + (
+        steps - (steps.min() if len(steps) else 0)
+    )
+    if len(key) and (np.diff(key) < 0).any():  # the store hands them in run and step order, mostly
+        order = np.argsort(key, kind="stable")  # stable: of several rows at one step the last stays last
+        position, steps, values, wall, key = (
+            position[order],
+            steps[order],
+            values[order],
+            wall[order],
+            key[order],
+        )
+    last = np.r_[key[1:] != key[:-1], True] if len(key) else keep[:0]
+    position, steps, values, wall = position[last], steps[last], values[last], wall[last]
+    first = np.full(num_runs, np.inf)
+    if len(position):
+        starts = np.flatnonzero(np.r_[True, position[1:] != position[:-1]])
+        first[position[starts]] = np.minimum.reduceat(np.where(np.isfinite(wall), wall, np.inf), starts)
+    return position, steps, values, wall - first[position]
+
+
+def _label(keys: Sequence[str], values: Sequence[Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in zip(keys, values)) if keys else "all runs"
+
+
+_CACHE: OrderedDict[bytes, tuple[np.ndarray, ...]] = OrderedDict()
+_CACHE_SIZE = 512  # groups' bands kept: while a suite runs, only the groups whose runs logged are recomputed
+_LOCK = threading.Lock()
+
+
+def _band(matrix: np.ndarray, stat: str, reps: int, seed: int, label: str) -> tuple[np.ndarray, ...]:
+    """Point, lower and upper at every column; the columns with the same runs present share one bootstrap
+    (live, runs are at different steps). The same group's same values give the same band: it is kept."""
+    digest = hashlib.blake2b(f"{stat}|{reps}|{seed}|{label}|{matrix.shape}".encode(), digest_size=16)
+    digest.update(np.ascontiguousarray(matrix).tobytes())
+    key = digest.digest()
+    with _LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    out = _compute_band(matrix, stat, reps, seed, label)
+    with _LOCK:
+        _CACHE[key] = out
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return out
+
+
+def _compute_band(matrix: np.ndarray, stat: str, reps: int, seed: int, label: str) -> tuple[np.ndarray, ...]:
+    point, lower, upper = (np.full(matrix.shape[1], np.nan) for _ in range(3))
+    present = ~np.isnan(matrix)
+    patterns: dict[bytes, list[int]] = {}
+    for p in range(matrix.shape[1]):
+        patterns.setdefault(np.packbits(present[:, p]).tobytes(), []).append(p)
+    for cols in patterns.values():
+        rows = np.flatnonzero(present[:, cols[0]])
+        if len(rows):
+            est = bootstrap.run_curve_interval(
+                matrix[np.ix_(rows, cols)], stat, reps=reps, seed=seed, key=label
+            )
+            point[cols], lower[cols], upper[cols] = est.point, est.lower, est.upper
+    return point, lower, upper
+
+
+def group_curves(
+    table: Any,
+    runs: Sequence[tuple],
+    group_by: Sequence[str],
+    stat: str = "iqm",
+    smoothing: float = 0.0,
+    per_run: bool = False,
+    reps: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Grouped curves of one metric.
+
+    Args:
+        table: ``Store.curve_rows``: run (a position in ``runs``), step, value, wall_time.
+        runs: ``Store.run_ids_where`` rows (run_id, seed, status, value of each ``group_by`` key), by run_id.
+        group_by: Config keys (or run columns) whose values make a group; never the seed.
+        stat: ``iqm`` or ``mean`` over a group's runs at each step.
+        smoothing: TensorBoard's EMA weight in [0, 1), applied to each run before the statistic.
+        per_run: Also each run's own (smoothed) line (``MAX_RUN_LINES`` at most in all).
+        reps: Bootstrap replicates of the band.
+        seed: Bootstrap seed; a group's draws come from ``derive_rng(seed, its label)``; a group's steps with
+            the same runs present share one ``bootstrap.run_curve_interval``.
+
+    Returns:
+        ``{"groups": [{label, values, runs, step, wall, y, lower, upper, lines}], "runs": n}``; x values are
+        the steps where any run of the group has a value, wall the median seconds since each run's first row
+        there; a step where only some runs have a value is computed over those.
+    """
+    run_ids = [str(r[0]) for r in runs]
+    position, steps, values, wall = _rows(table, len(run_ids))
+    has_rows = np.zeros(len(run_ids), bool)
+    has_rows[position] = True
+    members: dict[tuple, list[int]] = {}
+    for i, row in enumerate(runs):
+        if has_rows[i]:
+            members.setdefault(tuple(str(v) for v in row[3:]), []).append(i)
+    group_of = np.full(len(run_ids), -1)
+    keys = sorted(members)
+    for g, k in enumerate(keys):
+        group_of[members[k]] = g
+    row_group = group_of[position]
+    order = np.argsort(row_group, kind="stable")  # rows by group, each run's rows still in step order
+    bounds = np.searchsorted(row_group[order], np.arange(len(keys) + 1))
+    built = []
+    for g, k in enumerate(keys):
+        sel = order[bounds[g] : bounds[g + 1]]
+        xs, col = np.unique(steps[sel], return_inverse=True)
+        who = members[k]
+        row_of = np.full(len(run_ids), -1)
+        row_of[who] = np.arange(len(who))
+        matrix = np.full((len(who), len(xs)), np.nan)
+        walls = np.full((len(who), len(xs)), np.nan)
+        matrix[row_of[position[sel]], col] = values[sel]
+        walls[row_of[position[sel]], col] = wall[sel]
+        built.append((_label(group_by, k), k, who, xs, smooth(matrix, smoothing), walls))
+    # each group resamples from its own generator (derive_rng(seed, label)): on threads, the same bands
+    bands = bootstrap.map_independent(lambda b: _band(b[4], stat, reps, seed, b[0]), built, int(seed))
+    out, lines_left = [], MAX_RUN_LINES
+    for (label, k, who, xs, matrix, walls), (point, lower, upper) in zip(built, bands):
+        wall_x = np.median(walls, axis=0) if not np.isnan(walls).any() else np.nanmedian(walls, axis=0)
+        group = {"label": label, "values": list(k), "runs": len(who), "step": xs.tolist(),
+                 "wall": _floats(wall_x), "y": _floats(point), "lower": _floats(lower), "upper": _floats(upper),
+                 "lines": []}  # fmt: skip
+        if per_run:
+            for i in range(min(len(who), lines_left)):
+                ok = ~np.isnan(matrix[i])
+                r = runs[who[i]]
+                group["lines"].append({"run_id": r[0], "seed": r[1], "status": r[2], "step": xs[ok].tolist(),
+                                       "wall": _floats(walls[i, ok]), "y": _floats(matrix[i, ok])})  # fmt: skip
+            lines_left -= len(group["lines"])
+        out.append(group)
+    return {"groups": out, "runs": sum(g["runs"] for g in out), "stat": stat, "reps": reps}
+
+
+def _floats(a: np.ndarray) -> list[float | None]:
+    return [float(x) if np.isfinite(x) else None for x in a]

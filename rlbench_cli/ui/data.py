@@ -1,0 +1,375 @@
+"""What ``rlbench ui`` shows, as plain data (no Starlette here): suites, a page of runs with their scores,
+curves, one run (config, manifest, attempts, log tail, files, artifacts), a comparison of runs, and a suite's
+statistics through the same functions as ``rlbench leaderboard`` and ``rlbench compare``.
+
+Every function opens one short read-only connection (``Store.reader``: it waits while ``rlbench run`` holds
+the file for a write burst) and closes it before it returns, so the UI never holds the file between
+requests. Files are read only from the run folders next to the database (``coordinator.runs_root``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..coordinator import runs_root
+from ..errors import UsageError
+from ..store.browse import PLAIN_COLUMNS, Filters, key_sql
+from . import curves as curve_stats
+
+LOG_TAIL = 64 * 1024  # bytes of output.log sent at most
+MAX_FILES = 500  # files listed per run at most
+NOT_GROUPS = ("seed", "run_id")  # a group is several seeds of one configuration
+# files served with a type a browser shows without running anything; everything else is a download
+SHOWN_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
+               ".svg": "text/plain; charset=utf-8", ".mp4": "video/mp4", ".webm": "video/webm",
+               ".json": "text/plain; charset=utf-8", ".jsonl": "text/plain; charset=utf-8",
+               ".log": "text/plain; charset=utf-8", ".txt": "text/plain; charset=utf-8",
+               ".csv": "text/plain; charset=utf-8", ".yaml": "text/plain; charset=utf-8",
+               ".md": "text/plain; charset=utf-8"}  # fmt: skip
+
+
+def jsonable(value: Any) -> Any:
+    """Rows as JSON can carry them: times as ISO text, NaN and infinities as None."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def check_key(key: str) -> None:
+    """UsageError unless ``key`` is a run column or a config key."""
+    try:
+        key_sql(key)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def suites(store: Any) -> list[dict[str, Any]]:
+    """Every suite with its counts by status."""
+    with store.reader() as con:
+        return store.suite_counts(con)
+
+
+def query(store: Any, sql: str, limit: int = 1000) -> dict[str, Any]:
+    """One read-only SQL query (``rlbench sql``'s rules) with DuckDB's external access off: its first
+    ``limit`` rows."""
+    with store.reader() as con:
+        table, total = store.sandboxed_select(con, sql, limit)
+    return jsonable({"columns": table.column_names, "rows": [list(r.values()) for r in table.to_pylist()],
+                     "total": total})  # fmt: skip
+
+
+def fingerprint(store: Any) -> list[Any]:
+    with store.reader() as con:
+        return store.fingerprint(con)
+
+
+def _scoring(store: Any, suite: str) -> tuple[str, str, int]:
+    from ..analysis import suite_scoring
+
+    return suite_scoring(store, suite, None, None, None)
+
+
+def _scores(store: Any, con: Any, suite: str, run_ids: Sequence[str] | None) -> dict[str, float | None]:
+    """``{run_id: score}`` by the suite's score rule (``Store.run_scores``, the SQL of ``rlbench fetch
+    --scores``), for runs of any status; runs without a row of the metric are left out."""
+    from .. import scoring
+
+    metric, rule, drop_first = _scoring(store, suite)
+    name, n = scoring.parse_rule(rule)
+    table = store.run_scores(con, suite=suite, metric=metric, rule=name, n=n, drop_first=drop_first,
+                             statuses=(), run_ids=run_ids, phase=scoring.rule_phase(rule)[1])  # fmt: skip
+    return dict(zip(table.column("run_id").to_pylist(), table.column("score").to_pylist()))
+
+
+def runs(
+    store: Any, suite: str, filters: Filters = (), sort: str = "run_id", descending: bool = False,
+    offset: int = 0, limit: int = 100,
+) -> dict[str, Any]:  # fmt: skip
+    """A page of a suite's runs, filtered (``[(key, values)]``: a run column or config key, any of the
+    values) and sorted (a column, a config key or ``score``), each with its score by the suite's rule."""
+    for key, _ in filters:
+        check_key(key)
+    if sort != "score":
+        check_key(sort)
+    limit = max(1, min(int(limit), 1000))
+    metric, rule, _ = _scoring(store, suite)
+    with store.reader() as con:
+        store.require_suite(con, suite)
+        everything = _scores(store, con, suite, None) if sort == "score" else None
+        total, rows = store.runs_page(con, suite, filters, sort, descending, max(0, int(offset)), limit,
+                                      scores=everything)  # fmt: skip
+        scores = (
+            everything if everything is not None else _scores(store, con, suite, [r["run_id"] for r in rows])
+        )
+    for r in rows:
+        r["score"] = scores.get(r["run_id"])
+    return jsonable({"total": total, "rows": rows, "score": {"metric": metric, "rule": rule}})
+
+
+def _flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(config, dict):
+        for k, v in config.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+    else:
+        out[prefix[:-1]] = config
+    return out
+
+
+def keys(store: Any, suite: str, sample: int = 2000) -> dict[str, Any]:
+    """The keys a suite's runs can be filtered and grouped by: run columns and every config key whose value
+    differs between runs (from up to ``sample`` distinct configs), each with its values (at most 50 shown),
+    and the metric names logged."""
+    with store.reader() as con:
+        store.require_suite(con, suite)
+        configs = [json.loads(c) for (c,) in con.execute(
+            "SELECT DISTINCT config FROM runs WHERE suite = ? AND config IS NOT NULL LIMIT ?", [suite, sample]
+        ).fetchall()]  # fmt: skip
+        plain = {}
+        for col in ("algo", "env", "status", "host", "executor", "device"):
+            plain[col] = [str(v) for (v,) in con.execute(
+                f"SELECT DISTINCT CAST({col} AS VARCHAR) FROM runs WHERE suite = ? AND {col} IS NOT NULL "
+                "ORDER BY 1 LIMIT 51", [suite]).fetchall()]  # fmt: skip
+        metrics = store.metric_names(con, suite)
+    seen: dict[str, set[str]] = {}
+    for c in configs:
+        for k, v in _flatten(c).items():
+            seen.setdefault(k, set()).add(json.dumps(v) if not isinstance(v, str) else v)
+    config_keys = {k: sorted(v)[:51] for k, v in sorted(seen.items()) if len(v) > 1 and k not in PLAIN_COLUMNS
+                   and k not in ("env_id",)}  # fmt: skip
+    groupable = [k for k in ("algo", "env", *config_keys) if k not in NOT_GROUPS]
+    return {"columns": plain, "config": config_keys, "group_keys": groupable, "metrics": metrics}
+
+
+def curves(
+    store: Any, suite: str, metric: str, filters: Filters = (), group_by: Sequence[str] = (),
+    stat: str = "iqm", smoothing: float = 0.0, per_run: bool = False, reps: int = 1000, seed: int = 0,
+) -> dict[str, Any]:  # fmt: skip
+    """One metric of the runs a filter keeps, grouped by ``group_by`` (never the seed), as ``curves.
+    group_curves`` computes it; the connection is closed before the bootstrap."""
+    for key in (*[k for k, _ in filters], *group_by):
+        check_key(key)
+    if any(k in NOT_GROUPS for k in group_by) or any(k.endswith(".seed") for k in group_by):
+        raise UsageError("group by any config key but the seed: a group's runs are its seeds")
+    if stat not in curve_stats.STATS:
+        raise UsageError(f"stat {stat!r}: use iqm or mean")
+    if not 0 <= smoothing < 1:
+        raise UsageError(f"smoothing {smoothing}: use a weight in [0, 1)")
+    if not 10 <= reps <= 100_000:
+        raise UsageError(f"reps {reps}: use 10 to 100000 bootstrap replicates")
+    with store.reader() as con:
+        store.require_suite(con, suite)
+        runs_found = store.run_ids_where(con, suite, filters, list(group_by))
+        table = store.curve_rows(con, suite, filters, metric)
+    out = curve_stats.group_curves(table, runs_found, list(group_by), stat, smoothing, per_run, reps, seed)
+    return {"metric": metric, "group_by": list(group_by), **out}
+
+
+def run_folder(store: Any, suite: str, run_id: str) -> Path | None:
+    """The run's folder under the database's runs folder; None when the names cannot name one."""
+    for part in (suite, run_id):
+        if part in ("", ".", "..") or any(c in part for c in "/\\\0"):
+            return None
+    return runs_root(store) / suite / run_id
+
+
+def _attempts(folder: Path) -> list[dict[str, Any]]:
+    out = []
+    for n in range(1, 1000):
+        attempt = folder / f"attempt-{n}"
+        if not attempt.is_dir():
+            break
+        entry: dict[str, Any] = {"attempt": n}
+        for name in ("result.json", "placement.json"):
+            try:
+                entry[name.removesuffix(".json")] = json.loads((attempt / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                pass
+        out.append(entry)
+    return out
+
+
+def _files(folder: Path) -> list[dict[str, Any]]:
+    """Plain files in a run folder (symlinks left out), relative paths, at most ``MAX_FILES``."""
+    found: list[dict[str, Any]] = []
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.rglob("*")):
+        if len(found) >= MAX_FILES:
+            break
+        if path.is_symlink() or not path.is_file():
+            continue
+        rel = path.relative_to(folder)
+        if any(
+            p.is_symlink() for p in [folder / Path(*rel.parts[: i + 1]) for i in range(len(rel.parts) - 1)]
+        ):
+            continue
+        found.append({"path": rel.as_posix(), "bytes": path.stat().st_size})
+    return found
+
+
+def _in_folder(store: Any, folder: Path | None, path: Any) -> str | None:
+    """An artifact's path (absolute, or relative to the run folder, the runs folder or the database's
+    folder) as a path inside the run's folder; None when it is not a plain file there."""
+    if folder is None or not isinstance(path, str) or not path:
+        return None
+    given = Path(path)
+    for candidate in ([given] if given.is_absolute() else [folder / given, runs_root(store) / given,
+                                                            store.path.parent / given]):  # fmt: skip
+        try:
+            rel = candidate.resolve(strict=True).relative_to(folder.resolve())
+        except (OSError, ValueError):
+            continue
+        if safe_file(store, folder.name, rel.as_posix()) is not None:
+            return rel.as_posix()
+    return None
+
+
+def log_tail(store: Any, run_id: str, limit: int = LOG_TAIL) -> dict[str, Any] | None:
+    """The end of the latest attempt's ``output.log`` (``limit`` bytes at most); None for an unknown run."""
+    with store.reader() as con:
+        row = store.run_row(con, run_id)
+    if row is None:
+        return None
+    folder = run_folder(store, row["suite"], run_id)
+    attempts = _attempts(folder) if folder else []
+    text, size = "", 0
+    if attempts:
+        log = folder / f"attempt-{attempts[-1]['attempt']}" / "output.log"
+        if log.is_file() and not log.is_symlink():
+            size = log.stat().st_size
+            with open(log, "rb") as f:
+                f.seek(max(0, size - limit))
+                text = f.read().decode("utf-8", errors="replace")
+    return {"attempt": attempts[-1]["attempt"] if attempts else None, "bytes": size, "text": text}
+
+
+def run(store: Any, run_id: str) -> dict[str, Any] | None:
+    """One run: its row (config, manifest, status, error), latest metrics, attempts (their result.json),
+    files in its folder, artifacts; None for an unknown run."""
+    with store.reader() as con:
+        row = store.run_row(con, run_id)
+        if row is None:
+            return None
+        latest = store.latest_metrics(con, run_id)
+        artifacts = store.artifacts_of(con, run_id)
+    folder = run_folder(store, row["suite"], run_id)
+    for artifact in artifacts:  # a file in the run's folder gets its address there
+        artifact["file"] = _in_folder(store, folder, artifact.get("path"))
+    manifest = {k: row.pop(k) for k in ("git_commit", "git_dirty", "python", "packages", "host", "device",
+                                        "executor", "job_id")}  # fmt: skip
+    return jsonable({"run": row, "manifest": manifest, "latest": {k: {"step": s, "value": v} for k, (s, v) in
+                     latest.items()}, "attempts": _attempts(folder) if folder else [],
+                     "files": _files(folder) if folder else [], "artifacts": artifacts})  # fmt: skip
+
+
+def compare_runs(store: Any, run_ids: Sequence[str]) -> dict[str, Any] | None:
+    """Two or more runs side by side: every config key with each run's value and whether they differ;
+    None when a run is unknown."""
+    rows = []
+    with store.reader() as con:
+        for run_id in run_ids:
+            row = store.run_row(con, run_id)
+            if row is None:
+                return None
+            rows.append(row)
+    flat = [_flatten({"config": r["config"]}) for r in rows]
+    for f, r in zip(flat, rows):
+        for col in ("status", "host", "device", "attempts", "duration_s", "git_commit"):
+            f[col] = r[col]
+    keys_all = sorted(set().union(*flat))
+    table = [{"key": k, "values": [f.get(k) for f in flat], "differs": len({json.dumps(f.get(k), default=str)
+              for f in flat}) > 1} for k in keys_all]  # fmt: skip
+    return jsonable({"runs": [{"run_id": r["run_id"], "suite": r["suite"], "algo": r["algo"], "env": r["env"],
+                               "seed": r["seed"]} for r in rows], "keys": table})  # fmt: skip
+
+
+def safe_file(store: Any, run_id: str, rel: str) -> tuple[Path, str] | None:
+    """A file of a run's folder to serve and its content type; None when the run is unknown or the path
+    leaves the folder (``..``, an absolute path, a symlink anywhere on the way) or is not a plain file."""
+    parts = Path(rel).parts
+    if not parts or Path(rel).is_absolute() or any(p in ("..", ".") or "\0" in p for p in parts):
+        return None
+    with store.reader() as con:
+        row = store.run_row(con, run_id)
+    if row is None:
+        return None
+    folder = run_folder(store, row["suite"], run_id)
+    if folder is None or not folder.is_dir() or folder.is_symlink():
+        return None
+    path = folder
+    for p in parts:
+        path = path / p
+        if path.is_symlink():
+            return None
+    try:
+        real = path.resolve(strict=True)
+    except OSError:
+        return None
+    if not real.is_relative_to(folder.resolve()) or not real.is_file():
+        return None
+    return real, SHOWN_TYPES.get(real.suffix.lower(), "application/octet-stream")
+
+
+# -- a suite's statistics, by the functions rlbench leaderboard and rlbench compare call ------------------
+
+
+def leaderboard(store: Any, suite: str, reps: int = 50_000, seed: int = 0) -> dict[str, Any]:
+    """What ``rlbench leaderboard SUITE --format json --reps R --seed S`` prints (``analysis.load_suite`` +
+    ``leaderboard.build`` + ``leaderboard.render``), as data, with its warnings."""
+    from .. import leaderboard as lb
+    from ..analysis import load_suite
+
+    s = load_suite(store, suite, rows=False, kinds=False)
+    board = lb.build(suite, s.frame, metric=s.metric, rule=s.rule, drop_first=s.drop_first,
+                     normalize=s.normalize, reps=reps, seed=seed)  # fmt: skip
+    return {
+        "board": json.loads(lb.render(board, "json")),
+        "warnings": board.warnings,
+        "unfinished": s.unfinished,
+    }
+
+
+def _table(store: Any, suite: str) -> Any:
+    """The suite's score table on the tasks every algorithm has, as ``leaderboard.build`` makes it."""
+    from .. import leaderboard as lb
+    from .. import stats
+    from ..analysis import load_suite
+
+    s = load_suite(store, suite, rows=False, kinds=False)
+    data, _, _ = lb.common_tasks(s.frame)
+    return stats.score_table(
+        data, rule=s.rule, drop_first=s.drop_first, normalize=s.normalize, metric=s.metric
+    )
+
+
+def improvement(store: Any, suite: str, reps: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """The probability of improvement of every ordered pair (``stats.probability_of_improvement``, as
+    ``rlbench plot`` bootstraps it) and the run-score performance profile (``stats.performance_profile``)."""
+    from .. import stats
+
+    table = _table(store, suite)
+    poi = stats.probability_of_improvement(table, reps=reps, seed=seed)
+    profile = stats.performance_profile(table, reps=reps, seed=seed)
+    return jsonable({"normalized": table.normalized, "metric": table.metric, "rule": table.rule,
+                     "poi": poi.to_dict(orient="records"), "profile": profile.to_dict(orient="records")})  # fmt: skip
+
+
+def decisions(store: Any, suite: str) -> dict[str, Any]:
+    """AdaStop's decisions as ``rlbench compare SUITE --json`` prints them (``sequential.compare_suite``)."""
+    from ..sequential import compare_suite
+
+    rows, settings = compare_suite(store, suite)
+    return jsonable(
+        json.loads(json.dumps({"suite": suite, "settings": settings, "decisions": rows}, default=str))
+    )

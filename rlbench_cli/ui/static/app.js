@@ -1,0 +1,451 @@
+// rlbench ui: vanilla JS, no build step. Every string from the store reaches the page through textContent or
+// an attribute set by the DOM API, never through innerHTML.
+"use strict";
+
+const PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f",
+  "#7c3aed", "#b45309"];
+const POLL_MS = 500; // a fingerprint of the database (a few counts) this often; views refresh when it changes
+const state = { fingerprint: null, view: null, refresh: null, charts: [] };
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (v !== null && v !== undefined && v !== false) node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    node.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+
+async function api(path) {
+  const r = await fetch(path, { credentials: "same-origin" });
+  let body = null;
+  try { body = await r.json(); } catch (e) { body = { error: r.statusText }; }
+  if (!r.ok) throw new Error((body && body.error) || r.statusText);
+  return body;
+}
+
+function fmt(v) {
+  if (v === null || v === undefined) return "-";
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toPrecision(4);
+  if (typeof v === "object") return JSON.stringify(v);
+  return String(v);
+}
+
+function link(href, text) { return el("a", { href }, text); }
+
+function crumbs(...parts) {
+  const c = clear(document.getElementById("crumbs"));
+  parts.forEach((p) => { c.appendChild(document.createTextNode(" / ")); c.appendChild(p); });
+}
+
+function destroyCharts() { state.charts.forEach((u) => u.destroy()); state.charts = []; }
+
+// ---------------------------------------------------------------- suites
+async function suitesView(main) {
+  crumbs();
+  const box = el("section", {}, el("h2", {}, "Suites"));
+  main.appendChild(box);
+  const table = el("table", { id: "suites" });
+  box.appendChild(table);
+  async function load() {
+    const { suites } = await api("/api/suites");
+    clear(table).appendChild(el("tr", {}, el("th", {}, "suite"), el("th", {}, "runs"), el("th", {}, "by status"),
+      el("th", {}, "description")));
+    for (const s of suites) {
+      const counts = Object.entries(s.counts).map(([k, n]) => el("span", { class: "chip status-" + k }, `${k} ${n}`));
+      table.appendChild(el("tr", {}, el("td", {}, link("#/suite/" + encodeURIComponent(s.name), s.name)),
+        el("td", { class: "num" }, s.total), el("td", {}, counts), el("td", {}, s.description)));
+    }
+    if (!suites.length) box.appendChild(el("p", { class: "muted" }, "No suites yet: rlbench run SUITE.yaml"));
+  }
+  await load();
+  main.appendChild(queryBox());
+  return load;
+}
+
+function queryBox() {
+  const text = el("textarea", { id: "sql", rows: 3, cols: 100 }, "SELECT suite, algo, status, count(*) AS runs FROM runs GROUP BY ALL ORDER BY ALL");
+  const result = el("div", { id: "sql-result" });
+  const run = el("button", { id: "run-sql", onclick: async () => {
+    try {
+      const out = await api("/api/sql?" + new URLSearchParams({ q: text.value }));
+      const rows = out.rows.map((r) => Object.fromEntries(out.columns.map((c, i) => [c, r[i]])));
+      clear(result).append(el("div", { class: "muted" }, `${out.total} rows` + (out.total > out.rows.length ? `, the first ${out.rows.length} shown` : "")), recordsTable(rows, "sql-table"));
+    } catch (e) { clear(result).appendChild(el("p", { class: "error" }, String(e.message || e))); }
+  } }, "run");
+  return el("section", {}, el("h2", {}, "Query (read-only SQL on this database; no files, no extensions)"), text, el("div", {}, run), result);
+}
+
+// ---------------------------------------------------------------- a suite: runs table + curves + stats
+function suiteView(main, suite) {
+  crumbs(link("#/suite/" + encodeURIComponent(suite), suite));
+  const st = { filters: [], sort: "run_id", desc: false, offset: 0, limit: 50, selected: new Set(),
+    metric: null, group: ["algo"], stat: "iqm", smooth: 0, x: "step", log: false, lines: false, keys: null };
+  const runsBox = el("section", { id: "runs" }, el("h2", {}, "Runs"));
+  const curvesBox = el("section", { id: "curves" }, el("h2", {}, "Curves"));
+  const statsBox = el("section", { id: "stats" }, el("h2", {}, "Leaderboard"));
+  main.append(curvesBox, runsBox, statsBox);
+
+  // filters
+  const filterKey = el("select", { id: "filter-key" });
+  const filterValue = el("select", { id: "filter-value" });
+  const chips = el("span", { id: "filters" });
+  const compareBtn = el("button", { id: "compare", onclick: () => {
+    if (st.selected.size >= 2) location.hash = "#/compare/" + [...st.selected].map(encodeURIComponent).join(",");
+  } }, "compare selected");
+  const pager = el("span", { id: "pager" });
+  const table = el("table", { id: "runs-table" });
+  runsBox.append(el("div", { class: "controls" }, "filter", filterKey, "=", filterValue,
+    el("button", { id: "add-filter", onclick: () => {
+      if (!filterKey.value || filterValue.value === "") return;
+      st.filters.push([filterKey.value, filterValue.value]); st.offset = 0; refreshAll();
+    } }, "add"), chips, compareBtn, pager), table);
+
+  function fillValues() {
+    clear(filterValue);
+    const k = filterKey.value;
+    const vals = (st.keys.columns[k] || st.keys.config[k] || []);
+    vals.forEach((v) => filterValue.appendChild(el("option", { value: v }, v)));
+  }
+  filterKey.addEventListener("change", fillValues);
+
+  // curve controls
+  const metricSel = el("select", { id: "metric" });
+  const groupBox = el("span", { id: "group-by" });
+  const statSel = el("select", { id: "stat" }, el("option", { value: "iqm" }, "IQM"), el("option", { value: "mean" }, "mean"));
+  const smooth = el("input", { id: "smooth", type: "range", min: 0, max: 0.95, step: 0.05, value: 0 });
+  const xSel = el("select", { id: "x-axis" }, el("option", { value: "step" }, "step"), el("option", { value: "wall" }, "wall time (s)"));
+  const logBox = el("input", { id: "log-scale", type: "checkbox" });
+  const linesBox = el("input", { id: "per-seed", type: "checkbox" });
+  const chartDiv = el("div", { id: "chart", class: "chart" });
+  const legend = el("div", { id: "curve-note", class: "muted" });
+  curvesBox.append(el("div", { class: "controls" }, "metric", metricSel, "group by", groupBox, statSel,
+    "smoothing", smooth, "x", xSel, el("label", {}, logBox, "log y"), el("label", {}, linesBox, "per-seed lines")),
+  chartDiv, legend);
+  metricSel.addEventListener("change", () => { st.metric = metricSel.value; loadCurves(); });
+  statSel.addEventListener("change", () => { st.stat = statSel.value; loadCurves(); });
+  smooth.addEventListener("change", () => { st.smooth = Number(smooth.value); loadCurves(); });
+  xSel.addEventListener("change", () => { st.x = xSel.value; loadCurves(); });
+  logBox.addEventListener("change", () => { st.log = logBox.checked; loadCurves(); });
+  linesBox.addEventListener("change", () => { st.lines = linesBox.checked; loadCurves(); });
+
+  function query() {
+    const q = new URLSearchParams({ suite });
+    st.filters.forEach(([k, v]) => q.append("f", k + ":" + v));
+    return q;
+  }
+
+  async function loadKeys() {
+    st.keys = await api("/api/keys?" + new URLSearchParams({ suite }));
+    const prevKey = filterKey.value;
+    clear(filterKey);
+    [...Object.keys(st.keys.columns), ...Object.keys(st.keys.config)].forEach((k) =>
+      filterKey.appendChild(el("option", { value: k }, k)));
+    if (prevKey) filterKey.value = prevKey;
+    fillValues();
+    const prevMetric = st.metric;
+    clear(metricSel);
+    st.keys.metrics.forEach((m) => metricSel.appendChild(el("option", { value: m }, m)));
+    st.metric = prevMetric && st.keys.metrics.includes(prevMetric) ? prevMetric
+      : (st.keys.metrics.includes("eval/return") ? "eval/return" : st.keys.metrics[0] || null);
+    if (st.metric) metricSel.value = st.metric;
+    clear(groupBox);
+    st.keys.group_keys.forEach((k) => {
+      const box = el("input", { type: "checkbox", value: k, "data-key": k, checked: st.group.includes(k) });
+      box.addEventListener("change", () => {
+        st.group = box.checked ? [...st.group, k] : st.group.filter((g) => g !== k);
+        loadCurves();
+      });
+      groupBox.appendChild(el("label", { class: "chip" }, box, k));
+    });
+  }
+
+  async function loadRuns() {
+    const q = query();
+    q.set("sort", st.sort); q.set("desc", st.desc ? "1" : "0"); q.set("offset", st.offset); q.set("limit", st.limit);
+    const page = await api("/api/runs?" + q);
+    clear(chips);
+    st.filters.forEach(([k, v], i) => chips.appendChild(el("span", { class: "chip" }, `${k} = ${v}`,
+      el("button", { title: "remove", onclick: () => { st.filters.splice(i, 1); st.offset = 0; refreshAll(); } }, "\u00d7"))));
+    const cols = ["", "run_id", "algo", "env", "seed", "status", "score", "attempts", "duration_s", "host", "executor", "started_at"];
+    const head = el("tr", {});
+    cols.forEach((c) => {
+      if (!c) { head.appendChild(el("th", {})); return; }
+      const label = c === "score" ? `score (${page.score.rule} ${page.score.metric})` : c;
+      const cls = "sortable" + (st.sort === c ? (st.desc ? " sorted-desc" : " sorted-asc") : "");
+      head.appendChild(el("th", { class: cls, "data-col": c, onclick: () => {
+        if (st.sort === c) st.desc = !st.desc; else { st.sort = c; st.desc = c === "score"; }
+        loadRuns();
+      } }, label));
+    });
+    clear(table).appendChild(head);
+    for (const r of page.rows) {
+      const box = el("input", { type: "checkbox", class: "pick", "data-run": r.run_id, checked: st.selected.has(r.run_id) });
+      box.addEventListener("change", () => { if (box.checked) st.selected.add(r.run_id); else st.selected.delete(r.run_id); });
+      table.appendChild(el("tr", { "data-run": r.run_id },
+        el("td", {}, box),
+        el("td", {}, link("#/run/" + encodeURIComponent(r.run_id), r.run_id)),
+        el("td", {}, r.algo), el("td", {}, r.env), el("td", { class: "num" }, fmt(r.seed)),
+        el("td", { class: "status-" + r.status }, r.status), el("td", { class: "num" }, fmt(r.score)),
+        el("td", { class: "num" }, fmt(r.attempts)), el("td", { class: "num" }, fmt(r.duration_s)),
+        el("td", {}, r.host), el("td", {}, r.executor), el("td", {}, r.started_at)));
+    }
+    performance.mark("runs-table-drawn");
+    clear(pager).append(`${page.total} runs; ${page.total ? st.offset + 1 : 0}-${Math.min(st.offset + st.limit, page.total)} `,
+      el("button", { disabled: st.offset === 0, onclick: () => { st.offset = Math.max(0, st.offset - st.limit); loadRuns(); } }, "prev"),
+      el("button", { disabled: st.offset + st.limit >= page.total, onclick: () => { st.offset += st.limit; loadRuns(); } }, "next"));
+  }
+
+  async function loadCurves() {
+    if (!st.metric) { clear(chartDiv); legend.textContent = "no metric logged yet"; return; }
+    const q = query();
+    q.set("metric", st.metric); q.set("stat", st.stat); q.set("smooth", st.smooth); q.set("reps", 200);
+    if (st.lines) q.set("lines", "1");
+    st.group.forEach((g) => q.append("group", g));
+    const t0 = performance.now();
+    performance.mark("curves-request");
+    const out = await api("/api/curves?" + q);
+    drawCurves(chartDiv, out, st);
+    legend.textContent = `${out.groups.length} groups, ${out.runs} runs; ${out.stat.toUpperCase()} with a 95% ` +
+      `bootstrap band resampling each group's runs (${out.reps} replicates); ${Math.round(performance.now() - t0)} ms`;
+    performance.mark("curves-drawn");
+    performance.measure("curves", "curves-request", "curves-drawn");
+  }
+
+  let boardLoaded = false;
+  const boardBtn = el("button", { id: "load-board", onclick: () => loadBoard() }, "compute leaderboard, probability of improvement, AdaStop");
+  const boardDiv = el("div", { id: "board" });
+  statsBox.append(boardBtn, boardDiv);
+
+  async function loadBoard() {
+    clear(boardDiv).appendChild(el("p", { class: "muted" }, "bootstrapping..."));
+    try {
+      const [lb, imp, dec] = await Promise.all([api(`/api/suite/${encodeURIComponent(suite)}/leaderboard`),
+        api(`/api/suite/${encodeURIComponent(suite)}/improvement`), api(`/api/suite/${encodeURIComponent(suite)}/decisions`)]);
+      clear(boardDiv);
+      (lb.board.meta.header || []).forEach((line) => boardDiv.appendChild(el("div", { class: "muted" }, line)));
+      boardDiv.appendChild(recordsTable(lb.board.rows || [], "leaderboard"));
+      lb.warnings.forEach((w) => boardDiv.appendChild(el("div", { class: "error" }, "warning: " + w)));
+      boardDiv.appendChild(el("h2", {}, "Probability of improvement"));
+      boardDiv.appendChild(recordsTable(imp.poi, "poi"));
+      boardDiv.appendChild(el("h2", {}, "Performance profile"));
+      const prof = el("div", { id: "profile", class: "chart" });
+      boardDiv.appendChild(prof);
+      drawProfile(prof, imp.profile);
+      boardDiv.appendChild(el("h2", {}, "AdaStop decisions"));
+      boardDiv.appendChild(recordsTable(dec.decisions, "decisions"));
+      boardLoaded = true;
+    } catch (e) { clear(boardDiv).appendChild(el("p", { class: "error" }, String(e.message || e))); }
+  }
+
+  // the table does not wait for the keys; the curves need the metric names they bring
+  async function refreshAll() { await Promise.all([loadRuns(), loadKeys().then(loadCurves)]); }
+  return refreshAll().then(() => refreshAll);
+}
+
+function recordsTable(rows, id) {
+  const t = el("table", { id });
+  if (!rows.length) { t.appendChild(el("tr", {}, el("td", { class: "muted" }, "none"))); return t; }
+  const cols = Object.keys(rows[0]);
+  t.appendChild(el("tr", {}, cols.map((c) => el("th", {}, c))));
+  rows.forEach((r) => t.appendChild(el("tr", {}, cols.map((c) => el("td", { class: typeof r[c] === "number" ? "num" : "" }, fmt(r[c]))))));
+  return t;
+}
+
+function bandColor(c, a) {
+  const n = parseInt(c.slice(1), 16);
+  return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${a})`;
+}
+
+function drawCurves(div, out, st) {
+  destroyCharts();
+  clear(div);
+  div.setAttribute("data-groups", out.groups.length);
+  div.setAttribute("data-points", out.groups.reduce((n, g) => n + g.step.length, 0));
+  if (!out.groups.length) { div.appendChild(el("p", { class: "muted" }, "no points yet")); return; }
+  const tables = [], series = [{ label: st.x === "wall" ? "wall time (s)" : "step" }], bands = [];
+  let idx = 1;
+  out.groups.forEach((g, i) => {
+    const color = PALETTE[i % PALETTE.length];
+    const xs = st.x === "wall" ? g.wall : g.step;
+    const order = xs.map((_, k) => k).filter((k) => xs[k] !== null).sort((a, b) => xs[a] - xs[b]);
+    tables.push([order.map((k) => xs[k]), order.map((k) => g.y[k]), order.map((k) => g.lower[k]), order.map((k) => g.upper[k])]);
+    series.push({ label: `${g.label} (n=${g.runs})`, stroke: color, width: 2, spanGaps: true });
+    series.push({ label: "lower", stroke: bandColor(color, 0.3), width: 0, spanGaps: true, band: true });
+    series.push({ label: "upper", stroke: bandColor(color, 0.3), width: 0, spanGaps: true, band: true });
+    bands.push({ series: [idx + 2, idx + 1], fill: bandColor(color, 0.15) });
+    idx += 3;
+    g.lines.forEach((line) => {
+      const lx = st.x === "wall" ? line.wall : line.step;
+      tables.push([lx, line.y]);
+      series.push({ label: `seed ${line.seed}`, stroke: bandColor(color, 0.45), width: 1, spanGaps: true, band: true });
+      idx += 1;
+    });
+  });
+  const data = uPlot.join(tables);
+  const opts = {
+    width: Math.max(400, div.clientWidth || 900), height: 320, series, bands,
+    scales: { x: { time: false }, y: st.log ? { distr: 4 } : {} },
+    axes: [{ label: series[0].label }, { label: out.metric }],
+    legend: { live: false },
+  };
+  const u = new uPlot(opts, data, div);
+  // the legend names the groups; band edges and per-seed lines stay out of it
+  const rows = u.root.querySelectorAll(".u-legend .u-series");
+  const skip = series.length - rows.length; // the x series has no row when the legend is not live
+  rows.forEach((row, i) => { if (series[i + skip].band) row.style.display = "none"; });
+  state.charts.push(u);
+}
+
+function drawProfile(div, rows) {
+  const algos = [...new Set(rows.map((r) => r.algo))];
+  if (!algos.length) return;
+  const tables = algos.map((a) => { const rs = rows.filter((r) => r.algo === a); return [rs.map((r) => r.tau), rs.map((r) => r.estimate)]; });
+  const series = [{ label: "tau" }, ...algos.map((a, i) => ({ label: a, stroke: PALETTE[i % PALETTE.length], width: 2 }))];
+  state.charts.push(new uPlot({ width: Math.max(400, div.clientWidth || 700), height: 260, series,
+    scales: { x: { time: false } }, axes: [{ label: "score threshold" }, { label: "fraction of runs above" }] },
+  uPlot.join(tables), div));
+}
+
+// ---------------------------------------------------------------- one run
+let runMetric = null;
+
+async function runView(main, runId) {
+  const box = el("section", { id: "run" });
+  const logBox = el("pre", { id: "log" });
+  main.append(box, el("section", {}, el("h2", {}, "output.log (tail)"), logBox));
+  async function load() {
+    const out = await api("/api/run/" + encodeURIComponent(runId));
+    const r = out.run;
+    crumbs(link("#/suite/" + encodeURIComponent(r.suite), r.suite), link("#/run/" + encodeURIComponent(runId), runId));
+    clear(box).append(el("h2", {}, `${r.algo} on ${r.env}, seed ${r.seed}: `, el("span", { class: "status-" + r.status, id: "run-status" }, r.status)));
+    if (r.error) box.appendChild(el("pre", { id: "run-error" }, r.error));
+    const facts = el("table", { id: "manifest" });
+    Object.entries({ run_id: r.run_id, attempts: r.attempts, exit_code: r.exit_code, started_at: r.started_at,
+      ended_at: r.ended_at, duration_s: r.duration_s, ...out.manifest }).forEach(([k, v]) => {
+      if (k === "packages") return;
+      facts.appendChild(el("tr", {}, el("th", {}, k), el("td", {}, fmt(v))));
+    });
+    const latest = el("table", { id: "latest" });
+    Object.entries(out.latest).forEach(([k, v]) => latest.appendChild(el("tr", {}, el("th", {}, k), el("td", { class: "num" }, fmt(v.value)), el("td", { class: "muted" }, "step " + v.step))));
+    const files = el("ul", { id: "files" });
+    const arts = recordsTable(out.artifacts.map((a) => { const { file, ...rest } = a; return rest; }), "artifacts");
+    const fileHref = (rel) => "/files/" + encodeURIComponent(runId) + "/" + rel.split("/").map(encodeURIComponent).join("/");
+    out.files.forEach((f) => files.appendChild(el("li", {}, el("a", { href: fileHref(f.path) }, f.path), ` (${f.bytes} bytes)`)));
+    // videos (artifacts, or .mp4 / .webm files in the run folder) play in the page
+    const videos = el("div", { id: "videos" });
+    const transcripts = el("div", { id: "transcripts" });
+    const seen = new Set();
+    [...out.artifacts.map((a) => a.file).filter(Boolean), ...out.files.map((f) => f.path)].forEach((rel) => {
+      if (!/\.(mp4|webm)$/i.test(rel) || seen.has(rel)) return;
+      seen.add(rel);
+      videos.appendChild(el("figure", {}, el("video", { controls: true, preload: "metadata", src: fileHref(rel), width: 320 }), el("figcaption", {}, rel)));
+    });
+    const attempts = recordsTable(out.attempts.map((a) => ({ attempt: a.attempt, status: a.result ? a.result.status : "-",
+      exit_code: a.result ? a.result.exit_code : null, duration_s: a.result ? a.result.duration_s : null,
+      error: a.result && a.result.error ? String(a.result.error).split("\n")[0] : "" })), "attempts");
+    const config = el("pre", { id: "config" }, JSON.stringify(r.config, null, 1));
+    const packages = el("details", {}, el("summary", {}, "packages"), el("pre", {}, JSON.stringify(out.manifest.packages, null, 1)));
+    box.append(el("div", { class: "grid2" }, el("div", {}, el("h2", {}, "Manifest"), facts, packages),
+      el("div", {}, el("h2", {}, "Latest metrics"), latest)),
+    el("h2", {}, "Attempts"), attempts, el("h2", {}, "Config"), config, el("h2", {}, "Files"), files,
+    el("h2", {}, "Artifacts"), arts, videos, transcripts);
+    // text episodes (a transcript artifact of a text env) shown as their text
+    for (const a of out.artifacts) {
+      if (!a.file || !/transcript/i.test(`${a.kind || ""} ${a.file}`)) continue;
+      const r2 = await fetch(fileHref(a.file), { credentials: "same-origin" });
+      if (r2.ok) transcripts.appendChild(el("details", { open: true }, el("summary", {}, a.file), el("pre", { class: "transcript" }, await r2.text())));
+    }
+    // the run's own curve of any metric it logged
+    const names = Object.keys(out.latest);
+    if (names.length) {
+      const pick = el("select", { id: "run-metric" }, names.map((m) => el("option", { value: m }, m)));
+      const chart = el("div", { id: "run-chart", class: "chart" });
+      pick.value = names.includes(runMetric) ? runMetric : (names.includes("eval/return") ? "eval/return" : names[0]);
+      const draw = async () => {
+        runMetric = pick.value;
+        const q = new URLSearchParams({ suite: r.suite, metric: pick.value, f: "run_id:" + runId, reps: 10 });
+        destroyCharts();
+        drawCurves(chart, await api("/api/curves?" + q), { x: "step", log: false });
+      };
+      pick.addEventListener("change", draw);
+      box.insertBefore(el("div", {}, el("div", { class: "controls" }, "metric", pick), chart), box.children[1]);
+      await draw();
+    }
+    const log = await api("/api/run/" + encodeURIComponent(runId) + "/log");
+    logBox.textContent = log.text || "(empty)";
+  }
+  await load();
+  return load;
+}
+
+// ---------------------------------------------------------------- compare runs
+async function compareView(main, ids) {
+  const box = el("section", { id: "compare-view" });
+  main.appendChild(box);
+  async function load() {
+    const q = new URLSearchParams();
+    ids.forEach((i) => q.append("run", i));
+    const out = await api("/api/compare?" + q);
+    crumbs(link("#/suite/" + encodeURIComponent(out.runs[0].suite), out.runs[0].suite), el("span", {}, "compare"));
+    const onlyDiff = el("input", { type: "checkbox", id: "only-diff" });
+    const t = el("table", { id: "compare-table" });
+    function draw() {
+      clear(t).appendChild(el("tr", {}, el("th", {}, "key"), out.runs.map((r) => el("th", {}, link("#/run/" + encodeURIComponent(r.run_id), `${r.run_id} (${r.algo}, ${r.env}, seed ${r.seed})`)))));
+      out.keys.filter((k) => k.differs || !onlyDiff.checked).forEach((k) =>
+        t.appendChild(el("tr", { class: k.differs ? "differs" : "" }, el("td", {}, k.key), k.values.map((v) => el("td", {}, fmt(v))))));
+    }
+    onlyDiff.addEventListener("change", draw);
+    clear(box).append(el("h2", {}, `Comparing ${out.runs.length} runs: `, String(out.keys.filter((k) => k.differs).length), " differences highlighted"),
+      el("label", {}, onlyDiff, "only the differences"), t);
+    draw();
+  }
+  await load();
+  return load;
+}
+
+// ---------------------------------------------------------------- routing and live polling
+async function route() {
+  destroyCharts();
+  const main = clear(document.getElementById("main"));
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  state.refresh = null;
+  try {
+    if (parts[0] === "suite" && parts[1]) state.refresh = await suiteView(main, parts[1]);
+    else if (parts[0] === "run" && parts[1]) state.refresh = await runView(main, parts[1]);
+    else if (parts[0] === "compare" && parts[1]) state.refresh = await compareView(main, parts[1].split(","));
+    else state.refresh = await suitesView(main);
+  } catch (e) {
+    main.appendChild(el("p", { class: "error", id: "view-error" }, String(e.message || e)));
+  }
+  performance.mark("view-ready");
+  document.body.setAttribute("data-ready", "1");
+}
+
+async function poll() {
+  const live = document.getElementById("live");
+  try {
+    const { fingerprint } = await api("/api/version");
+    const key = JSON.stringify(fingerprint);
+    live.className = "";
+    if (state.fingerprint !== null && key !== state.fingerprint && state.refresh) {
+      state.fingerprint = key;
+      await state.refresh();
+      document.body.setAttribute("data-refreshed", String(Date.now()));
+    }
+    state.fingerprint = key;
+  } catch (e) {
+    live.className = "stale";
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+window.addEventListener("hashchange", route);
+route().then(() => setTimeout(poll, POLL_MS));

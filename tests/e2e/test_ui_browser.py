@@ -1,0 +1,178 @@
+"""`rlbench ui` in Debian's headless Chromium driven by Selenium, while the real `rlbench run` writes: curve points
+appear and the table updates without a reload, groups form by a config key, a run opens (its error text holding
+<script> stays text, a video in its folder plays, a text episode's transcript shows as text), two runs are
+compared with their differences highlighted, and the console stays clean.
+Screenshots go to $RLBENCH_UI_SCREENSHOTS (default: the test's tmp folder)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "cli"))
+from ui_suite import RLBENCH, XSS, write_suite  # noqa: E402
+
+pytestmark = pytest.mark.slow
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def wait_for(check, timeout: float, what: str, every: float = 0.2):
+    """``check()``'s first truthy value, polled; fails naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except Exception:  # an element not there yet, a page between two renders
+            value = None
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def stop(proc: subprocess.Popen, timeout: float = 30) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
+
+
+@pytest.fixture
+def browser(chromium):
+    if not os.path.exists(CHROMEDRIVER):
+        pytest.skip(f"needs Debian's chromium-driver ({CHROMEDRIVER}): apt-get install chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1600"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, browser):
+    from selenium.webdriver.common.by import By
+
+    shots = Path(os.environ.get("RLBENCH_UI_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    db = tmp_path / "rlbench.duckdb"
+    suite = write_suite(tmp_path, pause=0.4, steps=1500)  # each script run logs 16 points over ~6 s
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    run = subprocess.Popen([RLBENCH, "run", str(suite), "--db", str(db)], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, env=env)  # fmt: skip
+    ui = None
+    try:
+        wait_for(db.exists, 120, "rlbench run to create the database")
+        ui = subprocess.Popen([RLBENCH, "ui", "--db", str(db), "--port", "0"], stderr=subprocess.PIPE, text=True,
+                              env=env)  # fmt: skip
+        url = re.search(r"http://127\.0\.0\.1:\d+/", ui.stderr.readline()).group(0)
+        browser.get(url + "#/suite/uit")
+        wait_for(lambda: browser.find_element(By.ID, "runs-table"), 60, "the runs table")
+
+        def points() -> int:
+            return int(browser.find_element(By.ID, "chart").get_attribute("data-points") or 0)
+
+        # live: points appear while the run writes, with no reload (the page's own polling)
+        first = wait_for(points, 120, "the first curve points")
+        assert run.poll() is None, "the suite ended before the page saw it run; make the script slower"
+        wait_for(lambda: points() > first, 120, "more curve points while rlbench run writes")
+        # by the page's polling (set when a refresh it started on a new fingerprint ends), not a reload
+        wait_for(
+            lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-refreshed"),
+            30,
+            "a live refresh",
+        )
+        browser.save_screenshot(str(shots / "ui-live.png"))
+        assert run.wait(timeout=300) == 1  # the failing runs fail; rlbench run was never blocked
+        wait_for(
+            lambda: "12 runs" in browser.find_element(By.ID, "pager").text, 60, "the table to count 12 runs"
+        )
+        # the table follows the run to its end without a reload: no run left pending or running
+        wait_for(lambda: not re.search(r"\b(pending|running)\b", browser.find_element(By.ID, "runs-table").text),
+                 60, "every run's final status in the table")  # fmt: skip
+        groups = browser.find_element(By.ID, "chart")
+        wait_for(lambda: groups.get_attribute("data-groups") == "3", 60, "three groups by algo")
+        legend = browser.find_element(By.ID, "chart").text
+        assert "algo=script (n=4)" in legend and "algo=random (n=4)" in legend
+        browser.find_element(By.CSS_SELECTOR, "#group-by input[data-key='env']").click()
+        wait_for(lambda: browser.find_element(By.ID, "chart").get_attribute("data-groups") == "6", 60,
+                 "six groups by algo and env")  # fmt: skip
+        browser.find_element(By.ID, "per-seed").click()
+        wait_for(lambda: "algo=script, env=Acrobot-v1 (n=2)" in browser.find_element(By.ID, "chart").text, 60,
+                 "the groups' legend")  # fmt: skip
+        browser.find_element(By.ID, "load-board").click()
+        board = wait_for(lambda: browser.find_element(By.ID, "leaderboard").text, 120, "the leaderboard")
+        assert "script" in board and "random" in board and "IQM" in browser.find_element(By.ID, "board").text
+        assert browser.find_element(By.ID, "poi").text and browser.find_element(By.ID, "decisions").text
+        browser.save_screenshot(str(shots / "ui-suite.png"))
+
+        # a failed run: its error and log hold <script>, shown as text; an episode video in its folder plays
+        failed = browser.find_element(By.XPATH, "//tr[td[contains(@class,'status-failed')]]//a")
+        video = db.parent / "runs" / "uit" / failed.text / "videos" / "episode.mp4"
+        video.parent.mkdir()
+        import imageio.v2 as imageio
+
+        imageio.mimwrite(video, [np.full((64, 64, 3), 25 * i, np.uint8) for i in range(10)], fps=10)
+        transcript = video.parent / "episode-transcript.txt"
+        transcript.write_text("env: <script>alert(3)</script> you are in a maze\nagent: go north\n")
+        from rlbench_cli.store import Store
+
+        # listed as section 2's artifacts table will list it; the UI reads meanwhile, so wait for turns as rlbench
+        # run does
+        with Store(db, wait=60).writer() as con:
+            con.execute("INSERT INTO artifacts (run_id, kind, path) VALUES (?, 'transcript', ?)",
+                        [failed.text, str(transcript)])  # fmt: skip
+        failed.click()
+        error = wait_for(lambda: browser.find_element(By.ID, "run-error").text, 60, "the run's error")
+        assert XSS in error and "<script>alert('xss')</script> diverged" in error
+        wait_for(lambda: "diverged" in browser.find_element(By.ID, "log").text, 60, "the log's tail")
+        assert len(browser.find_elements(By.TAG_NAME, "script")) == 2  # the page's own two, nothing injected
+        assert "output.log" in browser.find_element(By.ID, "files").text
+        wait_for(lambda: browser.execute_script("return document.querySelector('#videos video').readyState >= 1"), 60,
+                 "the episode video's metadata")  # fmt: skip
+        assert browser.execute_script("return document.querySelector('#videos video').duration") > 0
+        text = wait_for(
+            lambda: browser.find_element(By.ID, "transcripts").text, 60, "the episode's transcript"
+        )
+        assert "env: <script>alert(3)</script> you are in a maze" in text and "agent: go north" in text
+        browser.save_screenshot(str(shots / "ui-run.png"))
+        browser.execute_script("document.getElementById('files').scrollIntoView()")
+        browser.save_screenshot(str(shots / "ui-run-media.png"))
+
+        # compare two runs: their config differences are highlighted, what they share is not
+        browser.get(url + "#/suite/uit")
+        wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "input.pick"), 60, "the rows' checkboxes")
+        picks = browser.find_elements(By.CSS_SELECTOR, "input.pick")
+        picks[0].click()
+        picks[1].click()
+        browser.find_element(By.ID, "compare").click()
+        table = wait_for(lambda: browser.find_element(By.ID, "compare-table"), 60, "the comparison")
+        differs = [r.text for r in table.find_elements(By.CSS_SELECTOR, "tr.differs")]
+        assert any(r.startswith("config.run_id") for r in differs)
+        assert not any(r.startswith("config.suite") for r in differs)
+        browser.save_screenshot(str(shots / "ui-compare.png"))
+
+        severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert not severe, severe
+    finally:
+        stop(run)
+        if ui is not None:
+            stop(ui)
