@@ -173,6 +173,9 @@ def build_html(
                 "than B.</p>" + _table(frame, "adastop", ("task", "algo_a", "decision", "algo_b")))))  # fmt: skip
         sections.append(("figures", "Figures", body))
         sections.append(("per-task", "Per-task scores", _table(per_task.frame, "per-task", ("algo", "env"))))
+    tuning = _tuning(store, config)
+    if tuning:
+        sections.append(("tuning", "Tuning", tuning))
     sections.append(("runs", "Runs", _run_table(runs, scores)))
     sections.append(("suite", "Suite file", _suite_file(info["source_path"], config)))
     sections.append(("manifest", "Reproducibility", _manifest(runs)))
@@ -219,6 +222,47 @@ def suite_page(
         kinds = analysis.step_kinds(reads, suite)
     return build_html(store, suite, metric=metric, rule=rule, drop_first=drop_first, normalize=norm, reps=reps,
                       seed=seed, step_kinds=kinds, worker=worker, curves=curves)  # fmt: skip
+
+
+def _tuning(store: Any, config: dict[str, Any]) -> str:
+    """The study behind a suite that ``rlbench tune`` made (``NAME.tune``, ``NAME.confirm``): its trials, history,
+    importance and slice figures and the confirmation; "" for any other suite or when the study is gone."""
+    import pandas as pd
+
+    from .errors import UsageError
+    from .tune import tune_status, tuned_suite
+
+    suite = tuned_suite(config)
+    if suite is None or suite.tune is None:
+        return ""
+    spec = suite.tune
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            found = tune_status(suite, suite.name, store, figures=Path(tmp), fmt="svg")
+        except UsageError:
+            return ""
+        figs = "".join(f'<figure data-check="figure:{_e(p.stem)}">{_svg(p)}<figcaption>{_e(p.stem.replace("_", " "))}'
+                       "</figcaption></figure>" for p in found.figures)  # fmt: skip
+    rows = [{"trial": t["number"], "state": t["state"], **{k: t["params"].get(k) for k in spec.params},
+             "objective": t["value"]} for t in found.trials]  # fmt: skip
+    html = (f"<p>Search of <code>{_e(spec.algorithm)}</code>'s params ({_e(spec.sampler)} sampler, pruner "
+            f"{_e(spec.pruner)}): {len(found.trials)} of {spec.trials} trials, each on seeds "
+            f"{_e(spec.search_seeds())} x the suite's tasks; objective: {_e(spec.objective)} of the scores.</p>"
+            + _table(pd.DataFrame(rows), "tune-trials", ("state",)) + figs)  # fmt: skip
+    if found.confirmed:
+        seeds = spec.confirm.seed_list()  # type: ignore[union-attr]
+        conf = pd.DataFrame([{"configuration": c.label, "search score": c.search_value,
+                              "confirmed IQM": None if c.iqm is None else c.iqm[0],
+                              "95% CI": None if c.iqm is None else f"[{c.iqm[1]:.3f}, {c.iqm[2]:.3f}]",
+                              "P(beats default)": None if c.poi_vs_default is None else c.poi_vs_default[0],
+                              "P 95% CI": None if c.poi_vs_default is None else
+                              f"[{c.poi_vs_default[1]:.3f}, {c.poi_vs_default[2]:.3f}]", "verdict": c.verdict}
+                             for c in found.confirmed])  # fmt: skip
+        html += (f"<h3>Confirmation on fresh seeds {seeds[0]}..{seeds[-1]}</h3><p>The search's best configurations "
+                 "and the default, re-run on seeds the search never used: the search score is optimistic (it was "
+                 "picked for being high), the confirmed one is not.</p>"
+                 + _table(conf, "tune-confirm", ("configuration", "95% CI", "P 95% CI", "verdict")))  # fmt: skip
+    return html
 
 
 def _describe_normalize(normalize: Any) -> str:

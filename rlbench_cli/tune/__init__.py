@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import UsageError
 from ..suite.models import Suite
 
-__all__ = ["TuneStatus", "tune_suite", "tune_status", "status_text"]
+__all__ = ["TuneStatus", "tune_suite", "tune_status", "status_text", "tuned_suite"]
 
 
 @dataclass
@@ -52,7 +52,9 @@ def tune_suite(suite: Suite, source: str, store: Any, run: Callable[..., Any], w
     return TuneStatus(suite.name, found.trials, confirmed, resumed=found.resumed)
 
 
-def tune_status(suite: Suite, source: str, store: Any, figures: Path | None = None) -> TuneStatus:
+def tune_status(
+    suite: Suite, source: str, store: Any, figures: Path | None = None, fmt: str = "png"
+) -> TuneStatus:
     """What the study holds (its trials) and the confirmation so far, read only; with ``figures`` a folder,
     the history, importance and slice figures are written there."""
     from .confirm import confirmation
@@ -71,7 +73,7 @@ def tune_status(suite: Suite, source: str, store: Any, figures: Path | None = No
     if figures is not None:
         from .figures import write_figures
 
-        paths = write_figures(study, trials, suite.tune, figures)
+        paths = write_figures(study, trials, suite.tune, figures, fmt)
     return TuneStatus(suite.name, trials, confirmed, paths)
 
 
@@ -120,3 +122,9 @@ def status_text(suite: Suite, status: TuneStatus) -> str:
             lines += ["", f"The search's best, {top.label}, scored {_num(top.search_value)} on the search seeds and "
                       f"{_iv(top.iqm)} on fresh ones: it {top.verdict} (P(beats default) {_iv(top.poi_vs_default)})."]  # fmt: skip
     return "\n".join(lines)
+
+
+def tuned_suite(config: dict[str, Any]) -> Suite | None:
+    """The tuned suite a search's or confirmation's suite was made for (stored with its config), or None."""
+    found = config.get("tune_of")
+    return Suite.model_validate(found) if isinstance(found, dict) else None

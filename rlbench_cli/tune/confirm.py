@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import RunFailed
 from ..suite.models import Suite
-from .search import trial_rows, trial_scores
+from .search import trial_rows, trial_scores, tuned_from
 from .study import CONFIRM_SUFFIX, derived_suite, entry_for, open_study
 
 __all__ = ["Confirmed", "confirm", "confirmation", "default_label"]
@@ -64,7 +64,9 @@ def confirm(
     study = open_study(store.path, suite)
     entries, _ = _entries(suite, study)
     csuite = derived_suite(suite, CONFIRM_SUFFIX, entries, spec.confirm.seed_list())
-    summary = run(csuite, source, store, workers=workers, report=report, **run_kwargs)
+    summary = run(
+        csuite, source, store, workers=workers, report=report, extra_config=tuned_from(suite), **run_kwargs
+    )
     if summary.failed or summary.interrupted:
         what = f"{summary.failed} failed" if summary.failed else f"{summary.interrupted} interrupted"
         raise RunFailed(f"rlbench tune: the confirmation has {what} run(s); see rlbench status {csuite.name}, then run "

@@ -14,7 +14,7 @@ def _done(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [t for t in trials if t["state"] == "complete" and t["value"] is not None]
 
 
-def _history(trials: list[dict[str, Any]], objective: str, out: Path) -> Path:
+def _history(trials: list[dict[str, Any]], objective: str, out: Path, fmt: str) -> Path:
     from matplotlib.ticker import MaxNLocator
 
     from ..plots.style import _new_figure
@@ -37,10 +37,10 @@ def _history(trials: list[dict[str, Any]], objective: str, out: Path) -> Path:
     ax.set_title("Optimisation history")
     ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.3)
-    return save_figure(fig, out / "tune_history.png")
+    return save_figure(fig, out / f"tune_history.{fmt}")
 
 
-def _importance(study: Any, out: Path) -> Path | None:
+def _importance(study: Any, out: Path, fmt: str) -> Path | None:
     from ..plots.style import _new_figure
     from ..plots.write import save_figure
 
@@ -59,10 +59,11 @@ def _importance(study: Any, out: Path) -> Path | None:
     ax.set_xlabel("importance (Optuna's fANOVA; sums to 1)")
     ax.set_title("Parameter importances")
     ax.grid(axis="x", alpha=0.3)
-    return save_figure(fig, out / "tune_importance.png")
+    return save_figure(fig, out / f"tune_importance.{fmt}")
 
 
-def _slice(trials: list[dict[str, Any]], params: dict[str, Any], out: Path) -> Path | None:
+def _slice(trials: list[dict[str, Any]], params: dict[str, Any], out: Path, fmt: str) -> Path | None:
+    import numpy as np
     from matplotlib.ticker import NullFormatter
 
     from ..plots.style import _new_figure
@@ -88,8 +89,12 @@ def _slice(trials: list[dict[str, Any]], params: dict[str, Any], out: Path) -> P
             ax.set_xticks(range(len(cats)), cats)
         else:
             ax.scatter(xs, ys, s=16, c=[t["number"] for t in done], cmap="viridis")
-            if kind == "log":
+            if (
+                kind == "log"
+            ):  # three labelled ticks over the trials' range, which may span less than a decade
                 ax.set_xscale("log")
+                ticks = np.geomspace(min(xs), max(xs), 3) if min(xs) < max(xs) else [xs[0]]
+                ax.set_xticks(ticks, [f"{t:.2g}" for t in ticks])
                 ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(name)
         ax.grid(alpha=0.3)
@@ -97,11 +102,14 @@ def _slice(trials: list[dict[str, Any]], params: dict[str, Any], out: Path) -> P
         ax.set_visible(False)
     axes[0][0].set_ylabel("objective")
     fig.suptitle("Objective against each param (colour: trial number)")
-    return save_figure(fig, out / "tune_slice.png")
+    return save_figure(fig, out / f"tune_slice.{fmt}")
 
 
-def write_figures(study: Any, trials: list[dict[str, Any]], spec: Any, out: Path) -> list[Path]:
+def write_figures(
+    study: Any, trials: list[dict[str, Any]], spec: Any, out: Path, fmt: str = "png"
+) -> list[Path]:
     """The three figures in ``out`` (those that can be drawn: importances need two complete trials)."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = [_history(trials, spec.objective, out), _importance(study, out), _slice(trials, spec.params, out)]
+    paths = [_history(trials, spec.objective, out, fmt), _importance(study, out, fmt),
+             _slice(trials, spec.params, out, fmt)]  # fmt: skip
     return [p for p in paths if p is not None]

@@ -142,7 +142,7 @@ def search(
 
             pruning = Pruning(tsuite, {n: (handles[n], trial_label(label, n)) for n, _ in batch},
                               lambda m: objective_of(spec.objective, m))  # fmt: skip
-        summary = run(tsuite, source, store, workers=workers, report=report, watch=pruning,
+        summary = run(tsuite, source, store, workers=workers, report=report, watch=pruning, extra_config=tuned_from(suite),
                       select=lambda s, labels=labels: s.algo in labels, **run_kwargs)  # fmt: skip
         if summary.interrupted:
             raise RunFailed(f"rlbench tune: {summary.interrupted} run(s) interrupted; run the same command again "
@@ -157,6 +157,12 @@ def search(
             value = _tell(study, number, scores, trial_label(label, number), spec.objective, failed)
             report("tune_trial", {"number": number, "value": value})
     return SearchResult(trials=trial_rows(study, label), new=new, resumed=resumed)
+
+
+def tuned_from(suite: Suite) -> dict[str, Any]:
+    """What the search's and the confirmation's suites store beside their config: the tuned suite itself, so
+    ``rlbench report NAME.tune`` can read the study without the suite file."""
+    return {"tune_of": suite.model_dump(mode="json")}
 
 
 def _same_as(study: Any, params: dict[str, Any]) -> Any:

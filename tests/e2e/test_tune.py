@@ -77,6 +77,13 @@ def test_a_search_then_its_confirmation_on_fresh_seeds(tmp_path):
     for name in ("tune_history.png", "tune_importance.png", "tune_slice.png"):
         assert (tmp_path / "figs" / name).stat().st_size > 5_000
     assert len(runs_of(db, "tiny-tune.tune")) == 3  # --status ran nothing
+    for name in ("tiny-tune.tune", "tiny-tune.confirm"):  # the report of either suite shows the study
+        rl("report", name, "--db", db, "-o", tmp_path / f"{name}.html")
+        page = (tmp_path / f"{name}.html").read_text()
+        assert '<section id="tuning">' in page and 'class="tune-trials"' in page or "tune-trials" in page
+        for fig in ("tune_history", "tune_importance", "tune_slice"):
+            assert f'data-check="figure:{fig}"' in page
+        assert "Confirmation on fresh seeds 1000..1001" in page and best["label"] in page
 
 
 def test_a_study_killed_mid_trial_goes_on_with_no_trial_lost_or_doubled(tmp_path):
