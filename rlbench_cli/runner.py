@@ -126,7 +126,9 @@ def run_one(
     result: dict[str, Any] = {"run_id": spec.run_id, "started_at": t0, "device": device}
     try:
         seed_everything(spec.seed, torch_too=uses_torch(spec))
-        ctx = RunContext(spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event)
+        ctx = RunContext(
+            spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event, keep_artifacts=True
+        )
         with SystemMonitor(sink, lambda: ctx.current_step, device, interval=SYSMON_INTERVAL_S):
             if spec.command is not None:
                 from .algos.command import run_command

@@ -62,7 +62,13 @@ import torch
 
 from ..datasets.data import OfflineData
 from .base import RunContext
-from .d3rlpy_online import _quiet_d3rlpy, d3rlpy, impl_state, restore_impl  # d3rlpy: no legacy-gym notice
+from .d3rlpy_online import (  # d3rlpy: no legacy-gym notice
+    D3rlpyPolicy,
+    _quiet_d3rlpy,
+    d3rlpy,
+    impl_state,
+    restore_impl,
+)
 from .offline import (
     EpisodeContexts,
     TrajectoryWindows,
@@ -403,10 +409,7 @@ class D3rlpyOffline:
                 algo, default_target_return(data) if target is None else float(target), discrete
             )
 
-        def policy(obs: np.ndarray) -> np.ndarray:
-            return algo.predict(np.asarray(obs, dtype=np.float32))
-
-        return policy
+        return D3rlpyPolicy(algo)  # greedy actions; saved with d3rlpy's own algo.save
 
     # -- training ----------------------------------------------------------------------------------
     def train(self, ctx: RunContext) -> None:

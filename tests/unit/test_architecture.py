@@ -38,6 +38,7 @@ LAYERS = [
         "allocator",
         "arrowbuf",
         "checkpoint",
+        "artifacts",
         "tbevents",
         "scoring",
         "adaptive",

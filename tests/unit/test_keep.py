@@ -1,0 +1,80 @@
+"""What a run keeps (``algos.keep``): its best and final policy in its library's format, episode videos at
+every K-th evaluation, none of which changes a metric (ppo's reference hashes), and a resumed attempt that
+lists the files of the attempt it continues."""
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from ppo_reference import HASHES, run, spec_of
+
+from rlbench_cli.algos.base import _episodes, eval_seeds
+from rlbench_cli.algos.keep import load_saved
+from rlbench_cli.artifacts import current, read_index, resolve, sha256_file
+from rlbench_cli.envs import make_env
+from rlbench_cli.runner import attempt_dir
+from rlbench_cli.sink import list_shards
+
+pytestmark = pytest.mark.slow
+
+
+def _final_return(folder: Path) -> float:
+    rows = [pq.read_table(p).to_pylist() for p in list_shards(folder / "metrics")]
+    evals = [r for rs in rows for r in rs if r["name"] == "eval/return"]
+    return max(evals, key=lambda r: r["step"])["value"]
+
+
+def _replay(policy_folder: Path, env_id: str, seed: int, episodes: int) -> float:
+    policy, _ = load_saved(policy_folder)
+    envs = [make_env(env_id) for _ in range(episodes)]
+    return float(_episodes(envs, eval_seeds(seed, episodes), policy)[0].mean())
+
+
+def test_videos_and_saved_policies_change_no_metric_and_the_final_policy_is_the_trained_one(tmp_path):
+    assert run("cartpole", tmp_path, video_every=1) == HASHES["cartpole"]
+    spec = spec_of("cartpole")
+    folder = attempt_dir(tmp_path / "cartpole", spec, attempt=1)
+    rows = current(read_index(folder))
+    assert [r["step"] for r in rows if r["kind"] == "video"] == [0, 1024, 2048, 3072]
+    assert {r["kind"] for r in rows} == {"video", "policy_best", "policy_final"}
+    for r in rows:  # every listed file is there, as listed
+        f = resolve(folder.parent, r["path"])
+        assert f.stat().st_size == r["bytes"] and sha256_file(f) == r["sha256"]
+    import imageio.v3 as iio
+
+    frames = iio.imread(folder / "videos" / "eval-000003072.mp4")
+    assert frames.ndim == 4 and frames.shape[-1] == 3 and len(frames) > 1
+    final = _replay(folder / "policy" / "final", "CartPole-v1", spec.seed, 2)
+    assert final == _final_return(folder)
+
+
+def test_a_resumed_attempt_lists_the_earlier_attempts_files_up_to_its_checkpoint(tmp_path):
+    assert run("cartpole-resumed", tmp_path, video_every=1) == HASHES["cartpole-resumed"]
+    spec = spec_of("cartpole-resumed")
+    a2 = attempt_dir(tmp_path / "cartpole-resumed", spec, attempt=2)
+    rows = current(read_index(a2))
+    videos = [(r["step"], r["path"].split("/")[0]) for r in rows if r["kind"] == "video"]
+    carried = [step for step, where in videos if where == "attempt-1"]
+    assert carried and all(where == "attempt-2" for step, where in videos if step > max(carried))
+    assert [step for step, _ in videos] == [0, 512, 1024, 1536, 2048]
+    for r in rows:
+        assert resolve(a2.parent, r["path"]).is_file()
+
+
+def test_a_d3rlpy_run_keeps_d3rlpys_own_file(tmp_path):
+    import d3rlpy
+
+    from rlbench_cli.algos.base import RunSpec
+    from rlbench_cli.runner import run_one
+
+    spec = RunSpec(suite="k", algo="dqn", algo_name="dqn", env_id="CartPole-v1", env_kwargs={}, seed=3,
+                   params={"update_start_step": 100, "hidden_units": [16, 16]},
+                   budget={"steps": 600, "eval_every": 300, "eval_episodes": 2, "timeout": None})  # fmt: skip
+    folder = attempt_dir(tmp_path, spec, attempt=1)
+    assert run_one(spec, folder)["status"] == "finished"
+    kinds = {r["kind"]: r["path"] for r in current(read_index(folder)) if r["path"].endswith(".d3")}
+    assert set(kinds) == {"policy_best", "policy_final"}
+    algo = d3rlpy.load_learnable(str(folder.parent / kinds["policy_final"]))  # d3rlpy alone reads it
+    assert algo.predict(np.zeros((1, 4), np.float32)).shape == (1,)
+    assert _replay(folder / "policy" / "final", "CartPole-v1", spec.seed, 2) == _final_return(folder)
