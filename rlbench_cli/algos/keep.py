@@ -145,14 +145,15 @@ class Keeper:
         state = _rng_state()
         try:
             if self._video_env is None:
+                offscreen()
                 self._video_env = _episode_env(self.ctx.spec, self._video_kind)
             folder = self.ctx.run_dir / "videos"
             folder.mkdir(parents=True, exist_ok=True)
             if self._video_kind == "video":
-                frames, _ = play_episode(self._video_env, seed, policy, frames=True)
+                frames, _, _ = play_episode(self._video_env, seed, policy, frames=True)
                 out = write_video(folder / f"eval-{step:09d}.mp4", frames, _fps(self._video_env))
             else:
-                _, lines = play_episode(self._video_env, seed, policy, frames=False)
+                _, lines, _ = play_episode(self._video_env, seed, policy, frames=False)
                 out = write_transcript(folder / f"eval-{step:09d}.txt", lines)
             self.log.add(step, self._video_kind, [out])
         except Exception as e:  # noqa: BLE001 - a recording that fails must not end the run
@@ -180,15 +181,21 @@ def _episode_env(spec: Any, kind: str) -> Any:
     return make_env(spec.env_id, kwargs, wrappers=spec.env_wrappers)
 
 
+def offscreen() -> None:
+    """Frames are drawn off screen: SDL (pygame, which gymnasium's classic-control envs draw with) gets its
+    dummy video driver unless the user chose one, so it opens no display and complains of none."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
+
 def _fps(env: Any) -> int:
     fps = getattr(getattr(env, "unwrapped", env), "metadata", {}).get("render_fps") or 30
     return max(1, min(int(fps), 60))
 
 
-def play_episode(env: Any, seed: int, policy: Any, frames: bool) -> tuple[list[Any], list[str]]:
+def play_episode(env: Any, seed: int, policy: Any, frames: bool) -> tuple[list[Any], list[str], float]:
     """One seeded episode of ``policy`` (a batch policy or an ``EpisodePolicy``) in ``env``: its frames
     (``frames=True``: ``env.render()`` after reset and after each step) and a transcript (observation,
-    action and reward of each step, text envs). Returns (frames, transcript lines)."""
+    action and reward of each step, text envs). Returns (frames, transcript lines, the episode's return)."""
     obs, _ = env.reset(seed=seed)
     stateful = hasattr(policy, "act") and hasattr(policy, "reset")
     if hasattr(policy, "bind"):
@@ -212,7 +219,7 @@ def play_episode(env: Any, seed: int, policy: Any, frames: bool) -> tuple[list[A
             shots.append(env.render())
         lines += [f"> {action}", f"reward {float(reward):g}", "", str(obs)]
     lines.append(f"# return {total:g}")
-    return shots, lines
+    return shots, lines, total
 
 
 def write_video(path: Path, frames: list[Any], fps: int) -> Path:

@@ -17,6 +17,7 @@ from .. import __version__
 from .cancel import cancel
 from .compare import compare
 from .datasets import datasets_app
+from .enjoy import enjoy
 from .export import export
 from .fetch import fetch
 from .leaderboard import leaderboard
@@ -88,6 +89,7 @@ app.command()(compare)
 app.command()(report)
 app.command()(sql)
 app.command()(export)
+app.command()(enjoy)
 app.add_typer(datasets_app, name="datasets")
 
 

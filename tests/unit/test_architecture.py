@@ -60,7 +60,7 @@ LAYERS = [
     ["stats", "figure_worker"],
     ["plots", "leaderboard"],
     ["analysis"],
-    ["report", "sequential", "query"],
+    ["report", "sequential", "query", "enjoy"],
     ["htmlreport"],
     ["cli"],
 ]

@@ -1,0 +1,66 @@
+"""End to end, as a user would: ``rlbench run`` of a tiny ppo suite with ``video_every: 1`` lists its videos
+and saved policies in the store (every file there, as recorded), ``rlbench enjoy`` plays the saved policy
+(the final one's returns are its last evaluation's) and writes a video imageio reads back."""
+
+import hashlib
+from pathlib import Path
+
+import duckdb
+import pytest
+from e2e_cli import rl
+
+pytestmark = pytest.mark.slow
+
+SUITE = """
+name: keep
+seeds: 1
+budget: {steps: 1024, eval_every: 256, eval_episodes: 2, video_every: 1}
+envs: [CartPole-v1]
+algorithms:
+  - {name: ppo, params: {num_envs: 4, num_steps: 64}}
+"""
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory):
+    d = tmp_path_factory.mktemp("keep")
+    (d / "keep.yaml").write_text(SUITE)
+    rl("run", d / "keep.yaml", "--db", d / "rlbench.duckdb")
+    return d
+
+
+def _sql(db: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_the_store_lists_every_video_and_policy_as_it_is_on_disk(done):
+    ((run_id,),) = _sql(done / "rlbench.duckdb", "SELECT run_id FROM runs")
+    rows = _sql(done / "rlbench.duckdb", "SELECT step, kind, path, bytes, sha256 FROM artifacts ORDER BY ALL")
+    assert [s for s, k, *_ in rows if k == "video"] == [0, 256, 512, 768, 1024]
+    assert {k for _, k, *_ in rows} == {"video", "policy_best", "policy_final"}
+    for _, _, path, size, digest in rows:
+        f = done / "runs" / "keep" / run_id / path
+        assert f.stat().st_size == size and hashlib.sha256(f.read_bytes()).hexdigest() == digest
+    rl(
+        "run", done / "keep.yaml", "--db", done / "rlbench.duckdb"
+    )  # nothing to train: the rows stay as they are
+    assert (
+        _sql(done / "rlbench.duckdb", "SELECT step, kind, path, bytes, sha256 FROM artifacts ORDER BY ALL")
+        == rows
+    )
+
+
+def test_enjoy_plays_the_saved_policy_and_writes_a_video(done):
+    import imageio.v3 as iio
+
+    db = done / "rlbench.duckdb"
+    ((run_id,),) = _sql(db, "SELECT run_id FROM runs")
+    r = rl("enjoy", run_id, "--which", "final", "--episodes", "2", "--video", done / "out.mp4", "--db", db)
+    returns = [float(line.split()[-1]) for line in r.stdout.splitlines() if line.startswith("episode ")]
+    ((final,),) = _sql(db, "SELECT value FROM metrics WHERE name = 'eval/return' ORDER BY step DESC LIMIT 1")
+    assert len(returns) == 2 and sum(returns) / 2 == final  # the run's own last evaluation, replayed
+    frames = iio.imread(done / "out.mp4")
+    assert frames.ndim == 4 and len(frames) >= sum(returns)
+    best = rl("enjoy", run_id, "--db", db)
+    assert "best policy (step " in best.stdout
