@@ -131,3 +131,28 @@ def test_a_bundle_carries_the_artifact_rows_and_importing_twice_adds_none(tmp_pa
             (3, "video"),
             (None, "source"),
         ]  # NULLs last
+
+
+def test_ray_brings_back_each_listed_file_once_and_before_its_index(tmp_path):
+    from rlbench_cli.executors.ray.transfer import new_artifacts, write_files
+
+    node = tmp_path / "node" / "s" / "r1" / "attempt-2"  # an actor's node-local attempt folder
+    here = tmp_path / "coordinator" / "s" / "r1" / "attempt-2"
+    log = ArtifactLog(node)
+    log.append(
+        [{"step": 0, "kind": "video", "path": "attempt-1/videos/eval-0.mp4", "bytes": 1, "sha256": "x"}]
+    )
+    log.add(4, "video", [_file(node / "videos/eval-4.mp4", b"v4")])
+    sent: set[str] = set()
+    first = new_artifacts(node, sent)
+    assert [rel for rel, _ in first] == [
+        "videos/eval-4.mp4",
+        INDEX,
+    ]  # not attempt-1's: the coordinator has it
+    assert new_artifacts(node, sent) == []  # nothing new: nothing sent
+    log.add(8, "policy_final", [_file(node / "policy/final/policy.pt", b"p")])
+    second = new_artifacts(node, sent)
+    assert [rel for rel, _ in second] == ["policy/final/policy.pt", INDEX]
+    write_files(here, first + second)
+    assert current(read_index(here)) == current(read_index(node))
+    assert (here / "policy/final/policy.pt").read_bytes() == b"p"
