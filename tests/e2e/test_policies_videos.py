@@ -64,3 +64,47 @@ def test_enjoy_plays_the_saved_policy_and_writes_a_video(done):
     assert frames.ndim == 4 and len(frames) >= sum(returns)
     best = rl("enjoy", run_id, "--db", db)
     assert "best policy (step " in best.stdout
+
+
+def test_kill_9_of_the_coordinator_loses_no_artifact_and_doubles_none(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from e2e_cli import RLBENCH
+
+    from rlbench_cli.artifacts import current, read_index
+
+    suite = tmp_path / "k9.yaml"
+    suite.write_text(SUITE.replace("name: keep", "name: k9").replace("seeds: 1", "seeds: 3")
+                     .replace("steps: 1024", "steps: 4096").replace("video_every: 1", "video_every: 3"))  # fmt: skip
+    db = tmp_path / "rlbench.duckdb"
+    proc = subprocess.Popen([RLBENCH, "run", str(suite), "--db", str(db), "--workers", "2"], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not proc.stdout.readline().strip().startswith("done"):
+        pass
+    time.sleep(1.0)  # the other runs are in flight, some of their files listed
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    rl("run", suite, "--db", db)
+    runs = _sql(db, "SELECT run_id, attempts, status FROM runs")
+    assert len(runs) == 3 and all(status == "finished" for *_, status in runs)
+    for run_id, attempts, _ in runs:
+        folder = tmp_path / "runs" / "k9" / run_id / f"attempt-{attempts}"
+        listed = [
+            (r["step"], r["kind"], r["path"], r["bytes"], r["sha256"]) for r in current(read_index(folder))
+        ]
+        stored = _sql(db, f"SELECT step, kind, path, bytes, sha256 FROM artifacts WHERE run_id = '{run_id}' "
+                          "ORDER BY step, kind, path")  # fmt: skip
+        assert stored == listed and len(listed) == len(set(listed))
+        assert [s for s, k, *_ in stored if k == "video"] == [
+            0,
+            768,
+            1536,
+            2304,
+            3072,
+            3840,
+        ]  # every 3rd of 17 evaluations
+        assert {k for _, k, *_ in stored} >= {"policy_best", "policy_final"}
