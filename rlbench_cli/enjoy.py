@@ -116,10 +116,10 @@ def enjoy(
     seeds = eval_seeds(int(info.get("seed", 0)), episodes)
     returns, shots, lines = [], [], []
     for s in seeds:
-        got, said, total = play_episode(env, s, policy, frames=frames)
-        shots += got
-        lines += said
-        returns.append(total)
+        ep = play_episode(env, s, policy, frames=frames, transcript=text)
+        shots += ep.frames
+        lines += ep.lines
+        returns.append(ep.total)
     env.close()
     out = None
     if video is not None:

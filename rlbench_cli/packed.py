@@ -203,6 +203,8 @@ def run_packed(
         for result in results:
             if result.get("status") != "failed":
                 result.update(status=status, exit_code=1, error=f"{type(e).__name__}: {e}\n{tail}")
+    for ctx in ctxs:
+        ctx.wait_artifacts()
     for sink, folder, result in zip(sinks, folders, results):
         try:
             sink.close()

@@ -124,6 +124,7 @@ def run_one(
     t0 = time.time()
     sink = ShardSink(folder / "metrics", flush_interval=flush_interval)
     result: dict[str, Any] = {"run_id": spec.run_id, "started_at": t0, "device": device}
+    ctx = None
     try:
         seed_everything(spec.seed, torch_too=uses_torch(spec))
         ctx = RunContext(
@@ -160,6 +161,8 @@ def run_one(
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         result.update(status=status, exit_code=1, error=f"{type(e).__name__}: {e}\n{tail}")
     finally:
+        if ctx is not None:
+            ctx.wait_artifacts()
         try:
             sink.close()
         except Exception as e:  # noqa: BLE001

@@ -385,6 +385,11 @@ class RunContext:
         if any(r["kind"] == "policy_best" for r in rows):
             self.keeper.best = best
 
+    def wait_artifacts(self) -> None:
+        """Wait for the episode videos still being drawn and list them (the runner, before result.json)."""
+        if self._keeper is not None:
+            self._keeper.close()
+
     @property
     def keeper(self) -> Any:
         """This run's ``keep.Keeper`` (its saved policies and episode recordings)."""
@@ -449,6 +454,7 @@ class RunContext:
         mean = None if step <= self._last_eval_step else self.evaluate(step, policy)
         if self.keep_artifacts and self.failure is None:
             self.keeper.final(step, policy)
+            self.keeper.close()
         return mean
 
     def evaluate(self, step: int, policy: Policy) -> float:

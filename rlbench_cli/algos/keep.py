@@ -22,8 +22,11 @@ Episode videos
 --------------
 With ``budget.video_every: K`` the evaluations numbered 0, K, 2K, ... (0 is the first) also play one
 seeded episode (the first evaluation seed) in a separate env: as MP4 (imageio with imageio-ffmpeg) where the
-env renders ``rgb_array``, as a text transcript in a text env, nothing otherwise. The global random
-generators are put back afterwards, so the run's metrics are what they would have been without it.
+env renders ``rgb_array``, as a text transcript in a text env, nothing otherwise. The episode is played
+without frames (a step costs what an evaluation step costs); a forked process replays its actions from the
+same seed in an ``rgb_array`` env and draws and encodes the frames while training goes on (drawing is
+the expensive part: milliseconds a frame). The global random generators are put back afterwards, so the
+run's metrics are what they would have been without it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import os
 import random
 import shutil
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,8 @@ __all__ = [
     "can_save",
     "load_saved",
     "play_episode",
+    "render_replay",
+    "Episode",
     "write_video",
     "write_transcript",
     "POLICY_JSON",
@@ -92,6 +98,7 @@ class Keeper:
         self.video_every = int(ctx.spec.budget.get("video_every") or 0)
         self._video_env: Any = None
         self._video_kind: str | None = None
+        self._pending: list[tuple[int, Path, int]] = []  # (pid of the child drawing a video, its file, step)
 
     # -- policies ------------------------------------------------------------------------------------
     def metric(self, values: dict[str, float]) -> tuple[str, float]:
@@ -135,7 +142,13 @@ class Keeper:
 
     # -- episodes ------------------------------------------------------------------------------------
     def maybe_record(self, step: int, evaluation: int, policy: Any, eval_env: Any, seed: int) -> None:
-        """Record one episode when evaluation number ``evaluation`` (0-based) is a multiple of video_every."""
+        """Record one episode when evaluation number ``evaluation`` (0-based) is a multiple of video_every.
+
+        The episode is played here without frames (its actions kept); its frames are drawn and encoded in a
+        forked process that replays those actions from the same seed (``render_replay``), so training goes on
+        meanwhile. At most one video is in the making: the next waits for it. A finished video is listed at
+        the next evaluation or at ``close``."""
+        self._collect(wait=False)
         if self.video_every <= 0 or evaluation % self.video_every:
             return
         if self._video_kind is None:
@@ -144,25 +157,81 @@ class Keeper:
             return
         state = _rng_state()
         try:
+            spec = self.ctx.spec
             if self._video_env is None:
-                offscreen()
-                self._video_env = _episode_env(self.ctx.spec, self._video_kind)
+                self._video_env = _episode_env(spec)
             folder = self.ctx.run_dir / "videos"
             folder.mkdir(parents=True, exist_ok=True)
             if self._video_kind == "video":
-                frames, _, _ = play_episode(self._video_env, seed, policy, frames=True)
-                out = write_video(folder / f"eval-{step:09d}.mp4", frames, _fps(self._video_env))
+                episode = play_episode(self._video_env, seed, policy)
+                self._collect(wait=True)
+                out = folder / f"eval-{step:09d}.mp4"
+                pid = _fork(render_replay, out, spec.env_id, spec.env_kwargs, spec.env_wrappers, seed,
+                            episode.actions)  # fmt: skip
+                self._pending.append((pid, out, step))
             else:
-                _, lines, _ = play_episode(self._video_env, seed, policy, frames=False)
-                out = write_transcript(folder / f"eval-{step:09d}.txt", lines)
-            self.log.add(step, self._video_kind, [out])
+                episode = play_episode(self._video_env, seed, policy, transcript=True)
+                out = write_transcript(folder / f"eval-{step:09d}.txt", episode.lines)
+                self.log.add(step, self._video_kind, [out])
         except Exception as e:  # noqa: BLE001 - a recording that fails must not end the run
-            print(
-                f"rlbench: episode recording switched off for this run: {type(e).__name__}: {e}", flush=True
-            )
-            self._video_kind = "none"
+            self._off(e)
         finally:
             _set_rng_state(state)
+
+    def _collect(self, wait: bool) -> None:
+        """List the videos whose process has ended (``wait``: waiting for each)."""
+        left = []
+        for pid, out, step in self._pending:
+            done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
+            if not done:
+                left.append((pid, out, step))
+            elif os.waitstatus_to_exitcode(status) == 0 and out.is_file():
+                self.log.add(step, "video", [out])
+            else:
+                self._off(RuntimeError(f"drawing {out.name} ended with {os.waitstatus_to_exitcode(status)}"))
+        self._pending = left
+
+    def close(self) -> None:
+        """Wait for the videos in the making and list them (the run's end: before its result is written)."""
+        self._collect(wait=True)
+
+    def _off(self, e: BaseException) -> None:
+        print(f"rlbench: episode recording switched off for this run: {type(e).__name__}: {e}", flush=True)
+        self._video_kind = "none"
+
+
+def _fork(fn: Any, *args: Any) -> int:
+    """Run ``fn(*args)`` in a forked child (a plain fork: the worker is a daemonic process, which
+    multiprocessing lets have no children); the child exits 0 when it returns, 1 on any error, without
+    running the parent's exit handlers or flushing its buffers. Returns the child's pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        fn(*args)
+        code = 0
+    except BaseException:  # noqa: BLE001 - the exit code says it failed; the parent switches recording off
+        pass
+    finally:
+        os._exit(code)
+
+
+def render_replay(path: Path, env_id: str, kwargs: dict[str, Any], wrappers: list[dict[str, Any]], seed: int,
+                  actions: list[Any]) -> None:  # fmt: skip
+    """Replay ``actions`` from ``seed`` in a new ``rgb_array`` env and write its frames as an MP4 at ``path``
+    (gymnasium's envs are deterministic given the seed and the actions)."""
+    from ..envs import make_env
+
+    offscreen()
+    env = make_env(env_id, dict(kwargs, render_mode="rgb_array"), wrappers=wrappers)
+    env.reset(seed=seed)
+    frames = [env.render()]
+    for a in actions:
+        env.step(a)
+        frames.append(env.render())
+    write_video(path, frames, _fps(env))
+    env.close()
 
 
 def _kind_of(env_id: str, env: Any) -> str:
@@ -174,11 +243,10 @@ def _kind_of(env_id: str, env: Any) -> str:
     return "video" if "rgb_array" in modes else "none"
 
 
-def _episode_env(spec: Any, kind: str) -> Any:
+def _episode_env(spec: Any) -> Any:
     from ..envs import make_env
 
-    kwargs = dict(spec.env_kwargs, render_mode="rgb_array") if kind == "video" else dict(spec.env_kwargs)
-    return make_env(spec.env_id, kwargs, wrappers=spec.env_wrappers)
+    return make_env(spec.env_id, spec.env_kwargs, wrappers=spec.env_wrappers)
 
 
 def offscreen() -> None:
@@ -192,19 +260,31 @@ def _fps(env: Any) -> int:
     return max(1, min(int(fps), 60))
 
 
-def play_episode(env: Any, seed: int, policy: Any, frames: bool) -> tuple[list[Any], list[str], float]:
-    """One seeded episode of ``policy`` (a batch policy or an ``EpisodePolicy``) in ``env``: its frames
-    (``frames=True``: ``env.render()`` after reset and after each step) and a transcript (observation,
-    action and reward of each step, text envs). Returns (frames, transcript lines, the episode's return)."""
+@dataclass
+class Episode:
+    """One episode played by ``play_episode``: its frames (when drawn), transcript lines (when kept), return
+    and actions."""
+
+    frames: list[Any] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    total: float = 0.0
+    actions: list[Any] = field(default_factory=list)
+
+
+def play_episode(env: Any, seed: int, policy: Any, frames: bool = False, transcript: bool = False) -> Episode:
+    """One seeded episode of ``policy`` (a batch policy or an ``EpisodePolicy``) in ``env``, keeping its
+    actions; ``frames``: ``env.render()`` after the reset and after each step; ``transcript``: observation,
+    action and reward of each step as text (text envs)."""
     obs, _ = env.reset(seed=seed)
     stateful = hasattr(policy, "act") and hasattr(policy, "reset")
     if hasattr(policy, "bind"):
         policy.bind([env])
     if stateful:
         policy.reset(1)
-    shots = [env.render()] if frames else []
-    lines = [f"# seed {seed}", "", str(obs)]
-    total, reward, done = 0.0, 0.0, False
+    ep = Episode(
+        frames=[env.render()] if frames else [], lines=[f"# seed {seed}", "", str(obs)] if transcript else []
+    )
+    reward, done = 0.0, False
     while not done:
         batch = np.stack([obs]) if not isinstance(obs, str) else np.asarray([obs], dtype=object)
         if stateful:
@@ -213,13 +293,16 @@ def play_episode(env: Any, seed: int, policy: Any, frames: bool) -> tuple[list[A
             action = np.asarray(policy(batch))[0]
         action = action.item() if isinstance(action, np.ndarray) and action.ndim == 0 else action
         obs, reward, term, trunc, _ = env.step(action)
-        total += float(reward)
+        ep.actions.append(action)
+        ep.total += float(reward)
         done = bool(term or trunc)
         if frames:
-            shots.append(env.render())
-        lines += [f"> {action}", f"reward {float(reward):g}", "", str(obs)]
-    lines.append(f"# return {total:g}")
-    return shots, lines, total
+            ep.frames.append(env.render())
+        if transcript:
+            ep.lines += [f"> {action}", f"reward {float(reward):g}", "", str(obs)]
+    if transcript:
+        ep.lines.append(f"# return {ep.total:g}")
+    return ep
 
 
 def write_video(path: Path, frames: list[Any], fps: int) -> Path:
