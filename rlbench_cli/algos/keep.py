@@ -20,7 +20,7 @@ metric.
 
 Episode videos
 --------------
-With ``budget.video_every: K`` the evaluations numbered 0, K, 2K, ... (0 is the first) also play one
+With ``budget.video_every: K`` every K-th evaluation (the K-th, the 2K-th, ...; 1: each) also plays one
 seeded episode (the first evaluation seed) in a separate env: as MP4 (imageio with imageio-ffmpeg) where the
 env renders ``rgb_array``, as a text transcript in a text env, nothing otherwise. The episode is played
 without frames (a step costs what an evaluation step costs); a forked process replays its actions from the
@@ -142,14 +142,14 @@ class Keeper:
 
     # -- episodes ------------------------------------------------------------------------------------
     def maybe_record(self, step: int, evaluation: int, policy: Any, eval_env: Any, seed: int) -> None:
-        """Record one episode when evaluation number ``evaluation`` (0-based) is a multiple of video_every.
+        """Record one episode when ``evaluation`` (0-based: the first is 0) is a K-th one (K = video_every).
 
         The episode is played here without frames (its actions kept); its frames are drawn and encoded in a
         forked process that replays those actions from the same seed (``render_replay``), so training goes on
         meanwhile. At most one video is in the making: the next waits for it. A finished video is listed at
         the next evaluation or at ``close``."""
         self._collect(wait=False)
-        if self.video_every <= 0 or evaluation % self.video_every:
+        if self.video_every <= 0 or (evaluation + 1) % self.video_every:
             return
         if self._video_kind is None:
             self._video_kind = _kind_of(self.ctx.spec.env_id, eval_env)
@@ -312,7 +312,7 @@ def write_video(path: Path, frames: list[Any], fps: int) -> Path:
 
     tmp = path.with_name(f".{path.name}.tmp.mp4")
     with imageio.get_writer(tmp, fps=fps, codec="libx264", macro_block_size=1, quality=None,
-                            ffmpeg_log_level="error", output_params=["-preset", "veryfast", "-crf", "28"],
+                            ffmpeg_log_level="error", output_params=["-preset", "ultrafast", "-crf", "28"],
                             pixelformat="yuv420p") as w:  # fmt: skip
         for f in frames:
             a = np.asarray(f, np.uint8)

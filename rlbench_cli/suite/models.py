@@ -90,8 +90,8 @@ class Budget(_Model):
     video_every: int | None = Field(
         None,
         gt=0,
-        description="record one seeded evaluation episode at every Nth evaluation (1: each; the first "
-        "included) as an MP4 for envs that render rgb_array, as a transcript for text envs. Default: none",
+        description="record one seeded evaluation episode at every Nth evaluation (the Nth, the 2Nth, ...; "
+        "1: each) as an MP4 for envs that render rgb_array, as a transcript for text envs. Default: none",
     )
 
     @field_validator("checkpoint_every", mode="before")

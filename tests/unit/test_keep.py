@@ -2,12 +2,13 @@
 every K-th evaluation, none of which changes a metric (ppo's reference hashes), and a resumed attempt that
 lists the files of the attempt it continues."""
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from ppo_reference import HASHES, run, spec_of
+from ppo_reference import HASHES, rows_of, run, spec_of
 
 from rlbench_cli.algos.base import _episodes, eval_seeds
 from rlbench_cli.algos.keep import load_saved
@@ -78,3 +79,33 @@ def test_a_d3rlpy_run_keeps_d3rlpys_own_file(tmp_path):
     algo = d3rlpy.load_learnable(str(folder.parent / kinds["policy_final"]))  # d3rlpy alone reads it
     assert algo.predict(np.zeros((1, 4), np.float32)).shape == (1,)
     assert _replay(folder / "policy" / "final", "CartPole-v1", spec.seed, 2) == _final_return(folder)
+
+
+def test_a_text_run_keeps_transcripts_and_its_policy_with_save_pretrained(tmp_path):
+    import torch
+
+    from rlbench_cli.algos.base import RunSpec
+    from rlbench_cli.runner import run_one
+
+    torch.set_num_threads(1)
+    params = {"n_embd": 32, "n_layer": 2, "n_head": 2, "batch_size": 8, "logging_steps": 2, "max_context": 96,
+              "num_envs": 2, "vocab_episodes": 2, "n_steps": 8}  # fmt: skip
+    spec = RunSpec(suite="k", algo="ppo", algo_name="ppo", env_id="rlbench/MazeFO-v0", env_kwargs={"max_steps": 8},
+                   seed=0, params=params, budget={"steps": 16, "eval_every": 8, "eval_episodes": 2, "timeout": None,
+                                                  "video_every": 1})  # fmt: skip
+    folder = attempt_dir(tmp_path, spec, attempt=1)
+    assert run_one(spec, folder)["status"] == "finished"
+    rows = current(read_index(folder))
+    assert [r["step"] for r in rows if r["kind"] == "transcript"] == [0, 8, 16]
+    text = (folder / "videos" / "eval-000000016.txt").read_text()
+    assert text.startswith("# seed ") and "\n> " in text and "# return " in text
+    final = {r["path"] for r in rows if r["kind"] == "policy_final"}
+    assert "attempt-1/policy/final/model/lm/config.json" in final  # transformers' save_pretrained
+    plain = dataclasses.replace(spec, budget={**spec.budget, "video_every": None})
+    assert run_one(plain, attempt_dir(tmp_path / "plain", plain, attempt=1))["status"] == "finished"
+    assert rows_of(folder) == rows_of(
+        attempt_dir(tmp_path / "plain", plain, attempt=1)
+    )  # transcripts change none
+    policy, _ = load_saved(folder / "policy" / "final")
+    envs = [make_env("rlbench/MazeFO-v0", {"max_steps": 8}) for _ in range(2)]
+    assert float(_episodes(envs, eval_seeds(0, 2), policy)[0].mean()) == _final_return(folder)
