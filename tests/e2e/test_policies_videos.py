@@ -100,5 +100,26 @@ def test_kill_9_of_the_coordinator_loses_no_artifact_and_doubles_none(tmp_path):
                           "ORDER BY step, kind, path")  # fmt: skip
         assert stored == listed and len(listed) == len(set(listed))
         videos = [s for s, k, *_ in stored if k == "video"]
-        assert videos == [512, 1280, 2048, 2816, 3584]  # the 3rd, 6th, ... of 17 evaluations (every 256 steps)
+        assert videos == [
+            512,
+            1280,
+            2048,
+            2816,
+            3584,
+        ]  # the 3rd, 6th, ... of 17 evaluations (every 256 steps)
         assert {k for _, k, *_ in stored} >= {"policy_best", "policy_final"}
+
+
+def test_the_report_embeds_the_latest_episode_video(done):
+    import base64
+    import re
+
+    db = done / "rlbench.duckdb"
+    rl("report", "keep", "--db", db, "--out", done / "page.html")
+    page = (done / "page.html").read_text()
+    (data,) = re.findall(r'<video [^>]*src="data:video/mp4;base64,([A-Za-z0-9+/=]+)"', page)
+    ((run_id, path),) = _sql(
+        db, "SELECT run_id, path FROM artifacts WHERE kind = 'video' ORDER BY step DESC LIMIT 1"
+    )
+    assert base64.b64decode(data) == (done / "runs" / "keep" / run_id / path).read_bytes()
+    assert "evaluation at step 1024" in page
