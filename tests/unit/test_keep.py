@@ -109,3 +109,26 @@ def test_a_text_run_keeps_transcripts_and_its_policy_with_save_pretrained(tmp_pa
     policy, _ = load_saved(folder / "policy" / "final")
     envs = [make_env("rlbench/MazeFO-v0", {"max_steps": 8}) for _ in range(2)]
     assert float(_episodes(envs, eval_seeds(0, 2), policy)[0].mean()) == _final_return(folder)
+
+
+@pytest.mark.parametrize("name", ["bc", "decision_transformer"])
+def test_an_offline_d3rlpy_run_keeps_its_policy(tmp_path, name):
+    from offline_helpers import cartpole_controller, offline_spec, rollouts
+
+    from rlbench_cli.algos import get_algorithm
+    from rlbench_cli.algos.base import RunContext
+    from rlbench_cli.sink import ShardSink
+
+    data = rollouts("CartPole-v1", cartpole_controller, 4, 0.2)
+    params = {"hidden_units": [16], "batch_size": 16, "logging_steps": 10}
+    if name == "decision_transformer":
+        params |= {"context_size": 5, "num_layers": 1, "num_heads": 1}
+    spec = offline_spec(name, "CartPole-v1", 20, params, every=10)
+    folder = tmp_path / "run" / "attempt-1"
+    sink = ShardSink(folder / "metrics", background=False)
+    ctx = RunContext(spec=spec, sink=sink, run_dir=folder, _dataset=data, keep_artifacts=True)
+    get_algorithm(name)().train(ctx)
+    sink.close()
+    kinds = {r["kind"] for r in current(read_index(folder))}
+    assert kinds == {"policy_best", "policy_final"}
+    assert _replay(folder / "policy" / "final", "CartPole-v1", spec.seed, 2) == _final_return(folder)
