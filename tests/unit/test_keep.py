@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from ppo_reference import HASHES, rows_of, run, spec_of
+from ppo_reference import HASHES, digest, rows_of, run, spec_of
 
 from rlbench_cli.algos.base import _episodes, eval_seeds
 from rlbench_cli.algos.keep import load_saved
@@ -132,3 +132,22 @@ def test_an_offline_d3rlpy_run_keeps_its_policy(tmp_path, name):
     kinds = {r["kind"] for r in current(read_index(folder))}
     assert kinds == {"policy_best", "policy_final"}
     assert _replay(folder / "policy" / "final", "CartPole-v1", spec.seed, 2) == _final_return(folder)
+
+
+def test_each_seed_of_a_packed_job_keeps_its_own_policies_and_videos(tmp_path):
+    import torch
+
+    from rlbench_cli.packed import run_packed
+
+    torch.set_num_threads(1)
+    specs = [dataclasses.replace(spec_of("packed-cartpole", seed), budget={**spec_of("packed-cartpole").budget,
+                                 "video_every": 1}) for seed in (7, 8)]  # fmt: skip
+    folders = [attempt_dir(tmp_path, s, attempt=1) for s in specs]
+    assert all(r["status"] == "finished" for r in run_packed(specs, folders))
+    assert (
+        "/".join(digest(rows_of(f)) for f in folders) == HASHES["packed-cartpole"]
+    )  # the videos change nothing
+    for spec, folder in zip(specs, folders):
+        rows = current(read_index(folder))
+        assert [r["step"] for r in rows if r["kind"] == "video"] == [0, 1024, 2048]
+        assert _replay(folder / "policy" / "final", "CartPole-v1", spec.seed, 2) == _final_return(folder)
