@@ -1,7 +1,8 @@
 """``rlbench report``: a suite's whole result as one self-contained HTML page.
 
 The page holds the leaderboard with its intervals, AdaStop's decisions (when the suite ran with --adaptive),
-every figure of ``rlbench plot`` inlined as SVG, the per-task table, the run table (status, attempts, duration,
+every figure of ``rlbench plot`` inlined as SVG, each algorithm's latest recorded episode on each task
+(``budget.video_every``: an MP4 as a data URI, a text env's transcript), the per-task table, the run table (status, attempts, duration,
 executor, host, device, job id, score, the error of failed runs), the score rule and normalisation, the suite
 file and the reproducibility manifest (code versions, interpreters, packages, hosts). Nothing is fetched
 when it is viewed: no scripts, fonts or images from elsewhere. Every string from the database is escaped.
@@ -36,7 +37,7 @@ th, td { border-bottom: 1px solid #e4e4e4; padding: 4px 8px; text-align: right; 
 th { background: #f2f4f7; position: sticky; top: 0; }
 td.text, th.text { text-align: left; }
 tr.failed td { background: #fff1f0; } tr.interrupted td { background: #fffbe6; }
-figure { margin: 14px 0 22px; } figure svg { max-width: 100%; height: auto; display: block; }
+figure { margin: 14px 0 22px; } figure svg, figure video { max-width: 100%; height: auto; display: block; }
 figcaption { color: #555; font-size: 0.88em; }
 pre { background: #f6f8fa; padding: 10px; overflow-x: auto; font-size: 0.85em; max-width: 100%; }
 pre.err { white-space: pre-wrap; margin: 2px 0; padding: 4px 8px; max-width: 60em; }
@@ -116,6 +117,7 @@ def build_html(
         runs = store.runs(con, suite)
         info = store.suite_info(con, suite)
         decisions, adaptive = store.decisions(con, suite)
+        recorded = [a for a in store.artifacts(con, suite=suite) if a["kind"] in ("video", "transcript")]
         if curves:
             df = analysis.metric_rows(reads, suite, metric)
         else:
@@ -176,6 +178,8 @@ def build_html(
     tuning = _tuning(store, config)
     if tuning:
         sections.append(("tuning", "Tuning", tuning))
+    if recorded:
+        sections.append(("episodes", "Episodes", _episodes(store, suite, runs, recorded, notes)))
     sections.append(("runs", "Runs", _run_table(runs, scores)))
     sections.append(("suite", "Suite file", _suite_file(info["source_path"], config)))
     sections.append(("manifest", "Reproducibility", _manifest(runs)))
@@ -263,6 +267,59 @@ def _tuning(store: Any, config: dict[str, Any]) -> str:
                  "picked for being high), the confirmed one is not.</p>"
                  + _table(conf, "tune-confirm", ("configuration", "95% CI", "P 95% CI", "verdict")))  # fmt: skip
     return html
+
+
+EPISODES_BUDGET = 15 << 20  # bytes of videos a page embeds at most (base64 adds a third)
+
+
+def _episodes(store: Any, suite: str, runs: list[dict[str, Any]], recorded: list[dict[str, Any]],
+              notes: list[str]) -> str:  # fmt: skip
+    """The latest recorded episode (``budget.video_every``) of each algorithm on each task, from its run of
+    the lowest seed: an MP4 embedded as a data URI (the page stays self-contained), a transcript as text.
+    At most ``EPISODES_BUDGET`` bytes of video; a file missing or changed since it was recorded is left out,
+    with a note."""
+    import base64
+
+    from .artifacts import resolve, sha256_file
+    from .coordinator import runs_root
+
+    by_run = {r["run_id"]: r for r in runs}
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    for a in recorded:
+        r = by_run.get(a["run_id"])
+        if r is None:
+            continue
+        key, have = (str(r["algo"]), str(r["env"])), latest.get((str(r["algo"]), str(r["env"])))
+        if have is None or (r["seed"], -a["step"]) < (by_run[have["run_id"]]["seed"], -have["step"]):
+            latest[key] = a
+    parts, spent = [], 0
+    for (algo, env), a in sorted(latest.items()):
+        r = by_run[a["run_id"]]
+        caption = f"{_e(algo)} on {_e(env)}, seed {_e(r['seed'])}, evaluation at step {_e(a['step'])}"
+        try:
+            path = resolve(runs_root(store) / suite / a["run_id"], a["path"])
+            ok = path.is_file() and path.stat().st_size == a["bytes"] and sha256_file(path) == a["sha256"]
+        except ValueError:
+            ok = False
+        if not ok:
+            notes.append(
+                f"episode {a['path']} of run {a['run_id']}: missing or changed since it was recorded"
+            )
+            continue
+        if a["kind"] == "transcript":
+            text = path.read_text(errors="replace")
+            parts.append(f'<figure><pre data-check="transcript">{_e(text[-20_000:])}</pre>'
+                         f"<figcaption>{caption}</figcaption></figure>")  # fmt: skip
+            continue
+        if spent + a["bytes"] > EPISODES_BUDGET:
+            notes.append(f"episode videos beyond {EPISODES_BUDGET >> 20} MB are left out of the page "
+                         "(rlbench sql \"FROM artifacts\" lists them)")  # fmt: skip
+            break
+        spent += a["bytes"]
+        data = base64.b64encode(path.read_bytes()).decode()
+        parts.append(f'<figure data-check="video"><video controls muted playsinline preload="metadata" '
+                     f'src="data:video/mp4;base64,{data}"></video><figcaption>{caption}</figcaption></figure>')  # fmt: skip
+    return "".join(parts) or "<p>No recorded episode is on disk.</p>"
 
 
 def _describe_normalize(normalize: Any) -> str:

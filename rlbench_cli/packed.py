@@ -163,6 +163,7 @@ def run_packed(
         sink = ShardSink(folder / "metrics", flush_interval=flush_interval)
         sinks.append(sink)
         ctxs.append(RunContext(spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event))
+        ctxs[-1].keep_artifacts = True  # its best and final policy, its episodes (algos.keep)
         results.append({"run_id": spec.run_id, "started_at": t0, "device": device, "pack": ids})
     try:
         seed_everything(specs[0].seed)  # for code outside the per-seed streams; see the module docstring
@@ -202,6 +203,8 @@ def run_packed(
         for result in results:
             if result.get("status") != "failed":
                 result.update(status=status, exit_code=1, error=f"{type(e).__name__}: {e}\n{tail}")
+    for ctx in ctxs:
+        ctx.wait_artifacts()
     for sink, folder, result in zip(sinks, folders, results):
         try:
             sink.close()

@@ -124,9 +124,12 @@ def run_one(
     t0 = time.time()
     sink = ShardSink(folder / "metrics", flush_interval=flush_interval)
     result: dict[str, Any] = {"run_id": spec.run_id, "started_at": t0, "device": device}
+    ctx = None
     try:
         seed_everything(spec.seed, torch_too=uses_torch(spec))
-        ctx = RunContext(spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event)
+        ctx = RunContext(
+            spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event, keep_artifacts=True
+        )
         with SystemMonitor(sink, lambda: ctx.current_step, device, interval=SYSMON_INTERVAL_S):
             if spec.command is not None:
                 from .algos.command import run_command
@@ -164,6 +167,8 @@ def run_one(
         status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         result.update(status=status, exit_code=1, error=f"{type(e).__name__}: {e}\n{tail}")
     finally:
+        if ctx is not None:
+            ctx.wait_artifacts()
         try:
             sink.close()
         except Exception as e:  # noqa: BLE001

@@ -130,6 +130,9 @@ class RunContext:
     pruned: bool = False  # rlbench tune's pruner stopped it (PRUNE_FILE): recorded as 'pruned'
     pruned_at: int | None = None  # the evaluation step its trial was pruned at
     _prune_check: float = 0.0
+    # keep the best and final policy and record episodes in run_dir (``keep.Keeper``): the runner's runs do
+    keep_artifacts: bool = False
+    _keeper: Any = None
 
     def fail(self, reason: str | BaseException) -> None:
         """Mark this run failed (code training several seeds at once: the others go on). ``reason`` is the
@@ -275,6 +278,7 @@ class RunContext:
                     "last_eval_step": self._last_eval_step,
                     "last_eval": self.last_eval,
                     "evaluations": self.evaluations,
+                    "best": self._keeper.best if self._keeper is not None else None,
                 },
             }
             checkpoint.save(self.checkpoint_dir, step, state, meta, prune=prune)
@@ -379,6 +383,8 @@ class RunContext:
         self._last_eval_step = int(ev.get("last_eval_step", -1))
         self.last_eval = ev.get("last_eval")
         self.evaluations = int(ev.get("evaluations", 0))
+        if self.keep_artifacts and src.parent != self.run_dir:
+            self._carry_artifacts(src.parent, step, ev.get("best"))
         every_steps, _ = self._checkpoint_every()
         if every_steps is not None:
             self._next_ckpt_step = (step // every_steps + 1) * every_steps
@@ -391,6 +397,31 @@ class RunContext:
         print(f"rlbench: resumed from the checkpoint at step {step} "
               f"({len(files)} metric shard(s) of {meta.get('attempt_dir')} carried over)", flush=True)  # fmt: skip
         return state
+
+    def _carry_artifacts(self, earlier: Path, step: int, best: float | None) -> None:
+        """List in this attempt the files the earlier attempt listed up to the checkpoint's ``step`` that are
+        still there (its best policy, when a later best has not replaced it), as its rows are carried."""
+        from ..artifacts import current, read_index
+
+        rows = [r for r in current(read_index(earlier)) if r["step"] <= step and r["kind"] != "policy_final"]
+        rows = [r for r in rows if (self.run_dir.parent / r["path"]).is_file()]
+        self.keeper.log.append(rows)
+        if any(r["kind"] == "policy_best" for r in rows):
+            self.keeper.best = best
+
+    def wait_artifacts(self) -> None:
+        """Wait for the episode videos still being drawn and list them (the runner, before result.json)."""
+        if self._keeper is not None:
+            self._keeper.close()
+
+    @property
+    def keeper(self) -> Any:
+        """This run's ``keep.Keeper`` (its saved policies and episode recordings)."""
+        if self._keeper is None:
+            from .keep import Keeper
+
+            self._keeper = Keeper(self)
+        return self._keeper
 
     def _set_aside_after(self, keep: list[Path]) -> None:
         from ..sink import list_shards
@@ -444,9 +475,11 @@ class RunContext:
         done = step - (self.resumed_from_step or 0)  # steps trained by this attempt
         self.sink.log(step, **{"sys/sps_overall": done / elapsed if elapsed > 0 else 0.0,
                                "sys/rss_peak_mb": peak_rss_mb()})  # fmt: skip
-        if step <= self._last_eval_step:
-            return None
-        return self.evaluate(step, policy)
+        mean = None if step <= self._last_eval_step else self.evaluate(step, policy)
+        if self.keep_artifacts and self.failure is None:
+            self.keeper.final(step, policy)
+            self.keeper.close()
+        return mean
 
     def evaluate(self, step: int, policy: Policy) -> float:
         """Run ``eval_episodes`` seeded episodes in lock-step, log eval/return, return its mean. In a language
@@ -507,6 +540,10 @@ class RunContext:
         due = [p for p in schedule if self._last_eval_step < p <= step]
         values["eval/actual_step"] = float(step)
         self.sink.log(due[-1] if due else step, **values)
+        if self.keep_artifacts:
+            self.keeper.after_evaluation(due[-1] if due else step, values, policy)
+            self.keeper.maybe_record(due[-1] if due else step, self.evaluations, policy, self._eval_envs[0],
+                                     seeds[0])  # fmt: skip
         self.evaluations += 1
         self.last_eval = mean
         self._last_eval_step = step

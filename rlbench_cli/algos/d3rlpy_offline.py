@@ -53,7 +53,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium
@@ -62,7 +64,13 @@ import torch
 
 from ..datasets.data import OfflineData
 from .base import RunContext
-from .d3rlpy_online import _quiet_d3rlpy, d3rlpy, impl_state, restore_impl  # d3rlpy: no legacy-gym notice
+from .d3rlpy_online import (  # d3rlpy: no legacy-gym notice
+    D3rlpyPolicy,
+    _quiet_d3rlpy,
+    d3rlpy,
+    impl_state,
+    restore_impl,
+)
 from .offline import (
     EpisodeContexts,
     TrajectoryWindows,
@@ -82,6 +90,8 @@ from d3rlpy.preprocessing import MinMaxActionScaler, MultiplyRewardScaler, Stand
 
 __all__ = [
     "D3rlpyOffline",
+    "TransformerPolicy",
+    "load_transformer_policy",
     "BC",
     "CQL",
     "DiscreteCQL",
@@ -197,13 +207,26 @@ class TransformerPolicy:
 
     Gives the transformer what d3rlpy's ``StatefulTransformerWrapper`` gives it for one episode (the last
     ``context_size`` steps, left-padded, through the algorithm's scalers), for all running episodes at once.
+    ``save(folder)`` writes d3rlpy's own file and the return it is conditioned on; ``load_transformer_policy``
+    reads them back (``loader``: the run's saved policies, ``algos.keep``).
     """
+
+    loader = "d3rlpy_offline:load_transformer_policy"
+    policy_file = "transformer"  # a folder: policy.d3 and conditioning.json
 
     def __init__(self, algo: Any, target_return: float, discrete: bool):
         self._algo = algo
         self._target = target_return
         self._discrete = discrete
         self._ctx: EpisodeContexts | None = None
+
+    def save(self, path: Any) -> None:
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._algo.save(str(folder / "policy.d3"))
+        (folder / "conditioning.json").write_text(
+            json.dumps({"target_return": self._target, "discrete": self._discrete}) + "\n"
+        )
 
     def reset(self, n: int) -> None:
         impl, cfg = self._algo.impl, self._algo.config
@@ -245,6 +268,15 @@ class TransformerPolicy:
         chosen = action.cpu().numpy()
         c.set_actions(idx, chosen)
         return chosen
+
+
+def load_transformer_policy(path: Any, device: str = "cpu") -> TransformerPolicy:
+    """Restore a policy saved by ``TransformerPolicy.save``."""
+    folder = Path(path)
+    meta = json.loads((folder / "conditioning.json").read_text())
+    with _quiet_d3rlpy():
+        algo = d3rlpy.load_learnable(str(folder / "policy.d3"), device=device)
+    return TransformerPolicy(algo, float(meta["target_return"]), bool(meta["discrete"]))
 
 
 # -- the adapter ---------------------------------------------------------------------------------------
@@ -403,10 +435,7 @@ class D3rlpyOffline:
                 algo, default_target_return(data) if target is None else float(target), discrete
             )
 
-        def policy(obs: np.ndarray) -> np.ndarray:
-            return algo.predict(np.asarray(obs, dtype=np.float32))
-
-        return policy
+        return D3rlpyPolicy(algo)  # greedy actions; saved with d3rlpy's own algo.save
 
     # -- training ----------------------------------------------------------------------------------
     def train(self, ctx: RunContext) -> None:

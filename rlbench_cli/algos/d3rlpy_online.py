@@ -356,7 +356,10 @@ class D3rlpyPolicy:
     mean action, what evaluation scores); ``sample`` returns ``sample_action`` (SAC draws from its
     stochastic policy; DQN, TD3 and DDPG have none and act greedily), which is what a D4RL-style dataset is
     collected with; ``save`` writes d3rlpy's own full-algorithm file (config, scalers and weights), which
-    ``d3rlpy.load_learnable`` and ``load_policy`` read."""
+    ``d3rlpy.load_learnable`` and ``load_policy`` read (``loader``: the run's saved policies, ``algos.keep``)."""
+
+    loader = "d3rlpy_online:load_policy"
+    policy_file = "policy.d3"
 
     def __init__(self, algo: Any):
         self.algo = algo

@@ -18,6 +18,7 @@ from .cancel import cancel
 from .check import check
 from .compare import compare
 from .datasets import datasets_app
+from .enjoy import enjoy
 from .export import export
 from .fetch import fetch
 from .leaderboard import leaderboard
@@ -94,6 +95,7 @@ app.command()(report)
 app.command()(sql)
 app.command()(export)
 app.command()(ui)
+app.command()(enjoy)
 app.add_typer(datasets_app, name="datasets")
 
 

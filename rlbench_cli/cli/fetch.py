@@ -14,6 +14,7 @@ from .. import query
 from ..errors import UsageError
 from ..query import parse_where
 from .common import DbOpt, DropFirstOpt, handle_errors, store_for
+from .export import WithPoliciesOpt
 from .output import OutFormat, write_table
 
 FROM_HELP = (
@@ -148,6 +149,7 @@ def fetch(
             show_default=False,
         ),
     ] = None,  # fmt: skip
+    with_policies: WithPoliciesOpt = False,
 ) -> None:
     """Every metric of every run as tidy rows: run_id, suite, algo, env, seed, step, name, value, wall_time;
     --wide pivots metrics into columns, --scores gives one score per run. A filter that matches nothing is an
@@ -168,6 +170,7 @@ def fetch(
 
     Bundle (a suite's finished runs and every metric, as Parquet, to share or to import elsewhere; the same
     as rlbench export): rlbench fetch --suite classic-control --format bundle -o results/reference/classic-control ;
+    add --with-policies to carry the runs' saved policies ;
     rlbench fetch --from rlbench:results/reference/classic-control --into my-study ;
     rlbench fetch --from bundle:https://example.org/bundles/classic-control ;
     rlbench fetch --from bundle:s3://my-bucket/bundles/classic-control --into my-study
@@ -182,8 +185,10 @@ def fetch(
     for flag, value in (("--pattern", pattern), ("--columns", columns), ("--timeout", timeout)):
         if value is not None:
             raise UsageError(f"{flag} says how to read files imported with --from: add --from KIND:PATH")
+    if with_policies and fmt is not Format.bundle:
+        raise UsageError("--with-policies puts saved policies in a bundle: add --format bundle")
     if fmt is Format.bundle:
-        _bundle(db, suite, output, {"--algo": algo, "--env": env, "--seed": seed, "--metric": metric,
+        _bundle(db, suite, output, with_policies, {"--algo": algo, "--env": env, "--seed": seed, "--metric": metric,
                                     "--status": status, "--steps": steps, "--where": where, "--wide": wide,
                                     "--scores": scores, "--limit": limit is not None})  # fmt: skip
         return
@@ -249,7 +254,9 @@ def _nothing(store: Any, filters: dict[str, Any], metric: list[str] | None, wher
             "loosen the filters (see rlbench status for what is there)")  # fmt: skip
 
 
-def _bundle(db: Path | None, suite: str | None, output: Path | None, filters: dict[str, Any]) -> None:
+def _bundle(
+    db: Path | None, suite: str | None, output: Path | None, with_policies: bool, filters: dict[str, Any]
+) -> None:
     given = [flag for flag, value in filters.items() if value]
     if given:
         raise UsageError(f"--format bundle exports a whole suite: drop {', '.join(given)}")
@@ -259,7 +266,7 @@ def _bundle(db: Path | None, suite: str | None, output: Path | None, filters: di
         raise UsageError(f"--output {output}: a file; a bundle is a folder, name a new or existing folder")
     from .export import write
 
-    write(db, suite, output, "--suite")
+    write(db, suite, output, "--suite", with_policies)
 
 
 def _import(

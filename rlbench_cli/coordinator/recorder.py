@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import artifacts
 from ..errors import StoreBusy
 from ..executors.base import Job
 from ..sink import list_shards
@@ -71,6 +72,9 @@ class Recorder:
         self.released = -1e9
         self.last_flush = -1e9
         self.stats = {"flushes": 0, "ops": 0, "connects": 0, "write_s": 0.0, "connect_s": 0.0, "close_s": 0.0}
+        # (run_id, attempt) -> size of its artifact index when last recorded: an unchanged index is not read
+        self.index_sizes: dict[tuple[str, int], int] = {}
+        self._index_pending: dict[tuple[str, int], int] = {}
 
     def add(self, op: Callable[[Any], None], after: Callable[[], None] | None = None) -> None:
         """Queue ``op(con)``; ``after()`` runs once it is committed (e.g. the progress line saying so)."""
@@ -133,12 +137,14 @@ class Recorder:
             self.stats["connect_s"] += self.opened - t0
         ops, self.ops = self.ops, []
         t0 = time.monotonic()
+        self._index_pending = {}
         try:
             with self.store.batch(self.con) as con:
                 self._write(con, [op for op, _ in ops])
         except BaseException:
             self.ops = ops + self.ops  # nothing of them was recorded: still to do
             raise
+        self.index_sizes.update(self._index_pending)
         self.last_flush = time.monotonic()
         self.stats["write_s"] += self.last_flush - t0
         self.stats["flushes"] += 1
@@ -162,6 +168,7 @@ class Recorder:
             self.store.start_attempts(con, [(o.run_id, o.attempt, o.manifest) for o in starts])
             if ingests:
                 self.store.ingest_many(con, [(i.run_id, i.attempt, list_shards(i.metrics)) for i in ingests])
+                self.store.ingest_artifacts(con, self._changed_indexes(ingests))
             self.store.end_attempts(con, [(o.run_id, o.status, o.outcome) for o in ends])
             for done in (starts, ingests, ends, seen, ended):
                 done.clear()
@@ -182,6 +189,23 @@ class Recorder:
                 ended.add(op.run_id)
             seen.add(op.run_id)
         segment()
+
+    def _changed_indexes(self, ingests: list[_Ingest]) -> list[tuple[str, list[dict[str, Any]]]]:
+        """The current artifacts (``artifacts.current``) of each ingested attempt whose index has grown since
+        it was last recorded (a size check per attempt; the index is read only when it changed)."""
+        out = []
+        for i in ingests:
+            key, folder = (i.run_id, i.attempt), i.metrics.parent
+            try:
+                size = (folder / artifacts.INDEX).stat().st_size
+            except OSError:
+                continue
+            if self.index_sizes.get(key) == size or self._index_pending.get(key) == size:
+                continue
+            out = [item for item in out if item[0] != i.run_id]  # a run's newest attempt wins
+            out.append((i.run_id, artifacts.current(artifacts.read_index(folder))))
+            self._index_pending[key] = size
+        return out
 
     def _release(self) -> None:
         if self.con is None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import artifacts
 from ..executors import EXECUTORS
 from ..runner import attempt_dir, read_result
 from ..sink import list_shards
@@ -118,6 +119,7 @@ def recover(store: Store, con: Any, root: Path, rows: list[dict[str, Any]]) -> t
             continue
         folder = attempt_dir(root, r["suite"], r["run_id"], r["attempts"])
         store.ingest_shards(con, r["run_id"], r["attempts"], list_shards(folder / "metrics"))
+        store.ingest_artifacts(con, [(r["run_id"], artifacts.current(artifacts.read_index(folder)))])
         result = read_result(folder)
         if result is not None:
             store.end_attempt(con, r["run_id"], result["status"], result)
@@ -164,6 +166,7 @@ def recover_detached(store: Store, con: Any, root: Path, rows: list[dict[str, An
             })  # fmt: skip
             r["attempts"], r["host"] = s.attempt, (p or {}).get("host") or ""
         store.ingest_shards(con, s.run_id, s.attempt, list_shards(s.folder / "metrics"))
+        store.ingest_artifacts(con, [(s.run_id, artifacts.current(artifacts.read_index(s.folder)))])
         if s.outcome is None:
             live.append(s)
             continue

@@ -3,8 +3,10 @@ back as it was recorded.
 
 Unlike ``rlbench:DIR`` (which reads a bundle like any other tool's runs), runs keep their run ids, status and
 full manifests, and metric rows keep their wall times. Every file is checked against the bundle's
-MANIFEST.sha256 before the database is opened (``rlbench_cli.bundle.fetch``); then everything goes in ONE
-transaction, and run ids already there are skipped, so importing twice adds nothing.
+MANIFEST.sha256 before the database is opened (``rlbench_cli.bundle.fetch``); the saved policies a bundle
+carries (``--with-policies``) are put in the runs folder next to the database, under each run's folder;
+then everything goes in ONE transaction, and run ids already there are skipped, so importing twice adds
+nothing.
 
 ``--into SUITE`` other than the bundle's own suite gives each run the id ``rlbench:DIR --into SUITE`` would
 (a hash of the suite, ``rlbench`` and its original id), so the same bundle can go into several suites.
@@ -90,6 +92,13 @@ def load(folder: Path, where: str) -> tuple[dict[str, Any], Any, Any]:
     return suite, runs, metrics
 
 
+def _artifacts(folder: Path, where: str) -> Any:
+    """The bundle's ``artifacts.parquet`` (None: a bundle written before it existed)."""
+    if not (Path(folder) / "artifacts.parquet").is_file():
+        return None
+    return _table(folder, "artifacts.parquet", {"run_id", "step", "kind", "path", "bytes", "sha256"}, where)
+
+
 def import_bundle(store: Any, location: str, into: str | None, timeout: float | None = None) -> Any:
     """Fetches, verifies and imports the bundle at ``location`` into ``into`` (None: the bundle's suite).
 
@@ -99,11 +108,12 @@ def import_bundle(store: Any, location: str, into: str | None, timeout: float | 
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..bundle import fetch
+    from ..bundle import _runs_root, fetch, place_policies
     from .common import ImportResult
 
     with fetch(location, timeout) as got:
         suite, runs, metrics = load(got.folder, got.where)
+        artifacts = _artifacts(got.folder, got.where)
         name = into or suite["name"]
         if not name:
             raise UsageError(
@@ -117,6 +127,10 @@ def import_bundle(store: Any, location: str, into: str | None, timeout: float | 
             mapped = pc.take(new, pc.index_in(metrics["run_id"], value_set=old))
             metrics = metrics.set_column(metrics.column_names.index("run_id"), "run_id", mapped)
             metrics = metrics.filter(pc.is_valid(metrics["run_id"]))
+            if artifacts is not None:
+                mapped = pc.take(new, pc.index_in(artifacts["run_id"], value_set=old))
+                artifacts = artifacts.set_column(artifacts.column_names.index("run_id"), "run_id", mapped)
+                artifacts = artifacts.filter(pc.is_valid(artifacts["run_id"]))
         suite_col = pa.array([name] * runs.num_rows, pa.string())
         if "suite" in runs.column_names:
             runs = runs.set_column(runs.column_names.index("suite"), "suite", suite_col)
@@ -127,9 +141,10 @@ def import_bundle(store: Any, location: str, into: str | None, timeout: float | 
         if "algo_name" not in runs.column_names:
             runs = runs.append_column("algo_name", runs["algo"])
         where = got.where if "://" in got.where else str(Path(got.where).resolve())
+        carried = place_policies(got.folder, artifacts, _runs_root(store) / name)
         with store.writer() as con:
             new_runs, new_rows = store.import_bundle(
-                con, {**suite, "name": name}, runs, metrics, source=f"bundle:{where}"
+                con, {**suite, "name": name}, runs, metrics, source=f"bundle:{where}", artifacts=carried
             )
     return ImportResult(suite=name, source=f"bundle:{location}", found=runs.num_rows, new_runs=new_runs,
                         new_rows=new_rows, present=runs.num_rows - new_runs)  # fmt: skip

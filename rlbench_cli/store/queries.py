@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .connection import _first_line
-from .schema import RUN_COLUMNS
+from .schema import ARTIFACT_COLUMNS, RUN_COLUMNS
 
 
 class Queries:
@@ -156,6 +156,32 @@ class Queries:
         for r in rows:
             r.pop("settings", None)
         return rows, settings
+
+    def artifacts(
+        self, con: Any, run_id: str | None = None, suite: str | None = None, kind: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Artifact rows (run_id, step, kind, path, bytes, sha256, created_at) of a run, a suite's runs or
+        every run, optionally of one kind, by run, step, kind and path. ``path`` is relative to the run
+        folder (``<runs folder>/<suite>/<run_id>/``), but for an imported run's ``source``. A file of schema
+        3 or older, opened read-only, has no step, bytes or sha256: they read as None."""
+        have = {r[0] for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'artifacts'").fetchall()}  # fmt: skip
+        cols = ", ".join(f"a.{c}" if c in have else f"NULL AS {c}" for c in ARTIFACT_COLUMNS)
+        where, params = [], []
+        for col, value in (("a.run_id", run_id), ("r.suite", suite), ("a.kind", kind)):
+            if value is not None:
+                where.append(f"{col} = ?")
+                params.append(value)
+        cur = con.execute(
+            f"SELECT {cols} FROM artifacts a JOIN runs r USING (run_id) "
+            + (f"WHERE {' AND '.join(where)} " if where else "")
+            + "ORDER BY a.run_id, "
+            + ("a.step, " if "step" in have else "")
+            + "a.kind, a.path",
+            params,
+        )
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
 
     def suite_info(self, con: Any, suite: str) -> dict[str, Any] | None:
         """A suite's row (name, description, config as a dict, source_path); None when there is none."""

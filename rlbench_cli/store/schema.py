@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 TERMINAL = ("finished", "failed", "interrupted", "pruned")  # a run's statuses once it has ended (pruned: rlbench tune)
 
@@ -58,8 +58,25 @@ def _v3(con: Any) -> None:
     )
 
 
+ARTIFACT_COLUMNS = ("run_id", "step", "kind", "path", "bytes", "sha256", "created_at")
+
+
+def _v4(con: Any) -> None:
+    """A run's files listed with their step, size and sha256 (``artifacts``: saved policies, videos,
+    transcripts; ``path`` relative to the run folder, or for an imported run's ``source`` where it came
+    from). The table is rebuilt in this column order; rows from before keep their run, kind and path."""
+    con.execute(
+        """CREATE TABLE artifacts_v4 (run_id VARCHAR NOT NULL, step BIGINT, kind VARCHAR NOT NULL,
+           path VARCHAR NOT NULL, bytes BIGINT, sha256 VARCHAR, created_at TIMESTAMP DEFAULT now())"""
+    )
+    con.execute("INSERT INTO artifacts_v4 (run_id, kind, path, created_at) "
+                "SELECT run_id, kind, path, created_at FROM artifacts")  # fmt: skip
+    con.execute("DROP TABLE artifacts")
+    con.execute("ALTER TABLE artifacts_v4 RENAME TO artifacts")
+
+
 # version N -> function applying N-1 -> N
-MIGRATIONS: dict[int, Callable[[Any], None]] = {2: _v2, 3: _v3}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {2: _v2, 3: _v3, 4: _v4}
 
 
 def _version(con: Any) -> int | None:

@@ -13,7 +13,9 @@ from typing import Any
 
 from ..errors import StoreError
 from .connection import Connections, _first_line
-from .schema import RUN_COLUMNS
+from .schema import ARTIFACT_COLUMNS, RUN_COLUMNS
+
+_ARTIFACT_ROW = ("run_id", "step", "kind", "path", "bytes", "sha256")
 
 
 class Transfer(Connections):
@@ -21,8 +23,9 @@ class Transfer(Connections):
 
     def export_bundle(self, con: Any, suite: str, out: Path) -> tuple[int, int]:
         """Write a suite's finished runs as a results bundle: ``runs.parquet`` (every runs column, config as
-        JSON text), ``metrics.parquet`` (run_id, step, name, value, wall_time) and ``suite.json`` (the suite's
-        config), zstd-compressed. ``rlbench fetch --from rlbench:DIR`` reads it back. Returns (runs, rows)."""
+        JSON text), ``metrics.parquet`` (run_id, step, name, value, wall_time), ``artifacts.parquet`` (run_id,
+        step, kind, path, bytes, sha256: the runs' listed files) and ``suite.json`` (the suite's config),
+        zstd-compressed. ``rlbench fetch --from rlbench:DIR`` reads it back. Returns (runs, rows)."""
         import pyarrow.parquet as pq
 
         out = Path(out)
@@ -38,8 +41,15 @@ class Transfer(Connections):
             params=[suite],
         ).to_arrow_table()
         suite_row = con.execute("SELECT description, config FROM suites WHERE name = ?", [suite]).fetchall()
+        artifacts = con.sql(
+            """SELECT a.run_id, a.step, a.kind, a.path, a.bytes, a.sha256 FROM artifacts a JOIN runs r
+               USING (run_id) WHERE r.suite = ? AND r.status = 'finished' AND a.kind <> 'source'
+               ORDER BY a.run_id, a.step, a.kind, a.path""",
+            params=[suite],
+        ).to_arrow_table()
         pq.write_table(runs, out / "runs.parquet", compression="zstd")
         pq.write_table(metrics, out / "metrics.parquet", compression="zstd")
+        pq.write_table(artifacts, out / "artifacts.parquet", compression="zstd")
         config = json.loads(suite_row[0][1]) if suite_row and suite_row[0][1] else {}
         (out / "suite.json").write_text(json.dumps(
             {"name": suite, "description": suite_row[0][0] if suite_row else "", "config": config}, indent=1
@@ -47,7 +57,7 @@ class Transfer(Connections):
         return runs.num_rows, metrics.num_rows
 
     def import_bundle(
-        self, con: Any, suite: dict[str, Any], runs: Any, metrics: Any, source: str
+        self, con: Any, suite: dict[str, Any], runs: Any, metrics: Any, source: str, artifacts: Any = None
     ) -> tuple[int, int]:
         """Add a bundle's runs as they were recorded (run ids, status and every manifest column the bundle
         has), with their metric rows (wall_time included), in ONE transaction.
@@ -62,6 +72,8 @@ class Transfer(Connections):
                 status; config and packages as JSON text), run ids unique.
             metrics: pyarrow Table run_id, step, name, value, wall_time.
             source: Where the bundle came from; the suite's source_path if new, each run's ``source`` artifact.
+            artifacts: pyarrow Table run_id, step, kind, path, bytes, sha256 of files the caller has put in
+                place (a bundle's carried policies), or None.
 
         Returns:
             ``(new runs, new metric rows)``.
@@ -96,6 +108,12 @@ class Transfer(Connections):
                 ).fetchall()[0][0]
                 con.execute(f"INSERT INTO artifacts (run_id, kind, path) SELECT run_id, 'source', ? FROM ({new})",
                             [source])  # fmt: skip
+                if artifacts is not None and artifacts.num_rows:
+                    con.register("_rlbench_bundle_artifacts", artifacts.select(list(_ARTIFACT_ROW)))
+                    views.append("_rlbench_bundle_artifacts")
+                    con.execute(f"""INSERT INTO artifacts ({", ".join(_ARTIFACT_ROW)})
+                                    SELECT {", ".join(_ARTIFACT_ROW)} FROM _rlbench_bundle_artifacts
+                                    WHERE run_id IN ({new})""")  # fmt: skip
                 con.execute("DROP TABLE _rlbench_bundle_new")
         finally:
             for view in views:
@@ -233,8 +251,10 @@ class Transfer(Connections):
                     f"INSERT INTO metrics SELECT run_id, step, name, value, wall_time FROM {alias}.metrics "
                     "WHERE run_id IN (SELECT run_id FROM _rlbench_merge)"
                 ).fetchall()[0][0]
+                theirs_a = set(columns(alias, "artifacts"))
+                acols = ", ".join(c for c in ARTIFACT_COLUMNS if c in theirs_a)
                 con.execute(
-                    f"INSERT INTO artifacts SELECT run_id, kind, path, created_at FROM {alias}.artifacts "
+                    f"INSERT INTO artifacts ({acols}) SELECT {acols} FROM {alias}.artifacts "
                     "WHERE run_id IN (SELECT run_id FROM _rlbench_merge)"
                 )
                 con.execute("DROP TABLE _rlbench_merge")

@@ -67,6 +67,7 @@ class Writes(Connections):
         with self._transaction(con):
             con.execute(f"DELETE FROM metrics WHERE run_id IN ({marks})", ids)
             con.execute(f"DELETE FROM shards WHERE run_id IN ({marks})", ids)
+            con.execute(f"DELETE FROM artifacts WHERE run_id IN ({marks}) AND kind <> 'source'", ids)
             con.execute(
                 """UPDATE runs SET status = 'running', attempts = v.attempts, exit_code = NULL, error = NULL,
                    started_at = to_timestamp(v.started_at), ended_at = NULL, duration_s = NULL, host = v.host,
@@ -131,6 +132,29 @@ class Writes(Connections):
                 [v for (k, _), n in zip(todo, counts) for v in (k[0], k[1], k[2], n)],
             )
         return sum(counts)
+
+    def ingest_artifacts(self, con: Any, items: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> int:
+        """Make each run's ``artifacts`` rows what its attempt's index lists now (``artifacts.current``):
+        (run_id, rows of step, kind, path, bytes, sha256) each; the run's earlier rows (but an imported
+        run's ``source``) are replaced, so ingesting an index again changes nothing. Two statements
+        whatever the number of runs. Returns the rows written."""
+        if not items:
+            return 0
+        ids = [run_id for run_id, _ in items]
+        rows = [[run_id, r["step"], r["kind"], r["path"], r["bytes"], r["sha256"]]
+                for run_id, rs in items for r in rs]  # fmt: skip
+        with self._transaction(con):
+            con.execute(
+                f"DELETE FROM artifacts WHERE run_id IN ({', '.join(['?'] * len(ids))}) AND kind <> 'source'",
+                ids,
+            )
+            if rows:
+                con.execute(
+                    "INSERT INTO artifacts (run_id, step, kind, path, bytes, sha256) VALUES "
+                    + ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(rows)),
+                    [v for row in rows for v in row],
+                )
+        return len(rows)
 
     def end_attempt(self, con: Any, run_id: str, status: str, outcome: dict[str, Any]) -> None:
         self.end_attempts(con, [(run_id, status, outcome)])

@@ -22,7 +22,8 @@ from .models import AlgoSpec, DatasetSpec, EnvSpec, Suite, env_label
 __all__ = ["RunSpec", "expand", "grid_shape", "steps_summary"]
 
 
-NOT_IDENTITY_BUDGET = ("checkpoint_every",)
+# how often a run saves checkpoints or records an episode changes what it leaves on disk, not what it trains
+NOT_IDENTITY_BUDGET = ("checkpoint_every", "video_every")
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,6 @@ class RunSpec:
             "env_id": self.env_id,
             "env_kwargs": self.env_kwargs,
             "seed": self.seed,
-            # how often a run saves checkpoints changes where it can resume from, not what it trains
             "budget": {k: v for k, v in self.budget.items() if k not in NOT_IDENTITY_BUDGET},
         }
         if self.entrypoint is not None:

@@ -88,6 +88,13 @@ class Budget(_Model):
         "interrupted, pre-empted or retried run resumes from it. Default: none",
     )
 
+    video_every: int | None = Field(
+        None,
+        gt=0,
+        description="record one seeded evaluation episode at every Nth evaluation (the Nth, the 2Nth, ...; "
+        "1: each) as an MP4 for envs that render rgb_array, as a transcript for text envs. Default: none",
+    )
+
     @field_validator("checkpoint_every", mode="before")
     @classmethod
     def _checkpoint_every(cls, v: Any) -> Any:
@@ -114,6 +121,9 @@ class EntryBudget(_Model):
     checkpoint_every: int | str | None = Field(
         None, description="save a checkpoint every N steps or every so many minutes ('10m')"
     )
+    video_every: int | None = Field(
+        None, gt=0, description="record an evaluation episode every Nth evaluation"
+    )
 
     @field_validator("checkpoint_every", mode="before")
     @classmethod
@@ -131,8 +141,8 @@ class EntryBudget(_Model):
     @model_validator(mode="after")
     def _not_empty(self) -> EntryBudget:
         if not self.given():
-            raise ValueError("an entry's budget is empty: give steps, eval_every, eval_episodes or "
-                             "checkpoint_every, or remove it")  # fmt: skip
+            raise ValueError("an entry's budget is empty: give steps, eval_every, eval_episodes, "
+                             "checkpoint_every or video_every, or remove it")  # fmt: skip
         return self
 
     def given(self) -> dict[str, Any]:

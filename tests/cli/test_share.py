@@ -26,7 +26,15 @@ from rlbench_cli.store import RUN_COLUMNS, Store
 runner = CliRunner()
 ROOT = Path(__file__).parents[2]
 POINTS = [(1000, 10.0), (2000, 30.0), (3000, 50.0)]
-FILES = ["MANIFEST.sha256", "bundle.json", "metrics.parquet", "runs.parquet", "suite.json", "suite.yaml"]
+FILES = [
+    "MANIFEST.sha256",
+    "artifacts.parquet",
+    "bundle.json",
+    "metrics.parquet",
+    "runs.parquet",
+    "suite.json",
+    "suite.yaml",
+]
 
 
 def invoke(*args):

@@ -122,9 +122,10 @@ class _StopAfterCheckpoint(threading.Event):
         return super().is_set()
 
 
-def run(name: str, root: Path, first_only: bool = False) -> str:
+def run(name: str, root: Path, first_only: bool = False, video_every: int | None = None) -> str:
     """The hash of reference run ``name``, trained in folders under ``root``; a checkpointed run is stopped
-    after its first checkpoint and resumed by a second attempt, whose rows are hashed."""
+    after its first checkpoint and resumed by a second attempt, whose rows are hashed. ``video_every``: the
+    run also records episodes (``budget.video_every``), which must change none of its rows."""
     import torch
 
     from rlbench_cli.algos.base import RunContext
@@ -134,6 +135,10 @@ def run(name: str, root: Path, first_only: bool = False) -> str:
     torch.set_num_threads(1)
     try:
         spec = spec_of(name)
+        if video_every is not None:
+            import dataclasses
+
+            spec = dataclasses.replace(spec, budget={**spec.budget, "video_every": video_every})
         base = root / name
         if RUNS[name][4] is None:
             result = run_one(spec, attempt_dir(base, spec, attempt=1))

@@ -53,6 +53,10 @@ def test_run_id_changes_with_what_is_trained_not_with_score_rule():
         r.run_id for r in expand(_suite(resources={"executor": "slurm", "slurm": {"qos": "low"}}))
     }
     assert base == {r.run_id for r in expand(_suite(budget={"checkpoint_every": "5m"}))}
+    assert base == {r.run_id for r in expand(_suite(budget={"video_every": 2}))}
+    assert base == {
+        r.run_id for r in expand(_suite(algorithms=["random", {"name": "ppo", "budget": {"video_every": 1}}]))
+    }
     assert base.isdisjoint({r.run_id for r in expand(_suite(budget={"steps": 1234}))})
     changed = {
         r.run_id for r in expand(_suite(algorithms=["random", {"name": "ppo", "params": {"gamma": 0.9}}]))

@@ -68,8 +68,12 @@ class PPOPolicy:
     the bounds), which is what evaluation scores; ``sample`` draws the action the way training does
     (categorical / Gaussian, clipped), which is what a D4RL-style dataset is collected with. During
     training it reads the live agent and observation statistics, so it always acts as the current policy;
-    ``save`` snapshots both.
+    ``save`` snapshots both; ``loader`` names ``load_policy`` for the run's saved best and final policies
+    (``algos.keep``).
     """
+
+    loader = "ppo.policy:load_policy"
+    policy_file = "policy.pt"
 
     def __init__(
         self,

@@ -28,6 +28,7 @@ from ...suite.checks import check_pretrained
 from .tokenizer import HFTokenizer, TextTokenizer
 
 __all__ = [
+    "load_policy",
     "MODEL_PARAMS",
     "TextModel",
     "TextPolicy",
@@ -263,7 +264,13 @@ def score_actions(model: TextModel, tok: Any, contexts: list[list[int]], cands: 
 class TextPolicy:
     """The ``EpisodePolicy`` of a text model (see the module docstring). ``bind(envs)`` gives it the envs it
     acts in, for their valid actions; ``sample`` draws actions instead of taking the most likely one, and then
-    ``last_logprobs`` holds log pi of the actions of the last ``act``."""
+    ``last_logprobs`` holds log pi of the actions of the last ``act``. ``save(folder)`` writes it with
+    ``transformers``' own ``save_pretrained`` (the LM, and a pretrained checkpoint's tokenizer), the value
+    heads as a torch state dict and what rebuilds the rest as JSON; ``load_policy`` reads it back (``loader``:
+    the run's saved policies, ``algos.keep``)."""
+
+    loader = "text.policy:load_policy"
+    policy_file = "model"  # a folder
 
     def __init__(
         self,
@@ -286,6 +293,9 @@ class TextPolicy:
 
     def bind(self, envs: list[Any]) -> None:
         self.envs = list(envs)
+
+    def save(self, path: Any) -> None:
+        _save(self, path)
 
     def reset(self, n: int) -> None:
         self.turns = [[] for _ in range(n)]
@@ -408,3 +418,45 @@ def decode_tokens(model: TextModel, tok: Any, contexts: list[list[int]], limit: 
 def _logsumexp(x: np.ndarray) -> float:
     m = float(x.max())
     return m + float(np.log(np.exp(x - m).sum()))
+
+
+_SAVED = "rlbench-text-policy.json"
+
+
+def _save(policy: TextPolicy, path: Any) -> None:
+    import json
+    from pathlib import Path
+
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    model = policy.model
+    model.lm.save_pretrained(folder / "lm")
+    if isinstance(policy.tok, HFTokenizer):
+        policy.tok.tok.save_pretrained(folder / "tokenizer")
+    heads = {k: v.detach().cpu() for k, v in model.state_dict().items() if not k.startswith("lm.")}
+    if heads:
+        torch.save(heads, folder / "heads.pt")
+    meta = {"tokenizer": policy.tok.to_dict(), "settings": policy.settings, "beta": policy.beta,
+            "values": model.values, "separate_values": model.vlm is not None}  # fmt: skip
+    (folder / _SAVED).write_text(json.dumps(meta, indent=1, default=str) + "\n")
+
+
+def load_policy(path: Any, device: str = "cpu") -> TextPolicy:
+    """Rebuild a ``TextPolicy`` saved by ``TextPolicy.save`` (greedy: it takes the most likely action)."""
+    import json
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = Path(path)
+    meta = json.loads((folder / _SAVED).read_text())
+    if meta["tokenizer"].get("kind") == "text":
+        tok: Any = TextTokenizer(meta["tokenizer"]["tokens"])
+    else:
+        tok = HFTokenizer(AutoTokenizer.from_pretrained(str(folder / "tokenizer"), local_files_only=True))
+    lm = AutoModelForCausalLM.from_pretrained(str(folder / "lm"), local_files_only=True)
+    model = TextModel(lm, bool(meta["values"]), separate_values=bool(meta["separate_values"]))
+    if (folder / "heads.pt").is_file():
+        model.load_state_dict(torch.load(folder / "heads.pt", weights_only=True), strict=False)
+    model.to(device).eval()
+    return TextPolicy(model, tok, meta["settings"], device, beta=float(meta["beta"]))

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...packed import run_job
 from ..base import output_to, preload_worker
-from .transfer import MAX_LOG_BYTES, actor_root, new_checkpoints, write_files
+from .transfer import MAX_LOG_BYTES, actor_root, new_artifacts, new_checkpoints, write_files
 
 
 class RlbenchWorker:
@@ -130,6 +130,7 @@ class RlbenchWorker:
                 p = folder / rel
                 if p.exists():
                     out.append((rel, p.read_bytes()))
+        out += new_artifacts(folder, sent)  # saved policies and videos, before the index naming them
         output = folder / "output.log"
         if (final or log) and output.exists():
             with open(output, "rb") as fh:

@@ -77,8 +77,8 @@ def _settled(log: Path, quiet_s: float = 0.3, limit_s: float = 3.0) -> None:
 
 def leftovers(folder: str, have: list[str]) -> list[tuple[str, bytes]]:
     """Run as a task on the node of an actor that died under a job: the files the job wrote there that the
-    coordinator does not have yet (shards flushed since the last poll, spec.json, output.log). Removes the
-    folder."""
+    coordinator does not have yet (shards flushed since the last poll, spec.json, output.log, listed
+    artifacts). Removes the folder."""
     path, out = Path(folder), []
     _settled(path / "output.log")
     ckpts = new_checkpoints(path.parent, set(have))
@@ -91,6 +91,7 @@ def leftovers(folder: str, have: list[str]) -> list[tuple[str, bytes]]:
         if p.is_file() and rel not in have:
             data = p.read_bytes()
             out.append((rel, data[-MAX_LOG_BYTES:]))
+    out += new_artifacts(path, set(have))
     out += ckpts
     shutil.rmtree(path.parent, ignore_errors=True)
     return out
@@ -113,6 +114,37 @@ def new_checkpoints(run_folder: Path, have: set[str]) -> list[tuple[str, bytes]]
             out.append((rel, path.read_bytes()))
         except FileNotFoundError:  # pruned meanwhile: a newer one is there
             continue
+    return out
+
+
+def new_artifacts(folder: Path, have: set[str]) -> list[tuple[str, bytes]]:
+    """The files an attempt listed in its artifact index (``rlbench_cli.artifacts``: saved policies, videos)
+    that ``have`` lacks, then the index itself when it changed, relative to the attempt folder: a file comes
+    before the index line naming it, so the coordinator never lists a file it does not hold. ``have`` is
+    updated (the index as ``artifacts.jsonl@<size>``)."""
+    from ...artifacts import INDEX, read_index
+
+    index = folder / INDEX
+    try:
+        data = index.read_bytes()
+    except FileNotFoundError:
+        return []
+    mark = f"{INDEX}@{len(data)}"
+    if mark in have:
+        return []
+    out = []
+    prefix = f"{folder.name}/"
+    for r in read_index(folder):
+        rel = r["path"][len(prefix) :] if r["path"].startswith(prefix) else None
+        if rel is None or rel in have:
+            continue  # a file of an earlier attempt: the coordinator has it
+        try:
+            out.append((rel, (folder / rel).read_bytes()))
+        except FileNotFoundError:  # a best policy a later one replaced: the index lists the later one too
+            continue
+        have.add(rel)
+    out.append((INDEX, data))
+    have.add(mark)
     return out
 
 

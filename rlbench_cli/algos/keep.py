@@ -1,0 +1,346 @@
+"""What a run keeps besides its metrics: its best and final policy, and now and then one evaluation episode as
+a video (or, in a text env, a transcript). ``RunContext.evaluate`` and ``finish`` call it; each file is
+listed in the attempt's artifact index (``rlbench_cli.artifacts``), which the coordinator ingests.
+
+Saved policies
+--------------
+A policy an adapter of rlbench hands to evaluation can be saved when it has ``save(path)`` and ``loader``,
+``"module:function"`` under ``rlbench_cli.algos`` that rebuilds it (``function(path, device="cpu")``);
+``policy_file`` names what ``save`` writes (default ``policy.pt``; a folder for ``save_pretrained``). A saved
+policy is a folder::
+
+    <attempt folder>/policy/best-<step>/   the best so far by the suite's score metric (``score.metric``,
+                                           eval/return when a run does not log it), higher is better
+    <attempt folder>/policy/final/         the policy at the end of training
+
+holding the library's own file(s) and ``policy.json`` (loader, file, algorithm, env, step, metric and value),
+written to a temporary folder and renamed into place, then listed (kinds ``policy_best`` and
+``policy_final``, one row per file). Saving reads the weights; it draws no random number and changes no
+metric.
+
+Episode videos
+--------------
+With ``budget.video_every: K`` every K-th evaluation (the K-th, the 2K-th, ...; 1: each) also plays one
+seeded episode (the first evaluation seed) in a separate env: as MP4 (imageio with imageio-ffmpeg) where the
+env renders ``rgb_array``, as a text transcript in a text env, nothing otherwise. The episode is played
+without frames (a step costs what an evaluation step costs); a forked process replays its actions from the
+same seed in an ``rgb_array`` env and draws and encodes the frames while training goes on (drawing is
+the expensive part: milliseconds a frame). The global random generators are put back afterwards, so the
+run's metrics are what they would have been without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import random
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..artifacts import ArtifactLog
+
+__all__ = [
+    "Keeper",
+    "can_save",
+    "load_saved",
+    "play_episode",
+    "render_replay",
+    "Episode",
+    "write_video",
+    "write_transcript",
+    "POLICY_JSON",
+]
+
+POLICY_JSON = "policy.json"
+POLICY_FORMAT = "rlbench-saved-policy-1"
+
+
+def can_save(policy: Any) -> bool:
+    """Whether ``policy`` is one rlbench can save and rebuild (``save`` and ``loader``)."""
+    return callable(getattr(policy, "save", None)) and isinstance(getattr(policy, "loader", None), str)
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def load_saved(folder: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any]]:
+    """Rebuild the policy saved in ``folder`` (its ``policy.json`` names the loader). Returns (policy, info).
+
+    Raises:
+        ValueError: no ``policy.json``, or one that names a loader outside rlbench's algorithms.
+    """
+    folder = Path(folder)
+    try:
+        info = json.loads((folder / POLICY_JSON).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{folder}: no readable {POLICY_JSON} ({type(e).__name__})") from None
+    module, _, fn = str(info.get("loader", "")).partition(":")
+    if info.get("format") != POLICY_FORMAT or not module or not fn or module.startswith("."):
+        raise ValueError(f"{folder}/{POLICY_JSON}: not a policy rlbench saved")
+    load = getattr(importlib.import_module(f"rlbench_cli.algos.{module}"), fn)
+    return load(folder / info["file"], device=device), info
+
+
+class Keeper:
+    """One run's saved policies and episode recordings (see the module docstring)."""
+
+    def __init__(self, ctx: Any):
+        self.ctx = ctx
+        self.log = ArtifactLog(ctx.run_dir)
+        self.best: float | None = None
+        self.video_every = int(ctx.spec.budget.get("video_every") or 0)
+        self._video_env: Any = None
+        self._video_kind: str | None = None
+        self._pending: list[tuple[int, Path, int]] = []  # (pid of the child drawing a video, its file, step)
+
+    # -- policies ------------------------------------------------------------------------------------
+    def metric(self, values: dict[str, float]) -> tuple[str, float]:
+        name = str((self.ctx.spec.score or {}).get("metric") or "eval/return")
+        if name not in values:
+            name = "eval/return"
+        return name, float(values[name])
+
+    def after_evaluation(self, step: int, values: dict[str, float], policy: Any) -> None:
+        """Save ``policy`` as the best when ``values`` beat every earlier evaluation of the run."""
+        if not can_save(policy):
+            return
+        name, value = self.metric(values)
+        if not np.isfinite(value) or (self.best is not None and value <= self.best):
+            return
+        self.best = value
+        root = self.ctx.run_dir / "policy"
+        self.save(policy, root / f"best-{step:09d}", "policy_best", step, {"metric": name, "value": value})
+        for old in root.glob("best-*"):  # listed before removed: the index never names a file that is gone
+            if old.name != f"best-{step:09d}":
+                shutil.rmtree(old, ignore_errors=True)
+
+    def final(self, step: int, policy: Any) -> None:
+        if can_save(policy):
+            self.save(policy, self.ctx.run_dir / "policy" / "final", "policy_final", step, {})
+
+    def save(self, policy: Any, dest: Path, kind: str, step: int, extra: dict[str, Any]) -> None:
+        spec = self.ctx.spec
+        file = str(getattr(policy, "policy_file", "policy.pt"))
+        tmp = dest.with_name(f".{dest.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        policy.save(tmp / file)
+        info = {"format": POLICY_FORMAT, "loader": policy.loader, "file": file, "algo": spec.algo_name,
+                "env_id": spec.env_id, "env_kwargs": spec.env_kwargs, "env_wrappers": spec.env_wrappers,
+                "run_id": spec.run_id, "seed": spec.seed, "step": int(step), **extra}  # fmt: skip
+        (tmp / POLICY_JSON).write_text(json.dumps(info, indent=1, default=str) + "\n")
+        shutil.rmtree(dest, ignore_errors=True)  # a requeued attempt's own earlier copy
+        os.replace(tmp, dest)
+        self.log.add(step, kind, _files(dest))
+
+    # -- episodes ------------------------------------------------------------------------------------
+    def maybe_record(self, step: int, evaluation: int, policy: Any, eval_env: Any, seed: int) -> None:
+        """Record one episode when ``evaluation`` (0-based: the first is 0) is a K-th one (K = video_every).
+
+        The episode is played here without frames (its actions kept); its frames are drawn and encoded in a
+        forked process that replays those actions from the same seed (``render_replay``), so training goes on
+        meanwhile. At most one video is in the making: the next waits for it. A finished video is listed at
+        the next evaluation or at ``close``."""
+        self._collect(wait=False)
+        if self.video_every <= 0 or (evaluation + 1) % self.video_every:
+            return
+        if self._video_kind is None:
+            self._video_kind = _kind_of(self.ctx.spec.env_id, eval_env)
+        if self._video_kind == "none":
+            return
+        state = _rng_state()
+        try:
+            spec = self.ctx.spec
+            if self._video_env is None:
+                self._video_env = _episode_env(spec)
+            folder = self.ctx.run_dir / "videos"
+            folder.mkdir(parents=True, exist_ok=True)
+            if self._video_kind == "video":
+                episode = play_episode(self._video_env, seed, policy)
+                self._collect(wait=True)
+                out = folder / f"eval-{step:09d}.mp4"
+                pid = _fork(render_replay, out, spec.env_id, spec.env_kwargs, spec.env_wrappers, seed,
+                            episode.actions)  # fmt: skip
+                self._pending.append((pid, out, step))
+            else:
+                episode = play_episode(self._video_env, seed, policy, transcript=True)
+                out = write_transcript(folder / f"eval-{step:09d}.txt", episode.lines)
+                self.log.add(step, self._video_kind, [out])
+        except Exception as e:  # noqa: BLE001 - a recording that fails must not end the run
+            self._off(e)
+        finally:
+            _set_rng_state(state)
+
+    def _collect(self, wait: bool) -> None:
+        """List the videos whose process has ended (``wait``: waiting for each)."""
+        left = []
+        for pid, out, step in self._pending:
+            done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
+            if not done:
+                left.append((pid, out, step))
+            elif os.waitstatus_to_exitcode(status) == 0 and out.is_file():
+                self.log.add(step, "video", [out])
+            else:
+                self._off(RuntimeError(f"drawing {out.name} ended with {os.waitstatus_to_exitcode(status)}"))
+        self._pending = left
+
+    def close(self) -> None:
+        """Wait for the videos in the making and list them (the run's end: before its result is written)."""
+        self._collect(wait=True)
+
+    def _off(self, e: BaseException) -> None:
+        print(f"rlbench: episode recording switched off for this run: {type(e).__name__}: {e}", flush=True)
+        self._video_kind = "none"
+
+
+def _fork(fn: Any, *args: Any) -> int:
+    """Run ``fn(*args)`` in a forked child (a plain fork: the worker is a daemonic process, which
+    multiprocessing lets have no children); the child exits 0 when it returns, 1 on any error, without
+    running the parent's exit handlers or flushing its buffers. Returns the child's pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        fn(*args)
+        code = 0
+    except BaseException:  # noqa: BLE001 - the exit code says it failed; the parent switches recording off
+        pass
+    finally:
+        os._exit(code)
+
+
+def render_replay(path: Path, env_id: str, kwargs: dict[str, Any], wrappers: list[dict[str, Any]], seed: int,
+                  actions: list[Any]) -> None:  # fmt: skip
+    """Replay ``actions`` from ``seed`` in a new ``rgb_array`` env and write its frames as an MP4 at ``path``
+    (gymnasium's envs are deterministic given the seed and the actions)."""
+    from ..envs import make_env
+
+    offscreen()
+    env = make_env(env_id, dict(kwargs, render_mode="rgb_array"), wrappers=wrappers)
+    env.reset(seed=seed)
+    frames = [env.render()]
+    for a in actions:
+        env.step(a)
+        frames.append(env.render())
+    write_video(path, frames, _fps(env))
+    env.close()
+
+
+def _kind_of(env_id: str, env: Any) -> str:
+    from ..envs.families import is_text_env
+
+    if is_text_env(env_id):
+        return "transcript"
+    modes = getattr(getattr(env, "unwrapped", env), "metadata", {}).get("render_modes") or []
+    return "video" if "rgb_array" in modes else "none"
+
+
+def _episode_env(spec: Any) -> Any:
+    from ..envs import make_env
+
+    return make_env(spec.env_id, spec.env_kwargs, wrappers=spec.env_wrappers)
+
+
+def offscreen() -> None:
+    """Frames are drawn off screen: SDL (pygame, which gymnasium's classic-control envs draw with) gets its
+    dummy video driver unless the user chose one, so it opens no display and complains of none."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
+
+def _fps(env: Any) -> int:
+    fps = getattr(getattr(env, "unwrapped", env), "metadata", {}).get("render_fps") or 30
+    return max(1, min(int(fps), 60))
+
+
+@dataclass
+class Episode:
+    """One episode played by ``play_episode``: its frames (when drawn), transcript lines (when kept), return
+    and actions."""
+
+    frames: list[Any] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    total: float = 0.0
+    actions: list[Any] = field(default_factory=list)
+
+
+def play_episode(env: Any, seed: int, policy: Any, frames: bool = False, transcript: bool = False) -> Episode:
+    """One seeded episode of ``policy`` (a batch policy or an ``EpisodePolicy``) in ``env``, keeping its
+    actions; ``frames``: ``env.render()`` after the reset and after each step; ``transcript``: observation,
+    action and reward of each step as text (text envs)."""
+    obs, _ = env.reset(seed=seed)
+    stateful = hasattr(policy, "act") and hasattr(policy, "reset")
+    if hasattr(policy, "bind"):
+        policy.bind([env])
+    if stateful:
+        policy.reset(1)
+    ep = Episode(
+        frames=[env.render()] if frames else [], lines=[f"# seed {seed}", "", str(obs)] if transcript else []
+    )
+    reward, done = 0.0, False
+    while not done:
+        batch = np.stack([obs]) if not isinstance(obs, str) else np.asarray([obs], dtype=object)
+        if stateful:
+            action = np.asarray(policy.act(batch, np.asarray([reward]), np.asarray([0])))[0]
+        else:
+            action = np.asarray(policy(batch))[0]
+        action = action.item() if isinstance(action, np.ndarray) and action.ndim == 0 else action
+        obs, reward, term, trunc, _ = env.step(action)
+        ep.actions.append(action)
+        ep.total += float(reward)
+        done = bool(term or trunc)
+        if frames:
+            ep.frames.append(env.render())
+        if transcript:
+            ep.lines += [f"> {action}", f"reward {float(reward):g}", "", str(obs)]
+    if transcript:
+        ep.lines.append(f"# return {ep.total:g}")
+    return ep
+
+
+def write_video(path: Path, frames: list[Any], fps: int) -> Path:
+    """Write RGB frames as an H.264 MP4 (imageio with imageio-ffmpeg), to a temporary name renamed into
+    place. Frames are padded to even sizes (yuv420p needs them)."""
+    import imageio.v2 as imageio  # heavy: imported when a run records a video
+
+    tmp = path.with_name(f".{path.name}.tmp.mp4")
+    with imageio.get_writer(tmp, fps=fps, codec="libx264", macro_block_size=1, quality=None,
+                            ffmpeg_log_level="error", output_params=["-preset", "ultrafast", "-crf", "28"],
+                            pixelformat="yuv420p") as w:  # fmt: skip
+        for f in frames:
+            a = np.asarray(f, np.uint8)
+            h, wd = a.shape[:2]
+            if h % 2 or wd % 2:
+                a = np.pad(a, ((0, h % 2), (0, wd % 2), (0, 0)))
+            w.append_data(a)
+    os.replace(tmp, path)
+    return path
+
+
+def write_transcript(path: Path, lines: list[str]) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _rng_state() -> dict[str, Any]:
+    """The global random states (torch's only where this process has imported it)."""
+    state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state()}
+    if "torch" in sys.modules:
+        state["torch"] = sys.modules["torch"].get_rng_state()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "torch" in state:
+        sys.modules["torch"].set_rng_state(state["torch"])
