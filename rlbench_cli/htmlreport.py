@@ -260,7 +260,8 @@ def _tuning(store: Any, config: dict[str, Any]) -> str:
                               "95% CI": None if c.iqm is None else f"[{c.iqm[1]:.3f}, {c.iqm[2]:.3f}]",
                               "P(beats default)": None if c.poi_vs_default is None else c.poi_vs_default[0],
                               "P 95% CI": None if c.poi_vs_default is None else
-                              f"[{c.poi_vs_default[1]:.3f}, {c.poi_vs_default[2]:.3f}]", "verdict": c.verdict}
+                              f"[{c.poi_vs_default[1]:.3f}, {c.poi_vs_default[2]:.3f}]", "verdict": c.verdict,
+                              **({"AdaStop": c.adastop or ""} if any(x.adastop for x in found.confirmed) else {})}
                              for c in found.confirmed])  # fmt: skip
         html += (f"<h3>Confirmation on fresh seeds {seeds[0]}..{seeds[-1]}</h3><p>The search's best configurations "
                  "and the default, re-run on seeds the search never used: the search score is optimistic (it was "

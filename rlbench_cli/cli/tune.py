@@ -64,6 +64,17 @@ def tune(
             show_default=False,
         ),
     ] = None,  # fmt: skip
+    adaptive: Annotated[
+        bool,
+        typer.Option(
+            "--adaptive", help="confirm in AdaStop's batches of fresh seeds until every pair is decided"
+        ),
+    ] = False,  # fmt: skip
+    alpha: Annotated[float, typer.Option("--alpha", help="--adaptive: family-wise error")] = 0.05,
+    batch: Annotated[
+        int, typer.Option("--batch", help="--adaptive: seeds per configuration and task per look")
+    ] = 5,
+    max_batches: Annotated[int, typer.Option("--max-batches", help="--adaptive: looks at most")] = 5,
     json_out: JsonOpt = False,
 ) -> None:
     """Tune an algorithm entry's params with Optuna: every trial is ordinary rlbench runs (suite NAME.tune),
@@ -78,6 +89,12 @@ def tune(
 
     if workers is not None and workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {workers})")
+    settings = None
+    if adaptive:
+        from ..adaptive import AdaptiveSettings, check_settings
+
+        settings = AdaptiveSettings(alpha, batch, max_batches)
+        check_settings(settings, 2)
     suite = load_suite(suite_file)
     store = store_for(db)
     if status:
@@ -90,7 +107,7 @@ def tune(
         try:
             with _StopOnSignal() as stopper:
                 found = tune_suite(suite, str(suite_file), store, run_suite, workers=workers, report=progress,
-                                   executor=executor, stop=stopper.event)  # fmt: skip
+                                   executor=executor, stop=stopper.event, adaptive=settings)  # fmt: skip
         finally:
             progress.close()
     if json_out:

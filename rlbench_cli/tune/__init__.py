@@ -39,8 +39,10 @@ def _need_tune(suite: Suite, source: str) -> None:
 
 
 def tune_suite(suite: Suite, source: str, store: Any, run: Callable[..., Any], workers: int | None = None,
-               report: Callable[[str, dict[str, Any]], None] = lambda e, i: None, **run_kwargs: Any) -> TuneStatus:  # fmt: skip
-    """The search (until ``tune.trials`` trials are done), then the confirmation when the suite asks for one."""
+               report: Callable[[str, dict[str, Any]], None] = lambda e, i: None, adaptive: Any = None,
+               **run_kwargs: Any) -> TuneStatus:  # fmt: skip
+    """The search (until ``tune.trials`` trials are done), then the confirmation when the suite asks for one
+    (in AdaStop's batches with ``adaptive``, an ``adaptive.AdaptiveSettings``)."""
     from .confirm import confirm
     from .search import search
 
@@ -48,7 +50,8 @@ def tune_suite(suite: Suite, source: str, store: Any, run: Callable[..., Any], w
     found = search(suite, source, store, run, workers=workers, report=report, **run_kwargs)
     confirmed = []
     if suite.tune.confirm is not None:  # type: ignore[union-attr]
-        confirmed = confirm(suite, source, store, run, workers=workers, report=report, **run_kwargs)
+        confirmed = confirm(suite, source, store, run, workers=workers, report=report, adaptive=adaptive,
+                            **run_kwargs)  # fmt: skip
     return TuneStatus(suite.name, found.trials, confirmed, resumed=found.resumed)
 
 
@@ -114,7 +117,9 @@ def status_text(suite: Suite, status: TuneStatus) -> str:
                   "|:--|--:|--:|--:|:--|"]  # fmt: skip
         for c in status.confirmed:
             lines.append(
-                f"| {c.label} | {_num(c.search_value)} | {_iv(c.iqm)} | {_iv(c.poi_vs_default)} | {c.verdict} |"
+                f"| {c.label} | {_num(c.search_value)} | {_iv(c.iqm)} | {_iv(c.poi_vs_default)} | {c.verdict}"
+                + (f" (AdaStop: {c.adastop})" if c.adastop else "")
+                + " |"
             )
         tuned = [c for c in status.confirmed if c.poi_vs_default is not None]
         if tuned:

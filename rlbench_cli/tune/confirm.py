@@ -34,6 +34,7 @@ class Confirmed:
     iqm: tuple[float, float, float] | None
     poi_vs_default: tuple[float, float, float] | None
     verdict: str
+    adastop: str | None = None  # AdaStop's decisions against the default, with rlbench tune --adaptive
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -56,22 +57,52 @@ def _entries(suite: Suite, study: Any) -> tuple[list[Any], dict[str, dict[str, A
 
 def confirm(
     suite: Suite, source: str, store: Any, run: Callable[..., Any], workers: int | None = None,
-    report: Callable[[str, dict[str, Any]], None] = lambda e, i: None, **run_kwargs: Any,
+    report: Callable[[str, dict[str, Any]], None] = lambda e, i: None, adaptive: Any = None, **run_kwargs: Any,
 ) -> list[Confirmed]:  # fmt: skip
-    """Runs the confirmation (finished runs are skipped) and returns its comparison."""
+    """Runs the confirmation (finished runs are skipped) and returns its comparison. With ``adaptive`` (an
+    ``adaptive.AdaptiveSettings``), the fresh seeds run in AdaStop's batches until it has decided every pair
+    (``sequential.run_adaptive``; its decisions are stored with the confirmation's suite)."""
     spec = suite.tune
     assert spec is not None and spec.confirm is not None
     study = open_study(store.path, suite)
     entries, _ = _entries(suite, study)
     csuite = derived_suite(suite, CONFIRM_SUFFIX, entries, spec.confirm.seed_list())
-    summary = run(
-        csuite, source, store, workers=workers, report=report, extra_config=tuned_from(suite), **run_kwargs
-    )
+
+    def run_tuned(*args: Any, extra_config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        return run(*args, extra_config={**(extra_config or {}), **tuned_from(suite)}, **kwargs)
+
+    if adaptive is not None:
+        from ..sequential import run_adaptive
+
+        run_adaptive(csuite, source, store, adaptive, run_tuned, report=report, workers=workers, **run_kwargs)
+        return confirmation(suite, store)
+    summary = run_tuned(csuite, source, store, workers=workers, report=report, **run_kwargs)
     if summary.failed or summary.interrupted:
         what = f"{summary.failed} failed" if summary.failed else f"{summary.interrupted} interrupted"
         raise RunFailed(f"rlbench tune: the confirmation has {what} run(s); see rlbench status {csuite.name}, then run "
                         "the same command again to go on")  # fmt: skip
     return confirmation(suite, store)
+
+
+def _adastop(store: Any, suite: str, label: str, base: str) -> str | None:
+    """AdaStop's decisions between ``label`` and the default over the confirmation's tasks, from ``label``'s
+    side ("better on CartPole-v1; equal on Acrobot-v1"), or None when the confirmation was not adaptive."""
+    with store.reader() as con:
+        rows, _ = store.decisions(con, suite)
+    flip = {"larger": "smaller", "smaller": "larger"}
+    said = []
+    for r in rows:
+        if {r["algo_a"], r["algo_b"]} != {label, base}:
+            continue
+        d = r["decision"] if r["algo_a"] == label else flip.get(r["decision"], r["decision"])
+        word = {
+            "larger": "better",
+            "smaller": "worse",
+            "equal": "no difference",
+            "continue": "undecided",
+        }.get(d, d)
+        said.append(f"{word} on {r['task']}")
+    return "; ".join(said) or None
 
 
 def confirmation(suite: Suite, store: Any, reps: int = 50_000, seed: int = 0) -> list[Confirmed]:
@@ -99,6 +130,11 @@ def confirmation(suite: Suite, store: Any, reps: int = 50_000, seed: int = 0) ->
                 verdict = ("beats the default" if poi[1] > 0.5 else "worse than the default" if poi[2] < 0.5
                            else "no difference from the default shown")  # fmt: skip
         t = top.get(e.label)
+        ada = (
+            _adastop(store, suite.name + CONFIRM_SUFFIX, e.label, base)
+            if e.label != base and scores
+            else None
+        )
         out.append(Confirmed(label=e.label, params=dict(t["params"]) if t else {}, search_value=t["value"] if t else None,
-                             iqm=iqm, poi_vs_default=poi, verdict=verdict))  # type: ignore[arg-type]  # fmt: skip
+                             iqm=iqm, poi_vs_default=poi, verdict=verdict, adastop=ada))  # type: ignore[arg-type]  # fmt: skip
     return out

@@ -178,3 +178,29 @@ def test_a_median_pruner_stops_trials_that_fall_behind_and_their_runs_are_pruned
     assert all(t["value"] is None or t["value"] <= best["value"] for t in trials)
     status = rl("status", "prune.tune", "--db", db)
     assert f"{states.count('pruned')} pruned" in status.stdout
+
+
+def test_an_adaptive_confirmation_runs_adastops_batches_and_says_its_decision(tmp_path):
+    suite, db = write(tmp_path, trials=2, confirm={"top": 1, "seeds": 2}), tmp_path / "a.duckdb"
+    r = rl(
+        "tune",
+        suite,
+        "--db",
+        db,
+        "--workers",
+        "2",
+        "--adaptive",
+        "--batch",
+        "2",
+        "--max-batches",
+        "2",
+        "--json",
+    )
+    out = json.loads(r.stdout)
+    tuned = next(c for c in out["confirmed"] if c["label"] != "ppo[default]")
+    assert tuned["adastop"] and tuned["adastop"].endswith("on CartPole-v1")
+    assert tuned["adastop"].split(" on ")[0] in ("better", "worse", "no difference", "undecided")
+    seeds = {r["seed"] for r in runs_of(db, "tiny-tune.confirm")}
+    assert seeds <= {1000, 1001, 1002, 1003} and {1000, 1001} <= seeds  # batches of fresh seeds, 2 at a time
+    status = rl("compare", "tiny-tune.confirm", "--db", db)
+    assert "AdaStop decisions" in status.stdout
