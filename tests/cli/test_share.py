@@ -271,7 +271,7 @@ def test_http_round_trip(bundle, source, http_root, tmp_path):
     assert metric_rows(db, "tiny") == metric_rows(source.path, "tiny")
     # a bundle without a manifest, over HTTP
     legacy = copy_bundle(ROOT / "results" / "reference" / "classic-control", root / "cc")
-    assert not (legacy / "MANIFEST.sha256").exists()
+    (legacy / "MANIFEST.sha256").unlink()  # as written before bundles had one
     r = invoke("fetch", "--from", f"bundle:{url}/cc", "--into", "cc", "--db", db)
     assert r.exit_code == 0 and "imported 39 runs" in r.output, r.output
 
@@ -286,7 +286,9 @@ def test_s3_round_trip(bundle, source, s3, tmp_path):
     assert metric_rows(db, "tiny") == metric_rows(source.path, "tiny")
 
     # a bundle without a manifest (written before there was one), from S3
-    upload(s3, ROOT / "results" / "reference" / "classic-control", "legacy/cc")
+    legacy = copy_bundle(ROOT / "results" / "reference" / "classic-control", tmp_path / "legacy-cc")
+    (legacy / "MANIFEST.sha256").unlink()
+    upload(s3, legacy, "legacy/cc")
     r = invoke("fetch", "--from", "bundle:s3://shared/legacy/cc", "--into", "cc", "--db", db)
     assert r.exit_code == 0 and "imported 39 runs" in r.output, r.output
 
