@@ -71,7 +71,7 @@ def tune_status(
         )
     study = open_study(store.path, suite)
     trials = trial_rows(study, suite.tune.algorithm)  # type: ignore[union-attr]
-    confirmed = confirmation(suite, store) if suite.tune.confirm is not None else []  # type: ignore[union-attr]
+    confirmed = confirmation(suite, store, study=study) if suite.tune.confirm is not None else []  # type: ignore[union-attr]
     paths = []
     if figures is not None:
         from .figures import write_figures

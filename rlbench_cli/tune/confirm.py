@@ -75,13 +75,13 @@ def confirm(
         from ..sequential import run_adaptive
 
         run_adaptive(csuite, source, store, adaptive, run_tuned, report=report, workers=workers, **run_kwargs)
-        return confirmation(suite, store)
+        return confirmation(suite, store, study=study)
     summary = run_tuned(csuite, source, store, workers=workers, report=report, **run_kwargs)
     if summary.failed or summary.interrupted:
         what = f"{summary.failed} failed" if summary.failed else f"{summary.interrupted} interrupted"
         raise RunFailed(f"rlbench tune: the confirmation has {what} run(s); see rlbench status {csuite.name}, then run "
                         "the same command again to go on")  # fmt: skip
-    return confirmation(suite, store)
+    return confirmation(suite, store, study=study)
 
 
 def _adastop(store: Any, suite: str, label: str, base: str) -> str | None:
@@ -105,13 +105,16 @@ def _adastop(store: Any, suite: str, label: str, base: str) -> str | None:
     return "; ".join(said) or None
 
 
-def confirmation(suite: Suite, store: Any, reps: int = 50_000, seed: int = 0) -> list[Confirmed]:
-    """The comparison of what ``NAME.confirm`` holds (``[]`` before the confirmation ran)."""
+def confirmation(
+    suite: Suite, store: Any, reps: int = 50_000, seed: int = 0, study: Any = None
+) -> list[Confirmed]:
+    """The comparison of what ``NAME.confirm`` holds (``[]`` before the confirmation ran); ``study``: the suite's,
+    when the caller has it open already."""
     from ..bootstrap import interval_estimates, poi_interval
 
     spec = suite.tune
     assert spec is not None and spec.confirm is not None
-    study = open_study(store.path, suite)
+    study = study if study is not None else open_study(store.path, suite)
     entries, top = _entries(suite, study)
     scores, _ = trial_scores(store, suite.name + CONFIRM_SUFFIX)
     base = default_label(spec.algorithm)

@@ -19,19 +19,15 @@ __all__ = ["Pruning"]
 READ_EVERY_S = 1.0
 
 
-def _evaluations(folder: Path, metric: str) -> dict[int, float]:
-    """``{step: value}`` of ``metric`` in an attempt folder's shards so far (a shard being replaced is skipped:
-    the next read gets it)."""
+def _shard_values(shard: Path, metric: str) -> dict[int, float] | None:
+    """``{step: value}`` of ``metric`` in one shard, None if it cannot be read yet."""
     import pyarrow.parquet as pq
 
-    out: dict[int, float] = {}
-    for shard in list_shards(folder / "metrics"):
-        try:
-            t = pq.read_table(shard, columns=["step", "name", "value"], filters=[("name", "=", metric)])
-        except (OSError, ValueError):
-            continue
-        out.update(zip(t.column("step").to_pylist(), t.column("value").to_pylist()))
-    return out
+    try:
+        t = pq.read_table(shard, columns=["step", "name", "value"], filters=[("name", "=", metric)])
+    except (OSError, ValueError):
+        return None
+    return dict(zip(t.column("step").to_pylist(), t.column("value").to_pylist()))
 
 
 def _normaliser(suite: Suite, tasks: list[str]) -> Any:
@@ -70,6 +66,9 @@ class Pruning:
         self.reported: dict[int, set[int]] = {n: set() for n in trials}
         self.pruned: dict[int, int] = {}  # trial number -> the step it was pruned at
         self.next_read = 0.0
+        self.shards: dict[
+            Path, dict[int, float]
+        ] = {}  # a shard is written once (renamed into place): read once
 
     def __call__(self, running: list[Any]) -> None:
         self.running = set()
@@ -90,13 +89,25 @@ class Pruning:
             if number not in self.pruned:
                 self._look(number, trial, label)
 
+    def _evaluations(self, folder: Path) -> dict[int, float]:
+        """``{step: value}`` of the metric in an attempt folder's shards so far; each shard is read once."""
+        out: dict[int, float] = {}
+        for shard in list_shards(folder / "metrics"):
+            if shard not in self.shards:
+                values = _shard_values(shard, self.metric)
+                if values is None:
+                    continue
+                self.shards[shard] = values
+            out.update(self.shards[shard])
+        return out
+
     def _look(self, number: int, trial: Any, label: str) -> None:
         import numpy as np
 
         runs = {rid: cell for rid, cell in self.cell_of.items() if cell[0] == label}
         if len(runs) != len(self.cells[label]) or not all(rid in self.folders for rid in runs):
             return  # a run not started yet: no step all of them have reached
-        evals = {rid: _evaluations(self.folders[rid], self.metric) for rid in runs}
+        evals = {rid: self._evaluations(self.folders[rid]) for rid in runs}
         common = set.intersection(*(set(e) for e in evals.values())) - self.reported[number]
         tasks = sorted({task for _, task, _ in runs.values()})
         seeds = sorted({seed for _, _, seed in runs.values()})
