@@ -62,6 +62,16 @@ def wait_until(check, timeout: float) -> object:
     raise SystemExit("timed out")
 
 
+def page_state(driver) -> object:
+    """What the page's live polling is doing, for a failure's message."""
+    return driver.execute_script(
+        "const x = new XMLHttpRequest(); x.open('GET', '/api/version', false); x.send();"
+        "return {hash: location.hash, fingerprint: state.fingerprint, now: x.responseText,"
+        " live: document.getElementById('live').className, refreshed: document.body.getAttribute('data-refreshed'),"
+        " chart: !!document.getElementById('run-chart'), error: (document.querySelector('.error') || {}).textContent}"
+    )
+
+
 def lag(work: Path, points: int, every: float) -> list[float]:
     """Seconds from each logged row's wall_time to its point on screen."""
     import duckdb
@@ -81,15 +91,19 @@ def lag(work: Path, points: int, every: float) -> list[float]:
         driver.get(url + "#/suite/lag")
         link = wait_until(lambda: driver.find_element("css selector", "#runs-table tr[data-run] a"), 60)
         link.click()
-        while run.poll() is None or len(seen) < points:
+        ended = None  # when the run ended: the page has 30 s more to show every point, then it has failed
+        while len(seen) < points:
             try:
                 n = int(driver.find_element("id", "run-chart").get_attribute("data-points") or 0)
             except Exception:  # between two renders
                 n = 0
             for k in range(n):
                 seen.setdefault(k, time.time())
-            if run.poll() is not None and time.time() - max(seen.values(), default=time.time()) > 10:
-                break
+            if ended is None and run.poll() is not None:
+                ended = time.time()
+            if ended is not None and time.time() - ended > 30:
+                raise SystemExit(f"the run page showed {len(seen)} of {points} points 30 s after the run ended; "
+                                 f"the server's log: {''.join(ui.log)[-3000:]}; page: {page_state(driver)}")  # fmt: skip
             time.sleep(0.05)
     finally:
         close(driver, ui)

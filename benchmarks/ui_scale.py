@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +54,10 @@ def start_ui(db: Path) -> tuple[subprocess.Popen, str]:
     if not found:
         proc.kill()
         raise SystemExit(f"rlbench ui did not start: {line}{proc.stderr.read()}")
+    # what the server writes from now on is read as it comes: a pipe nobody reads fills (64 KiB of logged
+    # errors) and then blocks the server mid-answer
+    proc.log = []  # type: ignore[attr-defined]
+    threading.Thread(target=lambda: proc.log.extend(proc.stderr), daemon=True).start()  # type: ignore[attr-defined]
     return proc, found.group(0)
 
 

@@ -11,7 +11,8 @@ from ..errors import StoreError
 
 SCHEMA_VERSION = 4
 
-TERMINAL = ("finished", "failed", "interrupted", "pruned")  # a run's statuses once it has ended (pruned: rlbench tune)
+# a run's statuses once it has ended (pruned: rlbench tune)
+TERMINAL = ("finished", "failed", "interrupted", "pruned")
 
 # the runs table's columns, in order, at the current version
 RUN_COLUMNS = (

@@ -5,7 +5,7 @@
 const PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f",
   "#7c3aed", "#b45309"];
 const POLL_MS = 500; // a fingerprint of the database (a few counts) this often; views refresh when it changes
-const state = { fingerprint: null, view: null, refresh: null, charts: [] };
+const state = { fingerprint: "", routes: 0, refresh: null, charts: [] };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -412,11 +412,19 @@ async function compareView(main, ids) {
 }
 
 // ---------------------------------------------------------------- routing and live polling
+async function version() {
+  return JSON.stringify((await api("/api/version")).fingerprint);
+}
+
 async function route() {
   destroyCharts();
   const main = clear(document.getElementById("main"));
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  state.refresh = null;
+  const seq = ++state.routes;
+  state.refresh = null; // no live refresh while the view loads
+  // the database's fingerprint before the view reads anything: what the view shows is at least that new, so
+  // a change while it loads is refreshed at the next poll, never taken as seen
+  const before = await version().catch(() => "");
   try {
     if (parts[0] === "suite" && parts[1]) state.refresh = await suiteView(main, parts[1]);
     else if (parts[0] === "run" && parts[1]) state.refresh = await runView(main, parts[1]);
@@ -425,6 +433,7 @@ async function route() {
   } catch (e) {
     main.appendChild(el("p", { class: "error", id: "view-error" }, String(e.message || e)));
   }
+  if (seq === state.routes) state.fingerprint = before;
   performance.mark("view-ready");
   document.body.setAttribute("data-ready", "1");
 }
@@ -432,15 +441,20 @@ async function route() {
 async function poll() {
   const live = document.getElementById("live");
   try {
-    const { fingerprint } = await api("/api/version");
-    const key = JSON.stringify(fingerprint);
-    live.className = "";
-    if (state.fingerprint !== null && key !== state.fingerprint && state.refresh) {
-      state.fingerprint = key;
-      await state.refresh();
-      document.body.setAttribute("data-refreshed", String(Date.now()));
+    if (state.refresh) { // not while a view loads (route takes the fingerprint then)
+      const refresh = state.refresh;
+      const key = await version();
+      live.className = "";
+      // read before the refresh, so a change during it is seen at the next poll; a refresh that fails (the
+      // database busy with a write burst) leaves the fingerprint as it was and is tried again
+      if (key !== state.fingerprint) {
+        await refresh();
+        if (refresh === state.refresh) {
+          state.fingerprint = key;
+          document.body.setAttribute("data-refreshed", String(Date.now()));
+        }
+      }
     }
-    state.fingerprint = key;
   } catch (e) {
     live.className = "stale";
   }
