@@ -6,7 +6,8 @@
 Lag: one `command:` run logs ``eval/return`` every --every seconds through rlbench's JSON-lines client; the
 browser shows that run's page (its curve refreshes on the page's own polling) and this script reads the number
 of points on screen every 50 ms. A point's lag is the time it appeared on screen minus its ``wall_time`` in the
-store (when the script logged it): the run's flush (1 s), the coordinator's ingest tick and the page's poll.
+store (when the script logged it): the run's flush (1 s), the page's poll (0.5 s) and its redraw. The UI reads a
+running run's flushed shards before the coordinator ingests them (``rlbench_cli/ui/live.py``).
 
 Wall time: the same suite (``random`` on CartPole-v1, --runs runs) timed with no UI, then with the UI open on
 the suite's page (curves grouped by algorithm, the table, the leaderboard not asked), alternating, --repeat

@@ -19,6 +19,7 @@ from ..coordinator import runs_root
 from ..errors import UsageError
 from ..store.browse import PLAIN_COLUMNS, Filters, key_sql
 from . import curves as curve_stats
+from . import live
 
 LOG_TAIL = 64 * 1024  # bytes of output.log sent at most
 MAX_FILES = 500  # files listed per run at most
@@ -69,8 +70,9 @@ def query(store: Any, sql: str, limit: int = 1000) -> dict[str, Any]:
 
 
 def fingerprint(store: Any) -> list[Any]:
+    """Numbers that change when anything is recorded, or a running run flushes a shard (``live``)."""
     with store.reader() as con:
-        return store.fingerprint(con)
+        return [*store.fingerprint(con), live.pending_count(store, con)]
 
 
 def _scoring(store: Any, suite: str) -> tuple[str, str, int]:
@@ -171,8 +173,24 @@ def curves(
         store.require_suite(con, suite)
         runs_found = store.run_ids_where(con, suite, filters, list(group_by))
         table = store.curve_rows(con, suite, filters, metric)
+        running = [r[0] for r in runs_found if r[2] == "running"]
+        if running:  # their rows flushed but not yet ingested, at the runs' positions
+            table = _with_pending(table, live.pending_rows(store, con, running, metric), runs_found)
     out = curve_stats.group_curves(table, runs_found, list(group_by), stat, smoothing, per_run, reps, seed)
     return {"metric": metric, "group_by": list(group_by), **out}
+
+
+def _with_pending(table: Any, pending: Any, runs_found: Sequence[tuple]) -> Any:
+    """``curve_rows``'s table with ``live.pending_rows`` appended (run ids turned into positions)."""
+    import pyarrow as pa
+
+    if not pending.num_rows:
+        return table
+    position = {r[0]: i for i, r in enumerate(runs_found)}
+    extra = pa.table({"run": pa.array([position[r] for r in pending.column("run_id").to_pylist()], pa.int32()),
+                      "step": pending.column("step"), "value": pending.column("value"),
+                      "wall_time": pending.column("wall_time")})  # fmt: skip
+    return pa.concat_tables([table, extra.cast(table.schema)])
 
 
 def run_folder(store: Any, suite: str, run_id: str) -> Path | None:
@@ -262,7 +280,12 @@ def run(store: Any, run_id: str) -> dict[str, Any] | None:
         if row is None:
             return None
         latest = store.latest_metrics(con, run_id)
+        pending = live.pending_rows(store, con, [run_id]) if row["status"] == "running" else None
         artifacts = store.artifacts_of(con, run_id)
+    if pending is not None:  # rows flushed but not yet ingested: a later step is the latest
+        for step, name, value in zip(*(pending.column(c).to_pylist() for c in ("step", "name", "value"))):
+            if name not in latest or step >= latest[name][0]:
+                latest[name] = (step, value)
     folder = run_folder(store, row["suite"], run_id)
     for artifact in artifacts:  # a file in the run's folder gets its address there
         artifact["file"] = _in_folder(store, folder, artifact.get("path"))

@@ -1,0 +1,85 @@
+"""Rows a running run has written and ``rlbench run`` has not ingested yet, for ``rlbench ui``'s live views.
+
+A run flushes its metrics to a new Parquet shard every second; the coordinator ingests the shards of running
+runs once a second. Between the two, the rows are already in complete files (a shard is written whole and
+renamed into place, then never changed). The UI reads them there, so a row is on screen one flush and one
+poll after it is logged, not one ingest later as well, and the coordinator writes no more often for it.
+
+Which shards are pending comes from the ``shards`` table read on the same read-only connection as the rows:
+while the UI holds it, the coordinator cannot ingest, so a shard is either in ``metrics`` or read from its
+file, never both. Only runs whose status is ``running`` are looked at, and at most ``MAX_RUNS`` of them per
+request (a suite with more running runs shows them one ingest later, as before)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..coordinator import runs_root
+from ..runner import attempt_dir
+from ..sink import SHARD_SCHEMA_COLUMNS, list_shards
+
+MAX_RUNS = 64  # running runs whose folders one request scans at most
+
+
+def _running(con: Any, run_ids: Sequence[str] | None) -> list[tuple[str, str, int]]:
+    """``(run_id, suite, attempt)`` of running runs (of ``run_ids``, or any), at most ``MAX_RUNS``."""
+    where, params = "status = 'running' AND attempts > 0", []
+    if run_ids is not None:
+        where += " AND list_contains(?::VARCHAR[], run_id)"
+        params.append(list(run_ids))
+    return con.execute(
+        f"SELECT run_id, suite, attempts FROM runs WHERE {where} ORDER BY run_id LIMIT {MAX_RUNS}", params
+    ).fetchall()
+
+
+def _pending_files(store: Any, con: Any, runs: list[tuple[str, str, int]]) -> list[tuple[str, Any]]:
+    """``(run_id, shard path)`` of each complete shard of these runs' current attempts that is not ingested."""
+    if not runs:
+        return []
+    ingested = {
+        (r, a, s)
+        for r, a, s in con.execute(
+            "SELECT run_id, attempt, shard FROM shards WHERE list_contains(?::VARCHAR[], run_id)",
+            [[r for r, _, _ in runs]],
+        ).fetchall()
+    }
+    root = runs_root(store)
+    out = []
+    for run_id, suite, attempt in runs:
+        for shard in list_shards(attempt_dir(root, suite, run_id, int(attempt)) / "metrics"):
+            if (run_id, int(attempt), shard.name) not in ingested:
+                out.append((run_id, shard))
+    return out
+
+
+def pending_count(store: Any, con: Any) -> int:
+    """How many shards of running runs wait to be ingested: a part of the UI's fingerprint, so a view
+    refreshes when a run flushes, not only when its rows are ingested."""
+    return len(_pending_files(store, con, _running(con, None)))
+
+
+def pending_rows(store: Any, con: Any, run_ids: Sequence[str] | None, metric: str | None = None) -> Any:
+    """``run_id, step, name, value, wall_time`` of the pending shards of these runs (running ones only), of
+    one metric or all, as a pyarrow Table (no rows when none is pending). A shard that cannot be read (the
+    run's folder removed meanwhile) is skipped: the next refresh has its rows from the store."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    tables = []
+    for run_id, shard in _pending_files(store, con, _running(con, run_ids)):
+        try:
+            t = pq.read_table(shard, columns=list(SHARD_SCHEMA_COLUMNS))
+        except (OSError, pa.ArrowInvalid):
+            continue
+        t = t.cast(pa.schema([("step", pa.int64()), ("name", pa.string()), ("value", pa.float64()),
+                              ("wall_time", pa.float64())]))  # fmt: skip
+        if metric is not None:
+            t = t.filter(pc.equal(t.column("name"), metric))
+        tables.append(t.add_column(0, "run_id", pa.array([run_id] * t.num_rows, pa.string())))
+    if not tables:
+        return pa.table({"run_id": pa.array([], pa.string()), "step": pa.array([], pa.int64()),
+                         "name": pa.array([], pa.string()), "value": pa.array([], pa.float64()),
+                         "wall_time": pa.array([], pa.float64())})  # fmt: skip
+    return pa.concat_tables(tables)
