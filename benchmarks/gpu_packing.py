@@ -6,8 +6,8 @@ identical small runs (--algo ppo or dqn on CartPole-v1, --steps each, seeds 0..r
 ``rlbench run`` twice, once with ``gpus_per_job: 1`` and once with ``0.25``, on the same machine, one after
 the other, each into its own fresh database, and prints the wall time and the aggregate throughput (total
 environment steps of all runs / wall seconds) of each, and their ratio. Target: 0.25 at least 3x the
-throughput of 1 on one GPU (met under MPS, ``--mps``, at the default 500,000 ppo steps a run: README). Per
-side it also shows where the wall went (each run's own seconds, the seconds before the first run and after the
+throughput of 1 on one GPU (met under MPS, ``--mps``, at the default 500,000 ppo steps a run:
+docs/benchmarks.md). Per side it also shows where the wall went (each run's own seconds, the seconds before the first run and after the
 last) and, from the runs' system metrics, how busy the GPU was and how much of a core a run used. Each
 worker's first run also starts the worker's CUDA (context, cuBLAS, ppo's graph capture): a one-time cost per
 worker, paid once per side here and amortised in a long suite (ppo's own Adam spares it torch.optim's import

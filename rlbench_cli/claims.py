@@ -1,8 +1,8 @@
 """The numbers published about the reference bundles, as data, checked against the bundles they come from.
 
-``results/reference/claims.yaml`` lists every number README.md and results/reference/README.md print about a
-bundle in results/reference/: which bundle, algorithm, task, statistic, seeds, and the number as printed, with
-the sentence it is printed in. This module reads that list (``load_claims``) and checks it the way a reader
+``results/reference/claims.yaml`` lists every number the manual (README.md, docs/) and
+results/reference/README.md print about a bundle in results/reference/: which bundle, algorithm, task,
+statistic, seeds, and the number as printed, with the sentence it is printed in. This module reads that list (``load_claims``) and checks it the way a reader
 would: each bundle's MANIFEST.sha256 (``check_manifest``), each claim re-scored from its bundle with rlbench's
 own score path (``BundleScores``: the bundle imported into a store, ``analysis.load_scores`` /
 ``Store.run_scores``, ``stats.score_table``, ``leaderboard.per_task_table``, ``stats.aggregates`` with 50,000

@@ -2,8 +2,8 @@
 
 Runs packed on one GPU (``gpus_per_job`` < 1) each hold a CUDA context of their own, and the GPU time-slices
 between contexts: their kernels take turns. Under NVIDIA's Multi-Process Service the runs' kernels go to one
-server and run side by side (measured: ``benchmarks/gpu_packing.py``, README). ``MpsDaemon`` is one store's
-control daemon (``nvidia-cuda-mps-control -d``), its pipe and log folders in a folder named after the store
+server and run side by side (measured: ``benchmarks/gpu_packing.py``, docs/benchmarks.md). ``MpsDaemon`` is
+one store's control daemon (``nvidia-cuda-mps-control -d``), its pipe and log folders in a folder named after the store
 and the suite, so that the workers of that suite's ``rlbench run`` on that store connect to it and nothing
 else does (a coordinator of another suite on the same store has its own). ``rlbench run`` starts it before its
 workers and tells it to quit after them; a coordinator killed with -9 leaves it running, and the next run of

@@ -63,6 +63,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain help, as click prints it: Rich's markup took "[default: ...]" in a help text for a tag and dropped it
+    rich_markup_mode=None,
 )
 
 

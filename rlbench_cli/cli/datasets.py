@@ -19,6 +19,7 @@ datasets_app = typer.Typer(
     help="Offline datasets: build D4RL-style ones locally (random, medium, expert, medium-replay, "
     "medium-expert; NeoRL-2-style conservative), list, show, export to Minari. Nothing is downloaded.",
     no_args_is_help=True,
+    rich_markup_mode=None,  # plain help, as the app's (cli/app.py)
 )
 
 DatasetsOpt = Annotated[

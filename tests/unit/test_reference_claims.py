@@ -1,8 +1,9 @@
 """Every number published about a reference bundle holds on the bundle: results/reference/claims.yaml lists each
-number README.md, results/reference/README.md and the suites' headers print about results/reference/*. Each
-is re-scored here with rlbench's own score path (what `rlbench leaderboard` computes), its seeds looked up in the
-bundle and its sentence found in its document, after each bundle's MANIFEST.sha256 is checked. A failure is one
-line per bad claim naming the bundle, the claim and both numbers (or the file, or the seed).
+number the manual (README.md, docs/), results/reference/README.md and the suites' headers print about
+results/reference/*. Each is re-scored here with rlbench's own score path (what `rlbench leaderboard`
+computes), its seeds looked up in the bundle and its sentence found in its document, after each bundle's
+MANIFEST.sha256 is checked. A failure is one line per bad claim naming the bundle, the claim and both numbers
+(or the file, or the seed).
 
 The rule for new claims (an aggregate is an IQM with its 95% interval over >= 5 seeds) is enforced for every
 claim not marked `legacy: true`; the legacy ones are counted and printed, so what is left to re-run shows.
