@@ -125,7 +125,8 @@ def status_text(suite: Suite, status: TuneStatus) -> str:
         if tuned:
             top = tuned[0]
             lines += ["", f"The search's best, {top.label}, scored {_num(top.search_value)} on the search seeds and "
-                      f"{_iv(top.iqm)} on fresh ones: it {top.verdict} (P(beats default) {_iv(top.poi_vs_default)})."]  # fmt: skip
+                      f"{_iv(top.iqm)} on fresh ones; against the default: {top.verdict} (P(beats default) "
+                      f"{_iv(top.poi_vs_default)})."]  # fmt: skip
     return "\n".join(lines)
 
 

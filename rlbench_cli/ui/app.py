@@ -201,6 +201,7 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
             api(lambda r: data.improvement(store, suite_arg(r), _int(r, "reps", 2000), _int(r, "seed", 0))),
         ),  # fmt: skip
         Route("/api/suite/{suite}/decisions", api(lambda r: data.decisions(store, suite_arg(r)))),
+        Route("/api/suite/{suite}/tuning", api(lambda r: data.tuning(store, suite_arg(r)))),
         Route("/files/{run_id}/{path:path}", run_file),
     ]
 

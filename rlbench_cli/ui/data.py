@@ -396,3 +396,31 @@ def decisions(store: Any, suite: str) -> dict[str, Any]:
     return jsonable(
         json.loads(json.dumps({"suite": suite, "settings": settings, "decisions": rows}, default=str))
     )
+
+
+def tuning(store: Any, suite: str) -> dict[str, Any]:
+    """The study behind a suite ``rlbench tune`` made (``NAME.tune`` or ``NAME.confirm``) as ``rlbench tune
+    --status`` reads it: the search's settings, its trials (number, state, params, objective) and the
+    confirmation on fresh seeds; ``{"study": None}`` for any other suite, or when the study's journal is gone
+    or Optuna is not installed (with the reason)."""
+    from ..tune import tune_status, tuned_suite
+
+    with store.reader() as con:
+        store.require_suite(con, suite)
+        info = store.suite_info(con, suite) or {}
+    tuned = tuned_suite(info.get("config") or {})
+    if tuned is None or tuned.tune is None:
+        return {"study": None}
+    try:
+        found = tune_status(tuned, tuned.name, store)
+    except (UsageError, ImportError) as e:
+        return {"study": None, "reason": str(e).splitlines()[0]}
+    spec = tuned.tune
+    seeds = spec.confirm.seed_list() if spec.confirm is not None else []
+    return jsonable({
+        "study": {"tuned": tuned.name, "algorithm": spec.algorithm, "sampler": spec.sampler, "pruner": spec.pruner,
+                  "objective": spec.objective, "trials_asked": spec.trials, "search_seeds": spec.search_seeds(),
+                  "params": list(spec.params), "confirm_seeds": [seeds[0], seeds[-1]] if seeds else None},
+        "trials": found.trials,
+        "confirmed": [c.to_dict() for c in found.confirmed],
+    })  # fmt: skip

@@ -150,6 +150,8 @@ def test_suite_statistics_equal_the_commands(env):
     for what in ("leaderboard", "improvement"):  # an unknown suite: 404 and one line, as the commands say it
         assert "no suite 'nope'" in get(env, f"/api/suite/nope/{what}", 404)["error"]
     assert "'nope' has no finished runs" in get(env, "/api/suite/nope/decisions", 400)["error"]
+    assert get(env, "/api/suite/uit/tuning") == {"study": None}  # not a suite rlbench tune made
+    assert "no suite 'nope'" in get(env, "/api/suite/nope/tuning", 404)["error"]
     table = analysis.score_table(env["store"], "uit")
     imp = get(env, "/api/suite/uit/improvement?reps=300")
     poi = stats.probability_of_improvement(table, reps=300)

@@ -85,6 +85,20 @@ def test_a_search_then_its_confirmation_on_fresh_seeds(tmp_path):
             assert f'data-check="figure:{fig}"' in page
         assert "Confirmation on fresh seeds 1000..1001" in page and best["label"] in page
 
+    from starlette.testclient import TestClient
+
+    from rlbench_cli.ui.app import create_app
+
+    client = TestClient(create_app(Store(db, wait=10)))
+    for name in ("tiny-tune.tune", "tiny-tune.confirm"):  # rlbench ui's suite page shows the same study
+        ui = client.get(f"/api/suite/{name}/tuning").json()
+        assert ui["study"]["tuned"] == "tiny-tune" and ui["study"]["confirm_seeds"] == [1000, 1001]
+        assert [(t["number"], t["value"]) for t in ui["trials"]] == [
+            (t["number"], t["value"]) for t in out["trials"]
+        ]
+        assert [c["label"] for c in ui["confirmed"]] == [c["label"] for c in out["confirmed"]]
+        assert ui["confirmed"][1]["iqm"] == out["confirmed"][1]["iqm"]
+
 
 def test_a_study_killed_mid_trial_goes_on_with_no_trial_lost_or_doubled(tmp_path):
     suite, db = write(tmp_path, trials=4, confirm=None), tmp_path / "k.duckdb"

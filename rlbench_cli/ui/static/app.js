@@ -91,7 +91,8 @@ function suiteView(main, suite) {
   const runsBox = el("section", { id: "runs" }, el("h2", {}, "Runs"));
   const curvesBox = el("section", { id: "curves" }, el("h2", {}, "Curves"));
   const statsBox = el("section", { id: "stats" }, el("h2", {}, "Leaderboard"));
-  main.append(curvesBox, runsBox, statsBox);
+  const tuneBox = el("section", { id: "tuning" });
+  main.append(tuneBox, curvesBox, runsBox, statsBox);
 
   // filters
   const filterKey = el("select", { id: "filter-key" });
@@ -246,8 +247,45 @@ function suiteView(main, suite) {
   }
 
   // the table does not wait for the keys; the curves need the metric names they bring
-  async function refreshAll() { await Promise.all([loadRuns(), loadKeys().then(loadCurves)]); }
+  async function refreshAll() {
+    await Promise.all([loadRuns(), loadKeys().then(loadCurves), tuningSection(tuneBox, suite)]);
+  }
   return refreshAll().then(() => refreshAll);
+}
+
+// a suite rlbench tune made (NAME.tune, NAME.confirm): its study, as rlbench tune --status reads it
+async function tuningSection(box, suite) {
+  const out = await api(`/api/suite/${encodeURIComponent(suite)}/tuning`);
+  if (!out.study) { clear(box); if (out.reason) box.append(el("p", { class: "muted" }, out.reason)); return; }
+  const s = out.study;
+  if (box.chart) { box.chart.destroy(); box.chart = null; } // its own chart: the curves' redraws leave it
+  const done = out.trials.filter((t) => t.state === "complete" && t.value !== null);
+  const best = done.reduce((b, t) => (b === null || t.value > b.value ? t : b), null);
+  const history = el("div", { id: "tune-history", class: "chart" });
+  const rows = out.trials.map((t) => ({ trial: t.number, state: t.state, ...Object.fromEntries(s.params.map((k) => [k, t.params[k] ?? null])), objective: t.value }));
+  const trials = recordsTable(rows, "tune-trials");
+  if (best) trials.querySelectorAll("tr").forEach((tr, i) => { if (i > 0 && rows[i - 1].trial === best.number) tr.className = "best"; });
+  clear(box).append(el("h2", {}, `Tuning study of ${s.tuned}`),
+    el("p", {}, `Search of ${s.algorithm}'s params (${s.sampler} sampler, pruner ${s.pruner}): ${out.trials.length} of ${s.trials_asked} trials, ` +
+      `each on seeds ${s.search_seeds.join(", ")} x the suite's tasks; objective: ${s.objective} of the scores` +
+      (best ? `; best so far: trial ${best.number} (${fmt(best.value)}).` : ".")),
+    history, trials);
+  if (done.length) {
+    let top = -Infinity;
+    const xs = done.map((t) => t.number), ys = done.map((t) => t.value), bests = ys.map((v) => (top = Math.max(top, v)));
+    box.chart = new uPlot({ width: Math.max(400, box.clientWidth || 700), height: 240,
+      series: [{ label: "trial" }, { label: "objective", stroke: PALETTE[0], width: 0, points: { show: true, size: 6 } },
+        { label: "best so far", stroke: PALETTE[1], width: 2, paths: uPlot.paths.stepped({ align: 1 }) }],
+      scales: { x: { time: false } }, legend: { live: false },
+      axes: [{ label: "trial", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] }, { label: s.objective }] }, [xs, ys, bests], history);
+  }
+  if (out.confirmed.length) {
+    const iv = (t) => (t ? `${fmt(t[0])} [${fmt(t[1])}, ${fmt(t[2])}]` : "-");
+    box.append(el("h3", {}, `Confirmation on fresh seeds ${s.confirm_seeds[0]}..${s.confirm_seeds[1]}`),
+      el("p", { class: "muted" }, "The search's best configurations and the default, re-run on seeds the search never used: the search score is optimistic (it was picked for being high), the confirmed one is not."),
+      recordsTable(out.confirmed.map((c) => ({ configuration: c.label, "search score": c.search_value, "confirmed IQM [95% CI]": iv(c.iqm),
+        "P(beats default) [95% CI]": iv(c.poi_vs_default), verdict: c.verdict, ...(c.adastop ? { AdaStop: c.adastop } : {}) })), "tune-confirm"));
+  }
 }
 
 function recordsTable(rows, id) {
