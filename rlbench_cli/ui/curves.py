@@ -182,4 +182,10 @@ def group_curves(
 
 
 def _floats(a: np.ndarray) -> list[float | None]:
-    return [float(x) if np.isfinite(x) else None for x in a]
+    """The values as JSON numbers, None where not finite (``tolist`` in C, then only the gaps patched)."""
+    out: list[float | None] = np.asarray(a, dtype=np.float64).tolist()
+    bad = ~np.isfinite(a)
+    if bad.any():
+        for i in np.flatnonzero(bad).tolist():
+            out[i] = None
+    return out
