@@ -174,20 +174,22 @@ def run_curve_interval(
         order = np.argsort(arr, axis=0, kind="stable")
         ranked = np.take_along_axis(arr, order, axis=0)
         point = ranked[low:high].mean(axis=0)
+        # A replicate's sorted sample is value k (in the point's order) repeated c[k] times; the IQM sums the
+        # positions [low, high) of it. With E[k] = c[0] + ... + c[k] and C[k] = clip(E[k], low, high), value k
+        # fills C[k] - C[k-1] of them, and summing by parts, sum_k (C[k] - C[k-1]) v[k] = high v[n-1] -
+        # low v[0] + sum_{k < n-1} C[k] (v[k] - v[k+1]): a cumsum, a clip and a product per count.
         dist = np.empty((reps, points))
+        gaps = ranked[:-1] - ranked[1:]  # (runs - 1, points)
+        ends = high * ranked[-1] - low * ranked[0]
         by_rep = np.ascontiguousarray(counts, dtype=np.int32)  # (reps, runs)
         step = max(1, _CURVE_BLOCK // (n * reps))  # points at once: few numpy calls for small groups
-        for q in range(0, points, step):  # a replicate's sorted sample: value k repeated c[k] times, in order
+        for q in range(0, points, step):
             cols = slice(q, min(points, q + step))
             c = np.take(by_rep, order[:, cols].T, axis=1)  # (reps, points, runs in the point's value order)
-            end = np.cumsum(c, axis=-1, dtype=np.int32)  # along the last, contiguous axis: fast
-            cut = np.minimum(end, high)
-            np.subtract(end, c, out=end)
-            np.maximum(end, low, out=end)
-            np.subtract(cut, end, out=cut)
-            np.maximum(cut, 0, out=cut)  # how many of the positions [low, high) hold value k
-            weights = cut.transpose(1, 0, 2).astype(np.float64)  # (points, reps, runs)
-            dist[:, cols] = np.matmul(weights, ranked[:, cols].T[:, :, None])[:, :, 0].T
+            np.cumsum(c, axis=-1, dtype=np.int32, out=c)  # along the last, contiguous axis: fast
+            np.clip(c, low, high, out=c)
+            weights = c[:, :, :-1].transpose(1, 0, 2).astype(np.float64)  # (points, reps, runs - 1)
+            dist[:, cols] = np.matmul(weights, gaps[:, cols].T[:, :, None])[:, :, 0].T + ends[cols]
         dist /= high - low
     lower, upper = percentile_interval(dist, point, confidence, "percentile")
     return Interval(point, lower, upper)
