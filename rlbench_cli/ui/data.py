@@ -17,7 +17,7 @@ from typing import Any
 
 from ..coordinator import runs_root
 from ..errors import UsageError
-from ..store.browse import PLAIN_COLUMNS, Filters, key_sql
+from ..store.browse import Filters, flatten_config, key_sql
 from . import curves as curve_stats
 
 LOG_TAIL = 64 * 1024  # bytes of output.log sent at most
@@ -116,37 +116,20 @@ def runs(
     return jsonable({"total": total, "rows": rows, "score": {"metric": metric, "rule": rule}})
 
 
-def _flatten(config: Any, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if isinstance(config, dict):
-        for k, v in config.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-    else:
-        out[prefix[:-1]] = config
-    return out
-
-
 def keys(store: Any, suite: str, sample: int = 2000) -> dict[str, Any]:
     """The keys a suite's runs can be filtered and grouped by: run columns and every config key whose value
-    differs between runs (from up to ``sample`` distinct configs), each with its values (at most 50 shown),
-    and the metric names logged."""
+    differs between runs (``Store.varying_config_keys``, from up to ``sample`` distinct configs), each with its
+    values (at most 50 shown), and the metric names logged."""
     with store.reader() as con:
         store.require_suite(con, suite)
-        configs = [json.loads(c) for (c,) in con.execute(
-            "SELECT DISTINCT config FROM runs WHERE suite = ? AND config IS NOT NULL LIMIT ?", [suite, sample]
-        ).fetchall()]  # fmt: skip
+        varying = store.varying_config_keys(con, suite, sample)
         plain = {}
         for col in ("algo", "env", "status", "host", "executor", "device"):
             plain[col] = [str(v) for (v,) in con.execute(
                 f"SELECT DISTINCT CAST({col} AS VARCHAR) FROM runs WHERE suite = ? AND {col} IS NOT NULL "
                 "ORDER BY 1 LIMIT 51", [suite]).fetchall()]  # fmt: skip
         metrics = store.metric_names(con, suite)
-    seen: dict[str, set[str]] = {}
-    for c in configs:
-        for k, v in _flatten(c).items():
-            seen.setdefault(k, set()).add(json.dumps(v) if not isinstance(v, str) else v)
-    config_keys = {k: sorted(v)[:51] for k, v in sorted(seen.items()) if len(v) > 1 and k not in PLAIN_COLUMNS
-                   and k not in ("env_id",)}  # fmt: skip
+    config_keys = {k: v[:51] for k, v in varying.items()}
     groupable = [k for k in ("algo", "env", *config_keys) if k not in NOT_GROUPS]
     return {"columns": plain, "config": config_keys, "group_keys": groupable, "metrics": metrics}
 
@@ -283,7 +266,7 @@ def compare_runs(store: Any, run_ids: Sequence[str]) -> dict[str, Any] | None:
             if row is None:
                 return None
             rows.append(row)
-    flat = [_flatten({"config": r["config"]}) for r in rows]
+    flat = [flatten_config({"config": r["config"]}) for r in rows]
     for f, r in zip(flat, rows):
         for col in ("status", "host", "device", "attempts", "duration_s", "git_commit"):
             f[col] = r[col]
