@@ -37,6 +37,8 @@ __all__ = [
     "SCORE_COLUMNS",
     "SuiteScores",
     "key_scores",
+    "setting_keys",
+    "suite_setting_keys",
     "load_metric",
     "load_scores",
     "load_suite",
@@ -359,6 +361,8 @@ class KeyScores:
         left_out: Finished runs without the key (an algorithm that does not take it), by algorithm.
         single: Algorithms (labels without the sweep's tag) left out as they have one value of the key on a
             task while others have several: ``{label: [that value]}``.
+        within: Whether some algorithm has several values of the key on a task (else the key only tells
+            algorithms apart, as a ``command:`` or an entry's own budget does).
         unfinished: Runs of the suite not finished.
     """
 
@@ -372,7 +376,23 @@ class KeyScores:
     legend_keys: list[str]
     left_out: dict[str, int]
     single: dict[str, list[str]]
+    within: bool
     unfinished: int
+
+
+def setting_keys(varying: Any) -> list[str]:
+    """Of a suite's varying config keys (``Store.varying_config_keys``), those a score can be plotted against:
+    not the task's (env, dataset, data_mix, wrappers) nor a seed."""
+    return [
+        k for k in varying if k.split(".")[0] not in _TASK_KEYS and k != "seed" and not k.endswith(".seed")
+    ]
+
+
+def suite_setting_keys(store: Any, suite: str) -> list[str]:
+    """``setting_keys`` of a suite's runs: what ``rlbench report`` draws a figure against (``key_scores``)."""
+    with store.reader() as con:
+        store.require_suite(con, suite)
+        return setting_keys(store.varying_config_keys(con, suite))
 
 
 def _base_label(algo: str) -> str:
@@ -413,8 +433,7 @@ def key_scores(
         if key in PLAIN_COLUMNS or key.split(".")[0] in _TASK_KEYS or key.endswith(".seed"):
             raise UsageError(f"--x {key!r}: a run's algorithm, task or seed, not a setting to plot a score "
                              f"against; the keys that vary in suite {suite!r}: {listed}")  # fmt: skip
-        candidates = [k for k in varying if k != key and k.split(".")[0] not in _TASK_KEYS
-                      and k != "seed" and not k.endswith(".seed")]  # fmt: skip
+        candidates = [k for k in setting_keys(varying) if k != key]
         try:
             found = store.run_ids_where(con, suite, [], [key, *candidates])
         except ValueError as e:
@@ -441,8 +460,9 @@ def key_scores(
     runs["base"] = runs["algo"].astype(str).map(_base_label)
     # an algorithm with one value of the key on a task is left out when others have several (a point, no line)
     spread = runs.groupby([runs["env"].astype(str), runs["base"]])["x"].transform("nunique")
-    single = {}
-    if (spread > 1).any():
+    single: dict[str, list[str]] = {}
+    within = bool((spread > 1).any())
+    if within:
         for base, x in runs.loc[spread == 1, ["base", "x"]].drop_duplicates().itertuples(index=False):
             single.setdefault(base, []).append(x)
         runs = runs.loc[spread > 1].copy()
@@ -461,4 +481,5 @@ def key_scores(
     runs["legend"] = [legend_of(r, b) for r, b in zip(runs["run_id"], runs["base"])]
     return KeyScores(suite=suite, key=key, metric=metric, rule=rule, drop_first=drop_first,
                      runs=runs.drop(columns="base").reset_index(drop=True), table=table,
-                     legend_keys=legend_keys, left_out=left_out, single=single, unfinished=unfinished)  # fmt: skip
+                     legend_keys=legend_keys, left_out=left_out, single=single,
+                     within=within, unfinished=unfinished)  # fmt: skip

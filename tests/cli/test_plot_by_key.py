@@ -79,3 +79,23 @@ def test_bad_keys_are_one_line_naming_x(tmp_path, make_results_db):
     line = _error_line(invoke("plot", "lr", "--db", db, "--x", "params..x", "--out", tmp_path / "f"))
     assert "--x 'params..x'" in line
     assert not (tmp_path / "f").exists()
+
+
+def test_the_html_report_draws_the_score_against_each_setting_an_algorithm_varies(tmp_path, make_results_db):
+    from rlbench_cli.htmlreport import build_html
+    from rlbench_cli.store import Store
+
+    db = _store(tmp_path, make_results_db)
+    page, _ = build_html(Store(db), "lr", metric="eval/return", rule="final", drop_first=0, normalize=None,
+                         reps=300, seed=0, curves=False)  # fmt: skip
+    section = page[page.index('<section id="by-key">') :]
+    section = section[: section.index("</section>")]
+    assert section.count("<svg") == 2  # params.learning_rate and params.width
+    assert "<h3>params.learning_rate</h3>" in section and "<h3>params.width</h3>" in section
+    assert "rlbench plot lr --x params.width</code>" in section
+    assert '<td class="text">learning_rate=0.01</td>' in section  # the width figure's legend: the other key
+    plain = tmp_path / "plain.duckdb"
+    make_results_db(plain, [("ppo", "CartPole-v1", s, [(1, float(s))]) for s in range(3)], suite="p")
+    page, _ = build_html(Store(plain), "p", metric="eval/return", rule="final", drop_first=0, normalize=None,
+                         reps=300, seed=0, curves=False)  # fmt: skip
+    assert 'id="by-key"' not in page
