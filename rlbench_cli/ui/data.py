@@ -131,7 +131,10 @@ def keys(store: Any, suite: str, sample: int = 2000) -> dict[str, Any]:
         metrics = store.metric_names(con, suite)
     config_keys = {k: v[:51] for k, v in varying.items()}
     groupable = [k for k in ("algo", "env", *config_keys) if k not in NOT_GROUPS]
-    return {"columns": plain, "config": config_keys, "group_keys": groupable, "metrics": metrics}
+    from ..analysis import setting_keys
+
+    return {"columns": plain, "config": config_keys, "group_keys": groupable, "metrics": metrics,
+            "settings": setting_keys(varying)}  # fmt: skip
 
 
 def curves(
@@ -346,6 +349,48 @@ def improvement(store: Any, suite: str, reps: int = 2000, seed: int = 0) -> dict
     profile = stats.performance_profile(table, reps=reps, seed=seed)
     return jsonable({"normalized": table.normalized, "metric": table.metric, "rule": table.rule,
                      "poi": poi.to_dict(orient="records"), "profile": profile.to_dict(orient="records")})  # fmt: skip
+
+
+def by_key(
+    store: Any,
+    suite: str,
+    key: str,
+    metric: str | None = None,
+    stat: str = "iqm",
+    reps: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The score against a config key as ``rlbench plot SUITE --x KEY`` computes it (``analysis.key_scores`` +
+    ``report.key_points``): per task, legend entry and value, the IQM (or mean) over seeds with its 95% CI;
+    the axis (values in order, positions, log or not), labels and warnings. ``metric`` None: the suite's."""
+    from .. import report, stats
+    from ..analysis import key_scores
+
+    if stat not in stats.KEY_STATS:
+        raise UsageError(f"stat {stat!r}: use iqm or mean")
+    if not 10 <= reps <= 100_000:
+        raise UsageError(f"reps {reps}: use 10 to 100000 bootstrap replicates")
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", stats.StatsWarning)
+        scored = key_scores(store, suite, key, metric=metric)
+        points = report.key_points(scored, stat, reps, seed)
+    said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)))
+    said += [
+        f"{b} has one value of {scored.key} ({', '.join(v)}) and is left out"
+        for b, v in scored.single.items()
+    ]
+    said += [f"{a}: {n} runs without {scored.key}, left out" for a, n in scored.left_out.items()]
+    axis = stats.x_axis(points["x"].astype(str)) if len(points) else stats.x_axis([])
+    ylabel, title = report.key_labels(scored, stat)
+    return jsonable({"key": scored.key, "metric": scored.metric, "rule": scored.rule, "stat": stat, "reps": reps,
+                     "axis": {"values": axis.values, "positions": axis.positions, "numeric": axis.numeric,
+                              "log": axis.log},
+                     "tasks": sorted(points["env"].astype(str).unique()),
+                     "legends": sorted(points["legend"].astype(str).unique()),
+                     "points": points.to_dict(orient="records"), "ylabel": ylabel, "title": title,
+                     "warnings": said, "unfinished": scored.unfinished})  # fmt: skip
 
 
 def decisions(store: Any, suite: str) -> dict[str, Any]:

@@ -99,3 +99,27 @@ def test_the_html_report_draws_the_score_against_each_setting_an_algorithm_varie
     page, _ = build_html(Store(plain), "p", metric="eval/return", rule="final", drop_first=0, normalize=None,
                          reps=300, seed=0, curves=False)  # fmt: skip
     assert 'id="by-key"' not in page
+
+
+def test_the_ui_endpoint_gives_the_points_rlbench_plot_computes(tmp_path, make_results_db):
+    from starlette.testclient import TestClient
+
+    from rlbench_cli import analysis, report
+    from rlbench_cli.store import Store
+    from rlbench_cli.ui.app import create_app
+
+    store = Store(_store(tmp_path, make_results_db))
+    client = TestClient(create_app(store))
+    assert client.get("/api/keys?suite=lr").json()["settings"] == ["params.learning_rate", "params.width"]
+    r = client.get("/api/suite/lr/by-key?x=params.learning_rate&reps=300&seed=2")
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["axis"] == {"values": ["0.0001", "0.001", "0.01"], "positions": [1e-4, 1e-3, 1e-2], "numeric": True,
+                           "log": True}  # fmt: skip
+    assert out["tasks"] == ["Acrobot-v1", "CartPole-v1"] and out["legends"] == ["width=32", "width=64"]
+    expected = report.key_points(analysis.key_scores(store, "lr", "params.learning_rate"), "iqm", 300, 2)
+    assert out["points"] == expected.to_dict(orient="records")
+    bad = client.get("/api/suite/lr/by-key?x=params.lr")
+    assert bad.status_code == 400 and "--x 'params.lr': no run of suite 'lr'" in bad.json()["error"]
+    assert client.get("/api/suite/lr/by-key").status_code == 400
+    assert client.get("/api/suite/nope/by-key?x=params.width").status_code == 404
