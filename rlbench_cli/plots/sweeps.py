@@ -54,7 +54,7 @@ def plot_by_key(
         so, the values as ticks); a categorical one at 0, 1, 2, ... labelled with its values.
     """
     envs = sorted(points["env"].astype(str).unique())
-    legends = sorted(points["legend"].astype(str).unique())
+    legends = stats.natural_order(points["legend"].astype(str))
     axis = stats.x_axis(points["x"].astype(str))
     colors = _colors(colors, legends)
     styles = algo_styles(colors)

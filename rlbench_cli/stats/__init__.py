@@ -58,7 +58,7 @@ from rlbench_cli.stats.scores import (
     phase_rows,
     run_scores,
 )
-from rlbench_cli.stats.sweeps import KEY_STATS, XAxis, key_intervals, x_axis
+from rlbench_cli.stats.sweeps import KEY_STATS, XAxis, key_intervals, natural_order, x_axis
 from rlbench_cli.stats.tables import (
     METRIC_LABELS,
     METRICS,
@@ -101,5 +101,6 @@ __all__ = [
     "KEY_STATS",
     "XAxis",
     "key_intervals",
+    "natural_order",
     "x_axis",
 ]

@@ -16,7 +16,7 @@ import pandas as pd
 
 from rlbench_cli.scoring import StatsError
 
-__all__ = ["KEY_STATS", "XAxis", "x_axis", "key_intervals"]
+__all__ = ["KEY_STATS", "XAxis", "x_axis", "key_intervals", "natural_order"]
 
 KEY_STATS = ("iqm", "mean")
 LOG_DECADES = 2.0  # positive numeric values spanning this many decades or more get a log axis
@@ -56,6 +56,11 @@ def _natural(text: str) -> list[tuple[int, float, str]]:
     return [(0, float(p), "") if p.isdigit() else (1, 0.0, p) for p in re.split(r"(\d+)", text) if p]
 
 
+def natural_order(values: Sequence[str]) -> list[str]:
+    """Distinct texts in natural order (``n_layer=2`` before ``n_layer=10``): legend entries, categories."""
+    return sorted(dict.fromkeys(map(str, values)), key=_natural)
+
+
 def x_axis(values: Sequence[str]) -> XAxis:
     """The axis of a key's distinct values: numeric when every value is a number (sorted by value; a log
     axis when all are positive and the largest is at least 100 x the smallest), else categories in natural
@@ -67,7 +72,7 @@ def x_axis(values: Sequence[str]) -> XAxis:
         nums = [float(n) for n, _ in pairs]
         log = nums[0] > 0 and math.log10(nums[-1] / nums[0]) >= LOG_DECADES - 1e-9
         return XAxis([v for _, v in pairs], nums, True, log)
-    ordered = sorted(distinct, key=_natural)
+    ordered = natural_order(distinct)
     return XAxis(ordered, [float(i) for i in range(len(ordered))], False, False)
 
 

@@ -388,7 +388,7 @@ def by_key(
                      "axis": {"values": axis.values, "positions": axis.positions, "numeric": axis.numeric,
                               "log": axis.log},
                      "tasks": sorted(points["env"].astype(str).unique()),
-                     "legends": sorted(points["legend"].astype(str).unique()),
+                     "legends": stats.natural_order(points["legend"].astype(str)),
                      "points": points.to_dict(orient="records"), "ylabel": ylabel, "title": title,
                      "warnings": said, "unfinished": scored.unfinished})  # fmt: skip
 

@@ -85,6 +85,7 @@ def test_x_axis_keeps_categories_in_natural_order():
     assert axis.positions == [0.0, 1.0, 2.0, 3.0]
     assert not stats.x_axis(["true", "false"]).numeric  # booleans are categories
     assert stats.x_axis(["1", "two"]).values == ["1", "two"]
+    assert stats.natural_order(["n_layer=10", "n_layer=2", "n_layer=2"]) == ["n_layer=2", "n_layer=10"]
 
 
 def _sweep_db(tmp_path, make_results_db):
