@@ -52,6 +52,9 @@ __all__ = [
 ]
 
 ROW_COLUMNS = ["run_id", "algo", "env", "seed", "step", "value"]
+# a text world model's rates on [0, 1] that --normalize auto leaves raw, as it does success (eval/success...):
+# fidelity (EM, Real, WM, W2R) and consistency (CR = W2R / Real)
+RATE_METRICS = ("eval/em", "eval/real", "eval/wm", "eval/w2r", "eval/cr")
 
 
 class _SharedReader:
@@ -103,8 +106,13 @@ def suite_normalize(
     store: Any, suite: str, flag: str, metric: str | None = None
 ) -> str | dict[str, Any] | None:
     """What ``--normalize FLAG`` means for a suite: ``auto`` prefers the suite's own normalize block. A
-    success rate (``eval/success``, ``eval/success/<level>``) is left raw under ``auto``: it is on [0, 1] already."""
-    if flag == "none" or (flag == "auto" and metric is not None and metric.startswith("eval/success")):
+    success rate (``eval/success``, ``eval/success/<level>``) or a text world model's rate (``RATE_METRICS``) is
+    left raw under ``auto``: it is on [0, 1] already, and return references mean nothing to it."""
+    if flag == "none" or (
+        flag == "auto"
+        and metric is not None
+        and (metric.startswith("eval/success") or metric in RATE_METRICS)
+    ):
         return None  # a success rate is already on [0, 1]
     if flag == "suite" or flag == "auto":
         config = _suite_config(store, suite)
