@@ -238,7 +238,7 @@ def key_labels(scored: Any, stat: str) -> tuple[str, str]:
     name, note = plots.score_label(scored.table)
     what = f"{stat.upper() if stat == 'iqm' else stat.capitalize()} of {name}"
     ylabel = what + (f"\n({note})" if note else "")
-    title = f"{scored.suite}: {what} ({scored.rule}) against {scored.key}, 95% bootstrap CI over seeds"
+    title = f"{scored.suite}: {what} against {scored.key}\n{scored.rule} score, 95% bootstrap CI over seeds"
     return ylabel, title
 
 

@@ -111,7 +111,7 @@ function suiteView(main, suite) {
     try {
       const out = await api(`/api/suite/${encodeURIComponent(suite)}/by-key?` + q);
       drawByKey(keyCharts, out, st.keyCharts);
-      keyNote.textContent = `${out.title}; ${out.reps} replicates per point` +
+      keyNote.textContent = `${out.title.replace("\n", ": ")}; ${out.reps} replicates per point` +
         (out.warnings.length ? "; " + out.warnings.join("; ") : "");
     } catch (e) { keyNote.textContent = String(e.message || e); keyNote.className = "error"; }
   }
