@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import UnknownName, UsageError
-from .store.browse import PLAIN_COLUMNS
+from .store.browse import CONFIG_KEY, PLAIN_COLUMNS
 
 __all__ = [
     "KeyScores",
@@ -390,10 +390,10 @@ class KeyScores:
 
 def setting_keys(varying: Any) -> list[str]:
     """Of a suite's varying config keys (``Store.varying_config_keys``), those a score can be plotted against:
-    not the task's (env, dataset, data_mix, wrappers) nor a seed."""
-    return [
-        k for k in varying if k.split(".")[0] not in _TASK_KEYS and k != "seed" and not k.endswith(".seed")
-    ]
+    not the task's (env, dataset, data_mix, wrappers) nor a seed, and named as ``--x`` takes a key (dotted
+    names of letters, digits, ``_`` and ``-``)."""
+    return [k for k in varying if k.split(".")[0] not in _TASK_KEYS and k != "seed" and not k.endswith(".seed")
+            and CONFIG_KEY.match(k)]  # fmt: skip
 
 
 def suite_setting_keys(store: Any, suite: str) -> list[str]:

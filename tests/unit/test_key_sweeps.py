@@ -157,6 +157,13 @@ def test_an_entry_with_one_value_of_the_key_is_left_out_and_missing_keys_stay_ou
     assert set(by_data.runs["legend"]) == {"data"}
 
 
+def test_setting_keys_leave_out_the_task_the_seed_and_names_no_key_can_take():
+    from rlbench_cli.analysis import setting_keys
+
+    varying = ["budget.steps", "data_mix", "env_kwargs.size", "params.lr", "params.net arch", "params.seed"]
+    assert setting_keys(varying) == ["budget.steps", "params.lr"]
+
+
 def Store_of(path):  # noqa: N802 - reads like the class it opens
     from rlbench_cli.store import Store
 

@@ -95,19 +95,21 @@ function suiteView(main, suite) {
   const keyBox = el("section", { id: "by-key", hidden: true }, el("h2", {}, "Score against a setting"));
   main.append(curvesBox, runsBox, keyBox, statsBox);
 
-  // the score (the suite's rule, of the metric picked above) against a config key, as `rlbench plot --x`
+  // the score (the suite's rule, of its metric or another) against a config key, as `rlbench plot --x`
   const keySel = el("select", { id: "x-key" }, el("option", { value: "" }, "pick a setting"));
+  const keyMetric = el("select", { id: "x-metric" });
   const keyCharts = el("div", { id: "key-charts", class: "grid2" });
   const keyNote = el("div", { id: "key-note", class: "muted" });
-  keyBox.append(el("div", { class: "controls" }, "x", keySel), keyCharts, keyNote);
+  keyBox.append(el("div", { class: "controls" }, "x", keySel, "score of", keyMetric), keyCharts, keyNote);
   keySel.addEventListener("change", () => loadByKey());
+  keyMetric.addEventListener("change", () => loadByKey());
 
   async function loadByKey() {
     st.keyCharts.forEach((u) => u.destroy()); st.keyCharts.length = 0;
     clear(keyCharts); keyNote.textContent = ""; keyNote.className = "muted";
     if (!keySel.value) return;
     const q = new URLSearchParams({ x: keySel.value, stat: st.stat });
-    if (st.metric) q.set("metric", st.metric);
+    if (keyMetric.value) q.set("metric", keyMetric.value);
     try {
       const out = await api(`/api/suite/${encodeURIComponent(suite)}/by-key?` + q);
       drawByKey(keyCharts, out, st.keyCharts);
@@ -152,7 +154,7 @@ function suiteView(main, suite) {
   curvesBox.append(el("div", { class: "controls" }, "metric", metricSel, "group by", groupBox, statSel,
     "smoothing", smooth, "x", xSel, el("label", {}, logBox, "log y"), el("label", {}, linesBox, "per-seed lines")),
   chartDiv, legend);
-  metricSel.addEventListener("change", () => { st.metric = metricSel.value; loadCurves(); loadByKey(); });
+  metricSel.addEventListener("change", () => { st.metric = metricSel.value; loadCurves(); });
   statSel.addEventListener("change", () => { st.stat = statSel.value; loadCurves(); loadByKey(); });
   smooth.addEventListener("change", () => { st.smooth = Number(smooth.value); loadCurves(); });
   xSel.addEventListener("change", () => { st.x = xSel.value; loadCurves(); });
@@ -184,6 +186,10 @@ function suiteView(main, suite) {
     (st.keys.settings || []).forEach((k) => keySel.appendChild(el("option", { value: k }, k)));
     keyBox.hidden = !(st.keys.settings || []).length;
     if (prevX && (st.keys.settings || []).includes(prevX)) keySel.value = prevX;
+    const prevKeyMetric = keyMetric.value;
+    clear(keyMetric).appendChild(el("option", { value: "" }, "the suite's score metric"));
+    st.keys.metrics.forEach((m) => keyMetric.appendChild(el("option", { value: m }, m)));
+    if (st.keys.metrics.includes(prevKeyMetric)) keyMetric.value = prevKeyMetric;
     clear(groupBox);
     st.keys.group_keys.forEach((k) => {
       const box = el("input", { type: "checkbox", value: k, "data-key": k, checked: st.group.includes(k) });
@@ -355,7 +361,7 @@ function drawByKey(div, out, charts) {
     });
     const u = new uPlot({ width: Math.max(360, box.clientWidth || 560), height: 280, series, bands,
       scales: { x: { time: false, distr: ax.log ? 3 : 1 } },
-      axes: [{ label: out.key, splits: () => ax.positions, filter: (_, xs) => xs, values: (_, xs) => xs.map(label) }, { label: out.ylabel.split("\n")[0] }],
+      axes: [{ label: out.key, splits: () => ax.positions, filter: (_, xs) => xs, values: (_, xs) => xs.map(label) }, { label: `${out.stat.toUpperCase()} of ${out.metric}` }],
       legend: { live: false } }, cols, box);
     const rows = u.root.querySelectorAll(".u-legend .u-series");
     const skip = series.length - rows.length; // the x series has no row when the legend is not live
