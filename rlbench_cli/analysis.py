@@ -29,11 +29,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import UnknownName, UsageError
+from .store.browse import CONFIG_KEY, PLAIN_COLUMNS
 
 __all__ = [
+    "KeyScores",
     "ROW_COLUMNS",
     "SCORE_COLUMNS",
     "SuiteScores",
+    "key_scores",
+    "setting_keys",
+    "suite_setting_keys",
     "load_metric",
     "load_scores",
     "load_suite",
@@ -47,6 +52,9 @@ __all__ = [
 ]
 
 ROW_COLUMNS = ["run_id", "algo", "env", "seed", "step", "value"]
+# a text world model's rates on [0, 1] that --normalize auto leaves raw, as it does success (eval/success...):
+# fidelity (EM, Real, WM, W2R) and consistency (CR = W2R / Real)
+RATE_METRICS = ("eval/em", "eval/real", "eval/wm", "eval/w2r", "eval/cr")
 
 
 class _SharedReader:
@@ -98,8 +106,13 @@ def suite_normalize(
     store: Any, suite: str, flag: str, metric: str | None = None
 ) -> str | dict[str, Any] | None:
     """What ``--normalize FLAG`` means for a suite: ``auto`` prefers the suite's own normalize block. A
-    success rate (``eval/success``, ``eval/success/<level>``) is left raw under ``auto``: it is on [0, 1] already."""
-    if flag == "none" or (flag == "auto" and metric is not None and metric.startswith("eval/success")):
+    success rate (``eval/success``, ``eval/success/<level>``) or a text world model's rate (``RATE_METRICS``) is
+    left raw under ``auto``: it is on [0, 1] already, and return references mean nothing to it."""
+    if flag == "none" or (
+        flag == "auto"
+        and metric is not None
+        and (metric.startswith("eval/success") or metric in RATE_METRICS)
+    ):
         return None  # a success rate is already on [0, 1]
     if flag == "suite" or flag == "auto":
         config = _suite_config(store, suite)
@@ -337,3 +350,144 @@ def score_runs(
     out = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
     keys = [(c, "ascending") for c in ("suite", "algo", "env", "seed", "run_id")]
     return out.take(pc.sort_indices(out, sort_keys=keys)), said
+
+
+# keys that name the task (its panel) or the run itself, never a legend entry of a figure against a key
+_TASK_KEYS = ("env_id", "env_kwargs", "env_wrappers", "dataset", "dataset_path", "data_mix")
+
+
+@dataclass
+class KeyScores:
+    """A suite's per-run scores against one config key (``key_scores``), for ``stats.key_intervals``.
+
+    Attributes:
+        suite, key, metric, rule, drop_first: What was scored how (flags, else the suite's).
+        runs: One row per finished run that has the key: ``run_id, algo, env, seed, x`` (the key's value as
+            text), ``legend`` and ``score`` (normalised as the leaderboard's).
+        table: The ``stats.ScoreTable`` of the per-run scores (no matrices), for the score's label.
+        legend_keys: The other keys that tell runs at one value of the key apart (shown in the legend).
+        left_out: Finished runs without the key (an algorithm that does not take it), by algorithm.
+        single: Algorithms (labels without the sweep's tag) left out as they have one value of the key on a
+            task while others have several: ``{label: [that value]}``.
+        within: Whether some algorithm has several values of the key on a task (else the key only tells
+            algorithms apart, as a ``command:`` or an entry's own budget does).
+        unfinished: Runs of the suite not finished.
+    """
+
+    suite: str
+    key: str
+    metric: str
+    rule: str
+    drop_first: int
+    runs: Any
+    table: Any
+    legend_keys: list[str]
+    left_out: dict[str, int]
+    single: dict[str, list[str]]
+    within: bool
+    unfinished: int
+
+
+def setting_keys(varying: Any) -> list[str]:
+    """Of a suite's varying config keys (``Store.varying_config_keys``), those a score can be plotted against:
+    not the task's (env, dataset, data_mix, wrappers) nor a seed, and named as ``--x`` takes a key (dotted
+    names of letters, digits, ``_`` and ``-``)."""
+    return [k for k in varying if k.split(".")[0] not in _TASK_KEYS and k != "seed" and not k.endswith(".seed")
+            and CONFIG_KEY.match(k)]  # fmt: skip
+
+
+def suite_setting_keys(store: Any, suite: str) -> list[str]:
+    """``setting_keys`` of a suite's runs: what ``rlbench report`` draws a figure against (``key_scores``)."""
+    with store.reader() as con:
+        store.require_suite(con, suite)
+        return setting_keys(store.varying_config_keys(con, suite))
+
+
+def _base_label(algo: str) -> str:
+    """An algorithm label without the sweep's ``[key=value,...]`` tag."""
+    return algo.split("[", 1)[0] if algo.endswith("]") else algo
+
+
+def key_scores(
+    store: Any,
+    suite: str,
+    key: str,
+    *,
+    metric: str | None = None,
+    rule: str | None = None,
+    drop_first: int | None = None,
+    normalize: str = "auto",
+) -> KeyScores:
+    """Per-run scores (``load_scores``, normalised by ``stats.score_table`` as the leaderboard does) with the
+    value of a config key (``params.learning_rate``, ``config.params.n_layer``, ``budget.steps``: the keys of
+    ``Store.varying_config_keys``). The legend tells apart runs that share a task and a value of the key:
+    the algorithm label (without its sweep tag) and every other key that differs among them. An algorithm
+    with one value of the key on a task is left out there when another has several (``KeyScores.single``).
+
+    Raises:
+        UsageError: naming ``--x`` and the keys that vary, for a key no run has or a key with one value.
+        What ``load_scores`` raises.
+    """
+    from . import stats
+
+    key = key.removeprefix("config.")
+    with shared_reader(store) as reads, reads.reader() as con:
+        store.require_suite(con, suite)
+        metric, rule, drop_first = suite_scoring(reads, suite, metric, rule, drop_first)
+        scored, unfinished = load_scores(reads, suite, metric, rule, drop_first)
+        norm = suite_normalize(reads, suite, normalize, metric)
+        varying = store.varying_config_keys(con, suite)
+        listed = ", ".join(varying) or "none (its runs differ by algorithm, task and seed only)"
+        if key in PLAIN_COLUMNS or key.split(".")[0] in _TASK_KEYS or key.endswith(".seed"):
+            raise UsageError(f"--x {key!r}: a run's algorithm, task or seed, not a setting to plot a score "
+                             f"against; the keys that vary in suite {suite!r}: {listed}")  # fmt: skip
+        candidates = [k for k in setting_keys(varying) if k != key]
+        try:
+            found = store.run_ids_where(con, suite, [], [key, *candidates])
+        except ValueError as e:
+            raise UsageError(f"--x {key!r}: {e}") from None
+    values = {str(r[0]): r[3:] for r in found}
+    x_of = {run: v[0] for run, v in values.items()}
+    present = {v for v in x_of.values() if v is not None}
+    if not present:
+        raise UsageError(f"--x {key!r}: no run of suite {suite!r} has this config key; the keys that vary "
+                         f"there: {listed}")  # fmt: skip
+    if len(present) == 1:
+        raise UsageError(f"--x {key!r}: every run of suite {suite!r} has the value {present.pop()}, so there is "
+                         f"nothing to plot against; the keys that vary there: {listed}")  # fmt: skip
+    table = stats.score_table(scored, rule=rule, drop_first=drop_first, normalize=norm, metric=metric,
+                              matrices=False)  # fmt: skip
+    runs = table.per_run[["run_id", "algo", "env", "seed", "norm_score"]].rename(
+        columns={"norm_score": "score"}
+    )
+    runs = runs.assign(run_id=runs["run_id"].astype(str), x=runs["run_id"].astype(str).map(x_of))
+    missing = runs["x"].isna()
+    left_out = runs.loc[missing, "algo"].astype(str).value_counts().sort_index().to_dict()
+    runs = runs.loc[~missing].copy()
+    runs["x"] = runs["x"].astype(str)
+    runs["base"] = runs["algo"].astype(str).map(_base_label)
+    # an algorithm with one value of the key on a task is left out when others have several (a point, no line)
+    spread = runs.groupby([runs["env"].astype(str), runs["base"]])["x"].transform("nunique")
+    single: dict[str, list[str]] = {}
+    within = bool((spread > 1).any())
+    if within:
+        for base, x in runs.loc[spread == 1, ["base", "x"]].drop_duplicates().itertuples(index=False):
+            single.setdefault(base, []).append(x)
+        runs = runs.loc[spread > 1].copy()
+    cell = runs["env"].astype(str) + "\0" + runs["base"] + "\0" + runs["x"]
+    legend_keys = [k for i, k in enumerate(candidates, start=1)
+                   if (runs["run_id"].map(lambda r, i=i: str(values[r][i])).groupby(cell).nunique() > 1).any()]  # fmt: skip
+    shown = [(i, k) for i, k in enumerate(candidates, start=1) if k in legend_keys]
+    with_base = runs["base"].nunique() > 1 or not legend_keys
+
+    def legend_of(run: str, base: str) -> str:
+        tags = [
+            f"{k.removeprefix('params.')}={values[run][i]}" for i, k in shown if values[run][i] is not None
+        ]
+        return ", ".join(([base] if with_base else []) + tags) or base
+
+    runs["legend"] = [legend_of(r, b) for r, b in zip(runs["run_id"], runs["base"])]
+    return KeyScores(suite=suite, key=key, metric=metric, rule=rule, drop_first=drop_first,
+                     runs=runs.drop(columns="base").reset_index(drop=True), table=table,
+                     legend_keys=legend_keys, left_out=left_out, single=single,
+                     within=within, unfinished=unfinished)  # fmt: skip

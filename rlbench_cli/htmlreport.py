@@ -174,6 +174,10 @@ def build_html(
                 f"{_e(s.get('batch'))} runs, at most {_e(s.get('max_batches'))} looks. <i>larger</i>: A is better "
                 "than B.</p>" + _table(frame, "adastop", ("task", "algo_a", "decision", "algo_b")))))  # fmt: skip
         sections.append(("figures", "Figures", body))
+        against = _by_keys(store, suite, metric=metric, rule=rule, drop_first=drop_first, normalize=normalize,
+                           reps=reps, seed=seed, notes=notes)  # fmt: skip
+        if against:
+            sections.append(("by-key", "Against the settings that vary", against))
         sections.append(("per-task", "Per-task scores", _table(per_task.frame, "per-task", ("algo", "env"))))
     tuning = _tuning(store, config)
     if tuning:
@@ -226,6 +230,53 @@ def suite_page(
         kinds = analysis.step_kinds(reads, suite)
     return build_html(store, suite, metric=metric, rule=rule, drop_first=drop_first, normalize=norm, reps=reps,
                       seed=seed, step_kinds=kinds, worker=worker, curves=curves)  # fmt: skip
+
+
+MAX_KEY_FIGURES = 8  # figures against a setting on a page at most (the first keys by name)
+
+
+def _by_keys(store: Any, suite: str, *, metric: str, rule: str, drop_first: int, normalize: Any, reps: int,
+             seed: int, notes: list[str]) -> str:  # fmt: skip
+    """For each setting an algorithm varies in the suite (a sweep's params, ...), the score against it
+    (``rlbench plot SUITE --x KEY``'s figure and table, IQM over seeds with 95% CIs); "" when there is none."""
+    from . import analysis, report, stats
+    from .errors import UsageError
+
+    parts = []
+    for key in analysis.suite_setting_keys(store, suite):
+        if len(parts) == MAX_KEY_FIGURES:
+            notes.append(f"figures against more than {MAX_KEY_FIGURES} settings are left out; draw one with "
+                         f"rlbench plot {suite} --x KEY")  # fmt: skip
+            break
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", stats.StatsWarning)  # the leaderboard's own notes say them
+            try:
+                scored = analysis.key_scores(store, suite, key, metric=metric, rule=rule, drop_first=drop_first,
+                                             normalize=normalize)  # fmt: skip
+            except (UsageError, stats.StatsError):
+                continue
+            if not scored.within:
+                continue
+            points = report.key_points(scored, "iqm", reps, seed)
+        fig = report.draw_key_figure(scored, points, "iqm")
+        with tempfile.TemporaryDirectory() as tmp:
+            from .plots import save_figure
+
+            path = save_figure(fig, Path(tmp) / f"{report.key_file_name(key, metric)}.svg")
+            svg = _svg(path)
+        shown = points.assign(**{"95% CI": [f"[{lo:.4g}, {hi:.4g}]" for lo, hi in zip(points["lower"],
+                                                                                      points["upper"])]})  # fmt: skip
+        shown = shown[["env", "legend", "x", "estimate", "95% CI", "runs"]].rename(
+            columns={"env": "task", "x": key, "estimate": "IQM"}
+        )
+        left = [f"{b} (one value: {', '.join(v)})" for b, v in scored.single.items()]
+        left += [f"{a} ({n} runs without it)" for a, n in scored.left_out.items()]
+        parts.append(f'<h3>{_e(key)}</h3><figure data-check="figure:by-{_e(key)}">{svg}<figcaption>IQM over seeds '
+                     f"of {_e(rule)} {_e(metric)} against {_e(key)}, 95% stratified bootstrap CI; "
+                     f"<code>rlbench plot {_e(suite)} --x {_e(key)}</code>"
+                     + (f"; left out: {_e('; '.join(left))}" if left else "") + "</figcaption></figure>"
+                     + _table(shown, f"by-{key}", ("task", "legend", key, "95% CI")))  # fmt: skip
+    return "".join(parts)
 
 
 def _tuning(store: Any, config: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Report", "make_report", "plot_suite", "success_by_level", "CURVE_REPS"]
+__all__ = ["Report", "KeyFigure", "make_report", "plot_suite", "key_figure", "success_by_level", "CURVE_REPS"]
 
 # rliable's own default for performance profiles and probability of improvement; the aggregates use --reps.
 CURVE_REPS = 2000
@@ -204,3 +204,99 @@ def success_by_level(
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     return [plots.save_figure(fig, out_dir / f"success_by_level.{fmt}")]
+
+
+@dataclass
+class KeyFigure:
+    """``rlbench plot SUITE --x KEY``: the figure's file, its points (``stats.key_intervals``), a markdown table
+    of them, what was scored (``analysis.KeyScores``) and warnings."""
+
+    path: Path
+    points: Any
+    table_md: str
+    scored: Any
+    warnings: list[str] = field(default_factory=list)
+
+
+def key_file_name(key: str, metric: str) -> str:
+    """``by-params.n_layer-eval_em``: the figure's file name (no suffix) for a key and a metric."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in f"by-{key}-{metric}")
+    return safe.strip("._") or "by-key"
+
+
+def key_points(scored: Any, stat: str, reps: int, seed: int) -> Any:
+    """``stats.key_intervals`` of ``analysis.KeyScores``' runs."""
+    from . import stats
+
+    return stats.key_intervals(scored.runs, stat=stat, reps=reps, seed=seed)
+
+
+def key_labels(scored: Any, stat: str) -> tuple[str, str]:
+    """(y label, title) of the figure against a key."""
+    from . import plots
+
+    name, note = plots.score_label(scored.table)
+    what = f"{stat.upper() if stat == 'iqm' else stat.capitalize()} of {name}"
+    ylabel = what + (f"\n({note})" if note else "")
+    title = f"{scored.suite}: {what} against {scored.key}\n{scored.rule} score, 95% bootstrap CI over seeds"
+    return ylabel, title
+
+
+def draw_key_figure(scored: Any, points: Any, stat: str, options: Any = None) -> Any:
+    """The figure against a key (``plots.plot_by_key``), labelled; ``options`` a ``plots.FigureOptions``."""
+    from . import plots
+
+    ylabel, title = key_labels(scored, stat)
+    opts = options or plots.FigureOptions()
+    return plots.plot_by_key(points, scored.key, ylabel=opts.ylabel or ylabel, xlabel=opts.xlabel,
+                             title=opts.title or title, figsize=opts.figsize)  # fmt: skip
+
+
+def key_table_md(points: Any, key: str, stat: str) -> str:
+    """The points as a markdown table: task, legend, the key's value, estimate [95% CI], runs."""
+    lines = [f"| task | legend | {key} | {stat} [95% CI] | runs |", "|---|---|---|---|---|"]
+    for r in points.itertuples():
+        lines.append(
+            f"| {r.env} | {r.legend} | {r.x} | {r.estimate:.4g} [{r.lower:.4g}, {r.upper:.4g}] | {r.runs} |"
+        )
+    return "\n".join(lines)
+
+
+def key_figure(
+    store: Any,
+    suite: str,
+    key: str,
+    *,
+    metric: str | None,
+    rule: str | None,
+    drop_first: int | None,
+    normalize: str,
+    reps: int,
+    seed: int,
+    out_dir: Path,
+    fmt: str = "png",
+    stat: str = "iqm",
+    options: Any = None,
+) -> KeyFigure:
+    """``rlbench plot SUITE --x KEY``: per-run scores against a config key (``analysis.key_scores``), their
+    IQM (or mean) per task, legend entry and value with a 95% stratified bootstrap interval
+    (``stats.key_intervals``), drawn by ``plots.plot_by_key`` into ``out_dir/by-KEY-METRIC.FMT``."""
+    from . import analysis, plots, stats
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", stats.StatsWarning)
+        scored = analysis.key_scores(store, suite, key, metric=metric, rule=rule, drop_first=drop_first,
+                                     normalize=normalize)  # fmt: skip
+        points = key_points(scored, stat, reps, seed)
+    said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)))
+    if scored.left_out:
+        which = ", ".join(f"{a} ({n})" for a, n in scored.left_out.items())
+        said.append(f"runs without {scored.key} are left out: {which}")
+    for base, values in scored.single.items():
+        said.append(f"{base} has one value of {scored.key} ({', '.join(values)}) and is left out")
+    fig = draw_key_figure(scored, points, stat, options)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = plots.save_figure(fig, out_dir / f"{key_file_name(scored.key, scored.metric)}.{fmt}")
+    return KeyFigure(path=path, points=points, table_md=key_table_md(points, scored.key, stat), scored=scored,
+                     warnings=said)  # fmt: skip

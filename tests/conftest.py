@@ -58,6 +58,7 @@ FAST_BUT = {
         "test_curve_interval_replays_rliable_on_a_3d_array",
     },
     "unit/test_bootstrap_speed.py": {"test_poi_distribution_bitwise_unchanged"},
+    "unit/test_key_sweeps.py": {"test_key_intervals_equal_rliable_on_the_same_cells"},
     "unit/test_check_params.py": {
         "test_a_text_algorithms_missing_pretrained_folder_is_refused",
         "test_an_offline_algorithm_takes_a_param_of_either_of_its_configs",
@@ -279,9 +280,11 @@ def suite_dict():
 def _make_results_db(db, runs, suite="s", status="finished", config=None, metric="eval/return"):
     """A results database written the way `rlbench run` writes one: suite row, runs, shards, end status.
 
-    ``runs``: ``(algo, env, seed, [(step, value), ...])`` tuples; ``status``: one for all runs or one per run.
-    Returns the ``Store``.
+    ``runs``: ``(algo, env, seed, [(step, value), ...])`` tuples, or with a fifth item, the run's config (a
+    dict; run ids then also hash it); ``status``: one for all runs or one per run. Returns the ``Store``.
     """
+    import hashlib
+    import json
     import time
     from pathlib import Path
 
@@ -291,10 +294,13 @@ def _make_results_db(db, runs, suite="s", status="finished", config=None, metric
     store = Store(db, wait=5)
     with store.writer() as con:
         store.register_suite(con, suite, "", config or {}, f"{suite}.yaml")
-        for i, (algo, env, seed, points) in enumerate(runs):
+        for i, (algo, env, seed, points, *rest) in enumerate(runs):
+            run_config = rest[0] if rest else {}
             run_id = f"{suite}-{algo}-{env}-{seed}"
+            if run_config:
+                run_id += "-" + hashlib.sha1(json.dumps(run_config, sort_keys=True).encode()).hexdigest()[:8]
             row = {"run_id": run_id, "suite": suite, "algo": algo, "algo_name": algo, "env": env, "seed": seed,
-                   "config": {}}  # fmt: skip
+                   "config": run_config}  # fmt: skip
             store.add_runs(con, [row])
             store.start_attempt(con, run_id, 1, {"started_at": time.time()})
             folder = Path(db).parent / "shards" / suite / run_id

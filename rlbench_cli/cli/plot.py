@@ -93,6 +93,18 @@ def plot(
             "from per-run scores computed in the database, much faster on large suites",
         ),
     ] = True,  # fmt: skip
+    x: Annotated[
+        str | None,
+        typer.Option(
+            "--x",
+            metavar="KEY",
+            help="draw only the score against this config key instead (e.g. "
+            "params.learning_rate, params.n_layer, budget.steps): per task, the IQM over seeds of each "
+            "value with a 95% bootstrap CI, one line per algorithm or per value of the other keys "
+            "that vary",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
 ) -> None:
     """rliable figures and a leaderboard for a suite: aggregates with 95% bootstrap CIs, performance
     profile, probability of improvement, sample efficiency, learning curves.
@@ -105,6 +117,8 @@ def plot(
 
     Large suites (thousands of runs): rlbench plot SUITE --no-curves (no learning curves, no sample efficiency)
 
+    Example, a score against a swept key: rlbench plot wm-scaling --x params.n_layer --metric eval/cr
+
     Example, for a paper (TrueType fonts in the PDF): rlbench plot quickstart --format pdf --figsize 6,3.5 --title "Classic control" --ylabel "Normalised return"
     """
     from .. import plots, report
@@ -115,6 +129,18 @@ def plot(
     check_score_flags(score, drop_first)
     out_dir = out or store.path.parent / "figures" / suite
     options = plots.FigureOptions(title=title, xlabel=xlabel, ylabel=ylabel, figsize=size)
+    if x is not None:
+        made = report.key_figure(store, suite, x, metric=metric, rule=score, drop_first=drop_first,
+                                 normalize=normalize, reps=reps, seed=seed, out_dir=out_dir, fmt=fmt.value,
+                                 options=options)  # fmt: skip
+        for w in made.warnings:
+            typer.echo(f"warning: {w}", err=True)
+        if made.scored.unfinished:
+            typer.echo(f"warning: {made.scored.unfinished} runs of {suite!r} are not finished and are left out",
+                       err=True)  # fmt: skip
+        typer.echo(made.table_md)
+        typer.echo(f"wrote {made.path}")
+        return
     # forked before the store is opened: the worker imports matplotlib and warms up while the scores load here
     with running(warm=plots.warm_up) as worker:
         result = report.plot_suite(store, suite, metric=metric, rule=score, drop_first=drop_first,

@@ -18,8 +18,8 @@ agent)`` rather than a metric path (``score_label``, ``metric_label``), and ``En
 
 Layout: ``style`` (palette, line styles, labels, fonts and the shared drawing helpers), ``scores`` (figures of
 a score table: aggregates, performance profile, probability of improvement, success per level), ``curves``
-(sample efficiency, learning curves) and ``write`` (task groups, saving, and every figure of a suite to
-files). Every public name is importable from this package.
+(sample efficiency, learning curves), ``sweeps`` (a score against a config key, per task) and ``write``
+(task groups, saving, and every figure of a suite to files). Every public name is importable from this package.
 """
 
 from rlbench_cli.plots.curves import plot_learning_curves, plot_sample_efficiency
@@ -47,6 +47,7 @@ from rlbench_cli.plots.style import (
     score_label,
     steps_label,
 )
+from rlbench_cli.plots.sweeps import plot_by_key
 from rlbench_cli.plots.write import (
     SCORE_FIGURES,
     TaskGroup,
@@ -79,6 +80,7 @@ __all__ = [
     "write_all",
     "write_learning_curves",
     "plot_success_by_level",
+    "plot_by_key",
     "SCORE_FIGURES",
     "METRIC_NAMES",
     "STEP_LABELS",

@@ -55,6 +55,12 @@ METRIC_NAMES = {
     "eval/success": "Success rate",
     "eval/length": "Episode length",
     "train/episode_return": "Training episode return",
+    # a text world model's (algos.text.world_model)
+    "eval/em": "EM (exact next observation)",
+    "eval/real": "Real success",
+    "eval/wm": "Success in the world model",
+    "eval/w2r": "W2R success",
+    "eval/cr": "CR (W2R / Real)",
 }
 
 TITLE_SIZE = 13

@@ -25,7 +25,8 @@ Neither rliable nor scipy is imported here, so importing this package is cheap.
 
 Layout: ``scores`` (metric rows -> one score per run), ``normalise`` (fixed reference scores), ``tables``
 (``ScoreTable`` and ``score_table``), ``intervals`` (aggregates, probability of improvement, performance
-profiles, the bootstrap seeds) and ``curves`` (sample efficiency, learning curves). Every public name is
+profiles, the bootstrap seeds), ``curves`` (sample efficiency, learning curves) and ``sweeps`` (a score
+against a config key, per task: ``key_intervals``, ``x_axis``). Every public name is
 importable from this package.
 """
 
@@ -57,6 +58,7 @@ from rlbench_cli.stats.scores import (
     phase_rows,
     run_scores,
 )
+from rlbench_cli.stats.sweeps import KEY_STATS, XAxis, key_intervals, natural_order, x_axis
 from rlbench_cli.stats.tables import (
     METRIC_LABELS,
     METRICS,
@@ -96,4 +98,9 @@ __all__ = [
     "default_taus",
     "finish_order",
     "global_seed",
+    "KEY_STATS",
+    "XAxis",
+    "key_intervals",
+    "natural_order",
+    "x_axis",
 ]

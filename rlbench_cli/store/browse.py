@@ -35,6 +35,17 @@ def key_sql(key: str) -> tuple[str, list[Any]]:
     return "json_extract_string(r.config, ?)", ["$" + "".join(f'."{p}"' for p in path.split("."))]
 
 
+def flatten_config(config: Any, prefix: str = "") -> dict[str, Any]:
+    """A run's config as ``{dotted key: leaf value}`` (``{"params": {"lr": 1}}`` -> ``{"params.lr": 1}``)."""
+    out: dict[str, Any] = {}
+    if isinstance(config, dict):
+        for k, v in config.items():
+            out.update(flatten_config(v, f"{prefix}{k}."))
+    else:
+        out[prefix[:-1]] = config
+    return out
+
+
 def filter_sql(suite: str | None, filters: Filters) -> tuple[str, list[Any]]:
     """The WHERE clause (without WHERE; ``TRUE`` when empty) keeping a suite's runs whose each key has one
     of its values."""
@@ -66,6 +77,19 @@ class Browse:
             entry["counts"][status] = int(n)
             entry["total"] += int(n)
         return list(out.values())
+
+    def varying_config_keys(self, con: Any, suite: str, sample: int = 2000) -> dict[str, list[str]]:
+        """Every config key whose value differs between a suite's runs (from up to ``sample`` distinct
+        configs), with its distinct values as text (JSON for anything but text), sorted by key; run columns
+        (``PLAIN_COLUMNS``) and ``env_id`` are left out."""
+        seen: dict[str, set[str]] = {}
+        for (text,) in con.execute(
+            "SELECT DISTINCT config FROM runs WHERE suite = ? AND config IS NOT NULL LIMIT ?", [suite, sample]
+        ).fetchall():
+            for k, v in flatten_config(json.loads(text)).items():
+                seen.setdefault(k, set()).add(json.dumps(v) if not isinstance(v, str) else v)
+        return {k: sorted(v) for k, v in sorted(seen.items())
+                if len(v) > 1 and k not in PLAIN_COLUMNS and k != "env_id"}  # fmt: skip
 
     def runs_page(
         self,

@@ -168,6 +168,14 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
                            q.get("stat") or "iqm", _number(request, "smooth", 0.0, float), q.get("lines") in ("1", "true"),
                            _int(request, "reps", 1000), _int(request, "seed", 0))  # fmt: skip
 
+    def by_key(request: Request) -> Any:
+        q = request.query_params
+        key = q.get("x")
+        if not key:
+            raise UsageError("x=KEY is needed (a config key that varies, as /api/keys lists under settings)")
+        return data.by_key(store, suite_arg(request), key, q.get("metric") or None, q.get("stat") or "iqm",
+                           _int(request, "reps", 2000), _int(request, "seed", 0))  # fmt: skip
+
     def run_file(request: Request) -> Response:
         try:
             found = data.safe_file(store, request.path_params["run_id"], request.path_params["path"])
@@ -202,6 +210,7 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         ),  # fmt: skip
         Route("/api/suite/{suite}/decisions", api(lambda r: data.decisions(store, suite_arg(r)))),
         Route("/api/suite/{suite}/tuning", api(lambda r: data.tuning(store, suite_arg(r)))),
+        Route("/api/suite/{suite}/by-key", api(by_key)),
         Route("/files/{run_id}/{path:path}", run_file),
     ]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..coordinator import runs_root
 from ..errors import UsageError
-from ..store.browse import PLAIN_COLUMNS, Filters, key_sql
+from ..store.browse import Filters, flatten_config, key_sql
 from . import curves as curve_stats
 from . import live
 
@@ -118,39 +118,25 @@ def runs(
     return jsonable({"total": total, "rows": rows, "score": {"metric": metric, "rule": rule}})
 
 
-def _flatten(config: Any, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if isinstance(config, dict):
-        for k, v in config.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-    else:
-        out[prefix[:-1]] = config
-    return out
-
-
 def keys(store: Any, suite: str, sample: int = 2000) -> dict[str, Any]:
     """The keys a suite's runs can be filtered and grouped by: run columns and every config key whose value
-    differs between runs (from up to ``sample`` distinct configs), each with its values (at most 50 shown),
-    and the metric names logged."""
+    differs between runs (``Store.varying_config_keys``, from up to ``sample`` distinct configs), each with its
+    values (at most 50 shown), and the metric names logged."""
     with store.reader() as con:
         store.require_suite(con, suite)
-        configs = [json.loads(c) for (c,) in con.execute(
-            "SELECT DISTINCT config FROM runs WHERE suite = ? AND config IS NOT NULL LIMIT ?", [suite, sample]
-        ).fetchall()]  # fmt: skip
+        varying = store.varying_config_keys(con, suite, sample)
         plain = {}
         for col in ("algo", "env", "status", "host", "executor", "device"):
             plain[col] = [str(v) for (v,) in con.execute(
                 f"SELECT DISTINCT CAST({col} AS VARCHAR) FROM runs WHERE suite = ? AND {col} IS NOT NULL "
                 "ORDER BY 1 LIMIT 51", [suite]).fetchall()]  # fmt: skip
         metrics = store.metric_names(con, suite)
-    seen: dict[str, set[str]] = {}
-    for c in configs:
-        for k, v in _flatten(c).items():
-            seen.setdefault(k, set()).add(json.dumps(v) if not isinstance(v, str) else v)
-    config_keys = {k: sorted(v)[:51] for k, v in sorted(seen.items()) if len(v) > 1 and k not in PLAIN_COLUMNS
-                   and k not in ("env_id",)}  # fmt: skip
+    config_keys = {k: v[:51] for k, v in varying.items()}
     groupable = [k for k in ("algo", "env", *config_keys) if k not in NOT_GROUPS]
-    return {"columns": plain, "config": config_keys, "group_keys": groupable, "metrics": metrics}
+    from ..analysis import setting_keys
+
+    return {"columns": plain, "config": config_keys, "group_keys": groupable, "metrics": metrics,
+            "settings": setting_keys(varying)}  # fmt: skip
 
 
 def curves(
@@ -306,7 +292,7 @@ def compare_runs(store: Any, run_ids: Sequence[str]) -> dict[str, Any] | None:
             if row is None:
                 return None
             rows.append(row)
-    flat = [_flatten({"config": r["config"]}) for r in rows]
+    flat = [flatten_config({"config": r["config"]}) for r in rows]
     for f, r in zip(flat, rows):
         for col in ("status", "host", "device", "attempts", "duration_s", "git_commit"):
             f[col] = r[col]
@@ -386,6 +372,48 @@ def improvement(store: Any, suite: str, reps: int = 2000, seed: int = 0) -> dict
     profile = stats.performance_profile(table, reps=reps, seed=seed)
     return jsonable({"normalized": table.normalized, "metric": table.metric, "rule": table.rule,
                      "poi": poi.to_dict(orient="records"), "profile": profile.to_dict(orient="records")})  # fmt: skip
+
+
+def by_key(
+    store: Any,
+    suite: str,
+    key: str,
+    metric: str | None = None,
+    stat: str = "iqm",
+    reps: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The score against a config key as ``rlbench plot SUITE --x KEY`` computes it (``analysis.key_scores`` +
+    ``report.key_points``): per task, legend entry and value, the IQM (or mean) over seeds with its 95% CI;
+    the axis (values in order, positions, log or not), labels and warnings. ``metric`` None: the suite's."""
+    from .. import report, stats
+    from ..analysis import key_scores
+
+    if stat not in stats.KEY_STATS:
+        raise UsageError(f"stat {stat!r}: use iqm or mean")
+    if not 10 <= reps <= 100_000:
+        raise UsageError(f"reps {reps}: use 10 to 100000 bootstrap replicates")
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", stats.StatsWarning)
+        scored = key_scores(store, suite, key, metric=metric)
+        points = report.key_points(scored, stat, reps, seed)
+    said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)))
+    said += [
+        f"{b} has one value of {scored.key} ({', '.join(v)}) and is left out"
+        for b, v in scored.single.items()
+    ]
+    said += [f"{a}: {n} runs without {scored.key}, left out" for a, n in scored.left_out.items()]
+    axis = stats.x_axis(points["x"].astype(str)) if len(points) else stats.x_axis([])
+    ylabel, title = report.key_labels(scored, stat)
+    return jsonable({"key": scored.key, "metric": scored.metric, "rule": scored.rule, "stat": stat, "reps": reps,
+                     "axis": {"values": axis.values, "positions": axis.positions, "numeric": axis.numeric,
+                              "log": axis.log},
+                     "tasks": sorted(points["env"].astype(str).unique()),
+                     "legends": stats.natural_order(points["legend"].astype(str)),
+                     "points": points.to_dict(orient="records"), "ylabel": ylabel, "title": title,
+                     "warnings": said, "unfinished": scored.unfinished})  # fmt: skip
 
 
 def decisions(store: Any, suite: str) -> dict[str, Any]:

@@ -140,6 +140,13 @@ def test_plot_writes_real_figures_and_leaderboard(smoke):
     assert len(csv) == 4  # header + 3 algorithms
     r = rl("plot", "smoke", "--db", smoke["db"], "--reps", "2000", "--out", out / "svg", "--format", "svg")
     assert (out / "svg" / "aggregates.svg").read_text().lstrip().startswith("<?xml")
+    # smoke varies no setting within an algorithm: --x says so in one line, naming the keys that vary
+    r = rl("plot", "smoke", "--db", smoke["db"], "--x", "params.num_envs", "--out", out / "x", check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "rlbench: error: --x 'params.num_envs': every run of suite 'smoke' has the value 4, so there is nothing to "
+        "plot against; the keys that vary there: none (its runs differ by algorithm, task and seed only)"
+    ]
 
 
 def executor_args(executor: str, request: pytest.FixtureRequest) -> list[str]:

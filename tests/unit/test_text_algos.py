@@ -159,6 +159,19 @@ def test_world_model_metrics_on_a_tiny_model(maze_dataset):
         assert "eval/cr" not in last
 
 
+def test_world_model_trains_on_the_first_train_episodes_and_holds_out_the_same_ones():
+    from rlbench_cli.algos.text.world_model import TextWorldModel
+
+    episodes = [[{"observation": str(i)}] for i in range(9)]
+    assert TextWorldModel.first_episodes(episodes, 3, "d") == episodes[:3]
+    assert TextWorldModel.first_episodes(episodes, 0, "d") == episodes
+    with pytest.raises(ValueError, match="train_episodes 10: dataset 'd' has 9 episodes to train on"):
+        TextWorldModel.first_episodes(episodes, 10, "d")
+    TextWorldModel.check_params({"train_episodes": 800})
+    with pytest.raises(ValueError, match="train_episodes"):
+        TextWorldModel.check_params({"train_episodes": "many"})
+
+
 def test_ilql_stops_with_a_checkpoint_and_resumes(maze_dataset, tmp_path):
     import threading
 

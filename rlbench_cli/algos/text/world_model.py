@@ -9,7 +9,8 @@ dataset, as one token sequence::
 the action given the observation (the agent: behaviour cloning of the dataset) and what follows an action
 (the world model: the next observation, the reward as text, and whether the episode ended). A turn that ends
 its episode has no next observation in the dataset: its target is ``<obs> <rew> reward <done>``. The
-episodes are split: ``holdout_fraction`` of them (the last ones) are never trained on and measure EM.
+episodes are split: ``holdout_fraction`` of them (the last ones) are never trained on and measure EM; of the
+rest, the first ``train_episodes`` are trained on (all of them for 0), the data size a scaling suite sweeps.
 
 Metrics, logged at the end of training (``eval/return`` and ``eval/success``, the agent's, at every
 evaluation point as for every algorithm):
@@ -84,6 +85,7 @@ class TextWorldModel(TextParams):
     name: ClassVar[str] = "text_world_model"
     own: ClassVar[dict[str, Any]] = {
         "holdout_fraction": 0.1,  # episodes kept out of training, for EM
+        "train_episodes": 0,  # real episodes trained on: the first N not held out (0: all of them)
         "em_turns": 200,  # held-out turns EM is measured on, at most
         "max_turns": 30,  # turns of an episode in the world model (and in the real env, to compare)
         "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
@@ -98,6 +100,7 @@ class TextWorldModel(TextParams):
         n_hold = int(round(float(settings["holdout_fraction"]) * len(episodes)))
         train_eps = list(episodes)[: len(episodes) - n_hold] or list(episodes)
         held = list(episodes)[len(episodes) - n_hold :]
+        train_eps = self.first_episodes(train_eps, int(settings["train_episodes"]), str(ctx.spec.dataset))
         tok = build_tokenizer(settings, texts_of(episodes))
         samples = self.samples(tok, train_eps, settings)
         torch.manual_seed(ctx.seed)
@@ -155,6 +158,15 @@ class TextWorldModel(TextParams):
         ctx.finish(step, agent)
         if not ctx.should_stop():
             ctx.sink.log(step, **self.evaluate(ctx, model, tok, held, settings))
+
+    @staticmethod
+    def first_episodes(train_eps: list[Any], n: int, dataset: str) -> list[Any]:
+        """The first ``n`` training episodes (all of them for 0): the data size a scaling suite sweeps. The
+        held-out episodes stay the same whatever ``n`` is, so EM is measured on the same turns."""
+        if n < 0 or n > len(train_eps):
+            raise ValueError(f"train_episodes {n}: dataset {dataset!r} has {len(train_eps)} episodes to train "
+                             "on (those not held out); use 1 to that many, or 0 for all")  # fmt: skip
+        return train_eps[:n] if n else train_eps
 
     @staticmethod
     def samples(

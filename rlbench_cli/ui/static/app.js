@@ -87,12 +87,37 @@ function queryBox() {
 function suiteView(main, suite) {
   crumbs(link("#/suite/" + encodeURIComponent(suite), suite));
   const st = { filters: [], sort: "run_id", desc: false, offset: 0, limit: 50, selected: new Set(),
-    metric: null, group: ["algo"], stat: "iqm", smooth: 0, x: "step", log: false, lines: false, keys: null };
+    metric: null, group: ["algo"], stat: "iqm", smooth: 0, x: "step", log: false, lines: false, keys: null,
+    keyCharts: [] };
   const runsBox = el("section", { id: "runs" }, el("h2", {}, "Runs"));
   const curvesBox = el("section", { id: "curves" }, el("h2", {}, "Curves"));
   const statsBox = el("section", { id: "stats" }, el("h2", {}, "Leaderboard"));
   const tuneBox = el("section", { id: "tuning" });
-  main.append(tuneBox, curvesBox, runsBox, statsBox);
+  const keyBox = el("section", { id: "by-key", hidden: true }, el("h2", {}, "Score against a setting"));
+  main.append(tuneBox, curvesBox, runsBox, keyBox, statsBox);
+
+  // the score (the suite's rule, of its metric or another) against a config key, as `rlbench plot --x`
+  const keySel = el("select", { id: "x-key" }, el("option", { value: "" }, "pick a setting"));
+  const keyMetric = el("select", { id: "x-metric" });
+  const keyCharts = el("div", { id: "key-charts", class: "grid2" });
+  const keyNote = el("div", { id: "key-note", class: "muted" });
+  keyBox.append(el("div", { class: "controls" }, "x", keySel, "score of", keyMetric), keyCharts, keyNote);
+  keySel.addEventListener("change", () => loadByKey());
+  keyMetric.addEventListener("change", () => loadByKey());
+
+  async function loadByKey() {
+    st.keyCharts.forEach((u) => u.destroy()); st.keyCharts.length = 0;
+    clear(keyCharts); keyNote.textContent = ""; keyNote.className = "muted";
+    if (!keySel.value) return;
+    const q = new URLSearchParams({ x: keySel.value, stat: st.stat });
+    if (keyMetric.value) q.set("metric", keyMetric.value);
+    try {
+      const out = await api(`/api/suite/${encodeURIComponent(suite)}/by-key?` + q);
+      drawByKey(keyCharts, out, st.keyCharts);
+      keyNote.textContent = `${out.title.replace("\n", ": ")}; ${out.reps} replicates per point` +
+        (out.warnings.length ? "; " + out.warnings.join("; ") : "");
+    } catch (e) { keyNote.textContent = String(e.message || e); keyNote.className = "error"; }
+  }
 
   // filters
   const filterKey = el("select", { id: "filter-key" });
@@ -131,7 +156,7 @@ function suiteView(main, suite) {
     "smoothing", smooth, "x", xSel, el("label", {}, logBox, "log y"), el("label", {}, linesBox, "per-seed lines")),
   chartDiv, legend);
   metricSel.addEventListener("change", () => { st.metric = metricSel.value; loadCurves(); });
-  statSel.addEventListener("change", () => { st.stat = statSel.value; loadCurves(); });
+  statSel.addEventListener("change", () => { st.stat = statSel.value; loadCurves(); loadByKey(); });
   smooth.addEventListener("change", () => { st.smooth = Number(smooth.value); loadCurves(); });
   xSel.addEventListener("change", () => { st.x = xSel.value; loadCurves(); });
   logBox.addEventListener("change", () => { st.log = logBox.checked; loadCurves(); });
@@ -157,6 +182,15 @@ function suiteView(main, suite) {
     st.metric = prevMetric && st.keys.metrics.includes(prevMetric) ? prevMetric
       : (st.keys.metrics.includes("eval/return") ? "eval/return" : st.keys.metrics[0] || null);
     if (st.metric) metricSel.value = st.metric;
+    const prevX = keySel.value;
+    clear(keySel).appendChild(el("option", { value: "" }, "pick a setting"));
+    (st.keys.settings || []).forEach((k) => keySel.appendChild(el("option", { value: k }, k)));
+    keyBox.hidden = !(st.keys.settings || []).length;
+    if (prevX && (st.keys.settings || []).includes(prevX)) keySel.value = prevX;
+    const prevKeyMetric = keyMetric.value;
+    clear(keyMetric).appendChild(el("option", { value: "" }, "the suite's score metric"));
+    st.keys.metrics.forEach((m) => keyMetric.appendChild(el("option", { value: m }, m)));
+    if (st.keys.metrics.includes(prevKeyMetric)) keyMetric.value = prevKeyMetric;
     clear(groupBox);
     st.keys.group_keys.forEach((k) => {
       const box = el("input", { type: "checkbox", value: k, "data-key": k, checked: st.group.includes(k) });
@@ -248,7 +282,8 @@ function suiteView(main, suite) {
 
   // the table does not wait for the keys; the curves need the metric names they bring
   async function refreshAll() {
-    await Promise.all([loadRuns(), loadKeys().then(loadCurves), tuningSection(tuneBox, suite)]);
+    await Promise.all([loadRuns(), loadKeys().then(() => Promise.all([loadCurves(), loadByKey()])),
+      tuningSection(tuneBox, suite)]);
   }
   return refreshAll().then(() => refreshAll);
 }
@@ -340,6 +375,36 @@ function drawCurves(div, out, st) {
   const skip = series.length - rows.length; // the x series has no row when the legend is not live
   rows.forEach((row, i) => { if (series[i + skip].band) row.style.display = "none"; });
   state.charts.push(u);
+}
+
+// one chart per task: each legend entry's points at the key's values, with its 95% band
+function drawByKey(div, out, charts) {
+  div.setAttribute("data-tasks", out.tasks.length);
+  div.setAttribute("data-points", out.points.length);
+  const ax = out.axis;
+  const label = (x) => { const i = ax.positions.indexOf(x); return i >= 0 ? ax.values[i] : ""; };
+  out.tasks.forEach((task) => {
+    const box = el("div", { class: "chart", "data-task": task }, el("b", {}, task));
+    div.appendChild(box);
+    const series = [{ label: out.key }], bands = [], cols = [ax.positions];
+    out.legends.forEach((g, i) => {
+      const color = PALETTE[i % PALETTE.length];
+      const pts = new Map(out.points.filter((p) => p.env === task && p.legend === g).map((p) => [p.position, p]));
+      ["estimate", "lower", "upper"].forEach((f) => cols.push(ax.positions.map((x) => (pts.has(x) ? pts.get(x)[f] : null))));
+      series.push({ label: g, stroke: color, width: 2, spanGaps: true, points: { show: true, size: 6 } });
+      ["lower", "upper"].forEach((edge) => series.push({ label: edge, stroke: bandColor(color, 0.3), width: 0,
+        spanGaps: true, band: true, points: { show: false } }));
+      bands.push({ series: [3 * i + 3, 3 * i + 2], fill: bandColor(color, 0.15) });
+    });
+    const u = new uPlot({ width: Math.max(360, box.clientWidth || 560), height: 280, series, bands,
+      scales: { x: { time: false, distr: ax.log ? 3 : 1 } },
+      axes: [{ label: out.key, splits: () => ax.positions, filter: (_, xs) => xs, values: (_, xs) => xs.map(label) }, { label: `${out.stat.toUpperCase()} of ${out.metric}` }],
+      legend: { live: false } }, cols, box);
+    const rows = u.root.querySelectorAll(".u-legend .u-series");
+    const skip = series.length - rows.length; // the x series has no row when the legend is not live
+    rows.forEach((row, i) => { if (series[i + skip].band) row.style.display = "none"; });
+    charts.push(u);
+  });
 }
 
 function drawProfile(div, rows) {

@@ -1,0 +1,125 @@
+"""`rlbench plot SUITE --x KEY` with Typer's CliRunner on a tiny store: the figure and its table, and bad keys
+as one line naming --x."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rlbench_cli.cli.app import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _store(tmp_path: Path, make_results_db) -> Path:
+    runs = []
+    for env in ("CartPole-v1", "Acrobot-v1"):
+        for lr in (1e-4, 1e-3, 1e-2):
+            for width in (32, 64):
+                for seed in range(3):
+                    runs.append((f"dqn[learning_rate={lr:g},width={width}]", env, seed,
+                                 [(50, 1.0), (100, 100 * lr * width + seed)],
+                                 {"params": {"learning_rate": lr, "width": width}, "seed": seed}))  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    make_results_db(db, runs, suite="lr", config={"score": {"metric": "eval/return", "rule": "final"}})
+    return db
+
+
+def _error_line(r) -> str:
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("rlbench: error: "), r.stderr
+    assert "Traceback" not in r.output
+    return lines[0]
+
+
+def test_plot_against_a_key_writes_one_panel_per_task_and_prints_the_points(
+    tmp_path, make_results_db, monkeypatch
+):
+    from rlbench_cli import plots
+    from rlbench_cli.plots import sweeps
+
+    db = _store(tmp_path, make_results_db)
+    figs = []
+    real = plots.plot_by_key
+
+    def keep(*a, **kw):
+        figs.append(real(*a, **kw))
+        return figs[-1]
+
+    monkeypatch.setattr(plots, "plot_by_key", keep)
+    r = invoke("plot", "lr", "--db", db, "--x", "params.learning_rate", "--reps", 300, "--out", tmp_path / "f",
+               "--normalize", "none")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    png = tmp_path / "f" / "by-params.learning_rate-eval_return.png"
+    assert f"wrote {png}" in r.stdout and png.read_bytes()[:4] == b"\x89PNG"
+    assert "| task | legend | params.learning_rate | iqm [95% CI] | runs |" in r.stdout
+    # seeds 0, 1, 2 add 0, 1, 2: the IQM of three is their mean, 100 * lr * width + 1
+    assert "| CartPole-v1 | width=64 | 0.01 | 65 [" in r.stdout
+    (fig,) = figs
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["Acrobot-v1", "CartPole-v1"]
+    assert {ax.get_xscale() for ax in panels} == {"log"}  # 1e-4 .. 1e-2: two decades
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["width=32", "width=64"]
+    assert sweeps.plot_by_key is real
+
+
+def test_bad_keys_are_one_line_naming_x(tmp_path, make_results_db):
+    db = _store(tmp_path, make_results_db)
+    line = _error_line(invoke("plot", "lr", "--db", db, "--x", "params.lr", "--out", tmp_path / "f"))
+    assert line == ("rlbench: error: --x 'params.lr': no run of suite 'lr' has this config key; the keys that "
+                    "vary there: params.learning_rate, params.width")  # fmt: skip
+    line = _error_line(invoke("plot", "lr", "--db", db, "--x", "seed", "--out", tmp_path / "f"))
+    assert "--x 'seed'" in line
+    line = _error_line(invoke("plot", "lr", "--db", db, "--x", "params..x", "--out", tmp_path / "f"))
+    assert "--x 'params..x'" in line
+    assert not (tmp_path / "f").exists()
+
+
+def test_the_html_report_draws_the_score_against_each_setting_an_algorithm_varies(tmp_path, make_results_db):
+    from rlbench_cli.htmlreport import build_html
+    from rlbench_cli.store import Store
+
+    db = _store(tmp_path, make_results_db)
+    page, _ = build_html(Store(db), "lr", metric="eval/return", rule="final", drop_first=0, normalize=None,
+                         reps=300, seed=0, curves=False)  # fmt: skip
+    section = page[page.index('<section id="by-key">') :]
+    section = section[: section.index("</section>")]
+    assert section.count("<svg") == 2  # params.learning_rate and params.width
+    assert "<h3>params.learning_rate</h3>" in section and "<h3>params.width</h3>" in section
+    assert "rlbench plot lr --x params.width</code>" in section
+    assert '<td class="text">learning_rate=0.01</td>' in section  # the width figure's legend: the other key
+    plain = tmp_path / "plain.duckdb"
+    make_results_db(plain, [("ppo", "CartPole-v1", s, [(1, float(s))]) for s in range(3)], suite="p")
+    page, _ = build_html(Store(plain), "p", metric="eval/return", rule="final", drop_first=0, normalize=None,
+                         reps=300, seed=0, curves=False)  # fmt: skip
+    assert 'id="by-key"' not in page
+
+
+def test_the_ui_endpoint_gives_the_points_rlbench_plot_computes(tmp_path, make_results_db):
+    from starlette.testclient import TestClient
+
+    from rlbench_cli import analysis, report
+    from rlbench_cli.store import Store
+    from rlbench_cli.ui.app import create_app
+
+    store = Store(_store(tmp_path, make_results_db))
+    client = TestClient(create_app(store))
+    assert client.get("/api/keys?suite=lr").json()["settings"] == ["params.learning_rate", "params.width"]
+    r = client.get("/api/suite/lr/by-key?x=params.learning_rate&reps=300&seed=2")
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["axis"] == {"values": ["0.0001", "0.001", "0.01"], "positions": [1e-4, 1e-3, 1e-2], "numeric": True,
+                           "log": True}  # fmt: skip
+    assert out["tasks"] == ["Acrobot-v1", "CartPole-v1"] and out["legends"] == ["width=32", "width=64"]
+    expected = report.key_points(analysis.key_scores(store, "lr", "params.learning_rate"), "iqm", 300, 2)
+    assert out["points"] == expected.to_dict(orient="records")
+    bad = client.get("/api/suite/lr/by-key?x=params.lr")
+    assert bad.status_code == 400 and "--x 'params.lr': no run of suite 'lr'" in bad.json()["error"]
+    assert client.get("/api/suite/lr/by-key").status_code == 400
+    assert client.get("/api/suite/nope/by-key?x=params.width").status_code == 404
