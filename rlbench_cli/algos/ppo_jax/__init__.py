@@ -1,0 +1,70 @@
+"""``ppo_jax``: PPO on gymnax tasks (``gymnax/CartPole-v1``, ...) as one compiled JAX program, PureJaxRL's way:
+jit over the whole training, vmap over the seeds of a job; every seed still its own run.
+
+Layout: ``config.py`` (``PPOJaxConfig``: torch ``ppo``'s param names and defaults, CleanRL's, for the params
+it implements; no JAX), ``program.py`` (the JAX program: init, and one evaluation interval of training
+followed by the seeded evaluation episodes, vmapped over seeds), ``loop.py`` (the host side: JAX's flags
+and compilation cache, the chunks, each seed's rows, failures). Only ``loop`` and ``program`` import JAX,
+when a run starts; ``rlbench validate`` checks params without it.
+
+Every seed its own run: ``resources.seeds_per_job: N`` packs N seeds of a cell into one job through
+``packed.run_packed`` (the same path as torch ``ppo``), which calls ``PPOJax.train_packed`` with one
+``RunContext`` per seed; a job of one seed is ``train``. Each seed logs its own rows (losses, learning rate,
+explained variance and the mean return and length of the training episodes that ended, once per
+iteration; ``eval/return`` and co. at every point of the suite's ``eval_every`` grid, from its own
+``eval_seeds`` episodes played inside the program), ``sys/pack_size`` and ``sys/compile_s`` at step 0 and
+``sys/tracking_s`` (host time spent turning the chunks into rows) at the end. A seed whose policy, value or
+entropy loss turns non-finite fails alone (``diverged: NaN in <which> loss at step S``); the others go on.
+
+Reproducibility: a seed's numbers are bitwise the same for the same pack on the same machine (CPU). XLA's
+batched kernels may make them depend on the pack's size (the pack is recorded: ``sys/pack_size``, and the
+run ids in each attempt's ``result.json``), not on the other seeds' values.
+
+Differences from torch ``ppo``: whole iterations only (ceil(steps / batch) of them, so a run may pass its
+budget by less than one batch; evaluations are logged at the grid's points as every algorithm's are);
+``train/episode_return`` is one row per iteration (the mean over the episodes that ended in it) rather than
+one per episode; a truncation is the state's ``time`` reaching gymnax's ``max_steps_in_episode`` (gymnax
+0.0.9 reports ``done`` only); no ``target_kl``, no checkpoints and no kept policy files yet.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ...envs.gymnax import PIP
+from ..base import RunContext
+from .config import PPOJaxConfig
+
+__all__ = ["PPOJax", "PPOJaxConfig"]
+
+
+class PPOJax:
+    name: ClassVar[str] = "ppo_jax"
+
+    @staticmethod
+    def check_params(params: dict[str, Any]) -> None:
+        """What ``PPOJaxConfig.from_params`` refuses for both kinds of action space, and a missing JAX."""
+        if importlib.util.find_spec("jax") is None or importlib.util.find_spec("optax") is None:
+            raise ValueError(f"ppo_jax needs JAX; install it with: {PIP}")
+        try:
+            PPOJaxConfig.from_params(params, continuous=False)
+        except ValueError as discrete:
+            try:
+                PPOJaxConfig.from_params(params, continuous=True)
+            except ValueError:
+                raise discrete from None
+
+    def train(self, ctx: RunContext) -> None:
+        failure = self.train_packed([ctx]).get(ctx.seed)
+        if failure is not None:
+            ctx.fail(failure)
+
+    @staticmethod
+    def train_packed(ctxs: Sequence[RunContext]) -> dict[int, str | None]:
+        """Train one agent per context (the seeds of a job) in one compiled program; {seed: None or why it
+        failed}."""
+        from .loop import train  # imports JAX
+
+        return train(ctxs)

@@ -1,0 +1,111 @@
+"""ppo_jax (``algos.ppo_jax``): the compiled training of a pack of seeds on a gymnax task, on a tiny budget.
+
+Every seed of the pack gets finite metrics and its own evaluations on the suite's grid; the same pack gives the
+same numbers bit for bit (CPU); a seed whose learning rate makes it diverge fails alone while the others
+finish; the seeds' runs go through ``packed.run_packed`` like torch ppo's. Each test compiles the same
+program shape (4 seeds, the same params and budget), so JAX's persistent cache compiles it once."""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("gymnax")
+
+from rlbench_cli.algos.base import RunContext  # noqa: E402
+from rlbench_cli.algos.ppo_jax import PPOJaxConfig  # noqa: E402
+from rlbench_cli.algos.ppo_jax.loop import train  # noqa: E402
+from rlbench_cli.envs.gymnax import GYMNAX_ENVS  # noqa: E402
+from rlbench_cli.packed import run_packed  # noqa: E402
+from rlbench_cli.sink import ShardSink  # noqa: E402
+from rlbench_cli.suite.grid import RunSpec  # noqa: E402
+
+pytestmark = pytest.mark.slow
+PARAMS = {"num_envs": 4, "num_steps": 32, "num_minibatches": 2, "update_epochs": 2}
+BUDGET = {"steps": 1024, "eval_every": 512, "eval_episodes": 3}
+
+
+@pytest.fixture(autouse=True)
+def _jax_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("RLBENCH_JAX_CACHE", str(tmp_path_factory.getbasetemp() / "jax-cache"))
+
+
+def _spec(seed, env="gymnax/CartPole-v1"):
+    return RunSpec(suite="t", algo="ppo_jax", algo_name="ppo_jax", params=dict(PARAMS), env_id=env,
+                   env_kwargs={}, seed=seed, budget=dict(BUDGET))  # fmt: skip
+
+
+def _rows(folder):
+    t = pa.concat_tables([pq.read_table(p) for p in sorted((folder / "metrics").glob("*.parquet"))])
+    rows = sorted(zip(t["name"].to_pylist(), t["step"].to_pylist(), t["value"].to_pylist()))
+    return [r for r in rows if not r[0].startswith("sys/")]
+
+
+def _train(tmp_path, seeds, lr_scale=None):
+    ctxs = []
+    for s in seeds:
+        folder = tmp_path / f"seed{s}"
+        ctxs.append(RunContext(spec=_spec(s), sink=ShardSink(folder / "metrics"), run_dir=folder))
+    outcome = train(ctxs, lr_scale=lr_scale)
+    for c in ctxs:
+        c.sink.close()
+    return outcome, [_rows(tmp_path / f"seed{s}") for s in seeds]
+
+
+def test_every_seed_has_finite_rows_and_the_same_pack_gives_the_same_numbers(tmp_path):
+    outcome, rows = _train(tmp_path / "a", [0, 1, 2, 3])
+    assert outcome == {0: None, 1: None, 2: None, 3: None}
+    for r in rows:
+        evals = [(step, v) for name, step, v in r if name == "eval/return"]
+        assert [s for s, _ in evals] == [0, 512, 1024]  # the suite's grid
+        assert all(np.isfinite(v) for _, _, v in r)
+        names = {name for name, _, _ in r}
+        assert {"train/loss/policy", "train/loss/value", "train/entropy", "train/episode_return"} <= names
+        assert max(step for name, step, _ in r if name == "train/loss/policy") == 1024  # 8 iterations of 128
+    assert rows[0] != rows[1]  # seeds differ
+    _, again = _train(tmp_path / "b", [0, 1, 2, 3])
+    assert again == rows  # bitwise, every row of every seed
+
+
+def test_a_diverging_seed_fails_alone(tmp_path):
+    outcome, rows = _train(tmp_path, [0, 1, 2, 3], lr_scale=[1.0, 1e30, 1.0, 1.0])
+    assert outcome[0] is None and outcome[2] is None
+    assert (
+        outcome[1] is not None and outcome[1].startswith("diverged: NaN in ") and "loss at step" in outcome[1]
+    )
+    for k in (0, 2, 3):
+        assert [s for name, s, _ in rows[k] if name == "eval/return"] == [0, 512, 1024]
+    assert max(s for name, s, _ in rows[1] if name == "eval/return") < 1024  # no evaluation after it diverged
+
+
+def test_packed_seeds_are_runs_of_their_own_through_run_packed(tmp_path):
+    specs = [_spec(s) for s in (0, 1, 2, 3)]
+    folders = [tmp_path / s.run_id / "attempt-1" for s in specs]
+    results = run_packed(specs, folders)
+    assert [r["status"] for r in results] == ["finished"] * 4
+    assert len({r["run_id"] for r in results}) == 4
+    for folder in folders:
+        saved = json.loads((folder / "result.json").read_text())
+        assert saved["pack"] == [s.run_id for s in specs] and saved["final_eval"] is not None
+        t = pa.concat_tables([pq.read_table(p) for p in sorted((folder / "metrics").glob("*.parquet"))])
+        pack_size = [v for n, v in zip(t["name"].to_pylist(), t["value"].to_pylist()) if n == "sys/pack_size"]
+        assert pack_size == [4.0]
+
+
+def test_its_params_are_torch_ppos_names_and_defaults():
+    from rlbench_cli.algos.ppo import CONTINUOUS_DEFAULTS, PPOConfig
+    from rlbench_cli.algos.ppo_jax.config import CONTINUOUS_DEFAULTS as JAX_CONTINUOUS
+    from rlbench_cli.algos.ppo_jax.config import NOT_HERE
+
+    torch_cfg, jax_cfg = PPOConfig(), PPOJaxConfig()
+    assert set(vars(torch_cfg)) == set(vars(jax_cfg)) | set(NOT_HERE)
+    assert {k: getattr(torch_cfg, k) for k in vars(jax_cfg)} == vars(jax_cfg)
+    assert JAX_CONTINUOUS == CONTINUOUS_DEFAULTS
+
+
+def test_every_gymnax_task_is_one_gymnax_makes():
+    import gymnax
+
+    assert set(GYMNAX_ENVS.values()) <= set(gymnax.registered_envs)
