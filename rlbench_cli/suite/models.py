@@ -500,7 +500,7 @@ class Resources(_Model):
     )
     seeds_per_job: int = Field(
         1,
-        description="seeds of one (algorithm, task, params) cell trained together in one job (ppo); "
+        description="seeds of one (algorithm, task, params) cell trained together in one job (ppo, ppo_jax); "
         "algorithms that cannot be packed run one seed per job",
     )
     executor: str = Field("local", description="local | ray | slurm; the --executor flag overrides it")

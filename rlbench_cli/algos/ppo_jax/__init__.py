@@ -13,7 +13,8 @@ Every seed its own run: ``resources.seeds_per_job: N`` packs N seeds of a cell i
 explained variance and the mean return and length of the training episodes that ended, once per
 iteration; ``eval/return`` and co. at every point of the suite's ``eval_every`` grid, from its own
 ``eval_seeds`` episodes played inside the program), ``sys/pack_size`` and ``sys/compile_s`` at step 0 and
-``sys/tracking_s`` (host time spent turning the chunks into rows) at the end. A seed whose policy, value or
+``sys/train_s`` (the training's seconds after the compilation) and ``sys/tracking_s`` (host time spent
+turning the chunks into rows) at the end. A seed whose policy, value or
 entropy loss turns non-finite fails alone (``diverged: NaN in <which> loss at step S``); the others go on.
 
 Reproducibility: a seed's numbers are bitwise the same for the same pack on the same machine (CPU). XLA's

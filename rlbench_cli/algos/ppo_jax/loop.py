@@ -147,5 +147,5 @@ def train(ctxs: Sequence[RunContext], lr_scale: Sequence[float] | None = None) -
     for k in live:
         ctx = ctxs[k]
         ctx.sink.log(done * batch, **{"sys/sps_overall": done * batch / elapsed, "sys/rss_peak_mb": peak_rss_mb(),
-                                      "sys/tracking_s": tracking_s})  # fmt: skip
+                                      "sys/train_s": elapsed - compile_s, "sys/tracking_s": tracking_s})  # fmt: skip
     return outcome
