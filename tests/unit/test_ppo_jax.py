@@ -6,6 +6,7 @@ finish; the seeds' runs go through ``packed.run_packed`` like torch ppo's. Each 
 program shape (4 seeds, the same params and budget), so JAX's persistent cache compiles it once."""
 
 import json
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -14,11 +15,13 @@ import pytest
 
 pytest.importorskip("gymnax")
 
+from rlbench_cli import checkpoint  # noqa: E402
 from rlbench_cli.algos.base import RunContext  # noqa: E402
 from rlbench_cli.algos.ppo_jax import PPOJaxConfig  # noqa: E402
 from rlbench_cli.algos.ppo_jax.loop import train  # noqa: E402
 from rlbench_cli.envs.gymnax import GYMNAX_ENVS  # noqa: E402
 from rlbench_cli.packed import run_packed  # noqa: E402
+from rlbench_cli.runner import attempt_dir  # noqa: E402
 from rlbench_cli.sink import ShardSink  # noqa: E402
 from rlbench_cli.suite.grid import RunSpec  # noqa: E402
 
@@ -109,3 +112,37 @@ def test_every_gymnax_task_is_one_gymnax_makes():
     import gymnax
 
     assert set(GYMNAX_ENVS.values()) <= set(gymnax.registered_envs)
+
+
+class StopAtCheckpoint(threading.Event):
+    """Set once the first seed's run folder holds a checkpoint: the pack stops there, as a job killed then."""
+
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = folder
+
+    def is_set(self):
+        return super().is_set() or checkpoint.latest_step(self.folder) is not None
+
+
+def test_an_interrupted_pack_resumes_every_seed_bitwise(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    monkeypatch.setattr(RunContext, "checkpoint_on_stop", False)  # only the checkpoint_every ones
+    specs = [replace(_spec(s), budget={**BUDGET, "checkpoint_every": 512}) for s in (0, 1, 2, 3)]
+
+    def run(root, attempt, stop=None):
+        folders = [attempt_dir(root, s, attempt=attempt) for s in specs]
+        results = run_packed(specs, folders, stop_event=stop)
+        return folders, results
+
+    root = tmp_path / "resumed"
+    _, first = run(root, 1, StopAtCheckpoint(attempt_dir(root, specs[0]).parent / "checkpoint"))
+    assert [r["status"] for r in first] == ["interrupted"] * 4
+    resumed, second = run(root, 2)
+    assert [r["status"] for r in second] == ["finished"] * 4
+    assert {r["resumed_from_step"] for r in second} == {512}
+    straight, _ = run(tmp_path / "straight", 1)
+    for a2, a in zip(resumed, straight):
+        assert _rows(a2) == _rows(a)  # bitwise, every row of every seed, none twice
+        assert not (a2.parent / "checkpoint").exists()

@@ -25,7 +25,14 @@ Differences from torch ``ppo``: whole iterations only (ceil(steps / batch) of th
 budget by less than one batch; evaluations are logged at the grid's points as every algorithm's are);
 ``train/episode_return`` is one row per iteration (the mean over the episodes that ended in it) rather than
 one per episode; a truncation is the state's ``time`` reaching gymnax's ``max_steps_in_episode`` (gymnax
-0.0.9 reports ``done`` only); no ``target_kl``, no checkpoints and no kept policy files yet.
+0.0.9 reports ``done`` only); no ``target_kl`` and no kept policy files yet.
+
+Checkpoints (``budget.checkpoint_every``): at the end of an evaluation interval that reaches the next
+checkpoint step, each seed saves its slice of the whole training state (network, Adam, env states and
+observations, PRNG keys, episode counters, normalisers: the program state's leaves as NumPy arrays) and the
+iteration count, in the packed layout torch ``ppo`` uses; a job resumes every seed at their latest common
+step (``base.resume_together``), bitwise on CPU, for a pack of one as for many. (Checkpoint files are
+``torch.save``'s: a run that checkpoints imports torch.)
 """
 
 from __future__ import annotations

@@ -21,12 +21,15 @@ import numpy as np
 
 from ...envs.gymnax import CONTINUOUS, make
 from ...sysmon import peak_rss_mb
-from ..base import RunContext, eval_seeds
+from ..base import RunContext, eval_seeds, resume_together
 from .config import PPOJaxConfig
 
 __all__ = ["cache_dir", "prepare_jax", "train"]
 
 XLA_FLAG = "--xla_cpu_multi_thread_eigen=false"
+CHECKPOINT_LAYOUT = (
+    "packed"  # every seed's checkpoint holds its slice of the pack's state, for one job or many
+)
 LOSSES = ("policy", "value", "entropy")
 
 
@@ -75,6 +78,24 @@ def check_pack(ctxs: Sequence[RunContext]) -> None:
             raise ValueError(f"packed runs must differ only by seed ({first.run_id} vs {s.run_id})")
 
 
+def save_pack(
+    ctxs: Sequence[RunContext], rows: Sequence[int], state: Any, iterations: int, batch: int
+) -> None:
+    """Checkpoint each of ``ctxs`` (row ``rows[i]`` of the state's leaves) at the same step, keeping their
+    older checkpoints until every seed has the new one (``base.resume_together`` resumes a common step)."""
+    import jax  # the caller's
+
+    leaves = jax.tree_util.tree_leaves(state)
+    step = iterations * batch
+    saved = [c.save_checkpoint(step, {"iterations": iterations, "leaves": [np.asarray(x[k]) for x in leaves]},
+                               layout=CHECKPOINT_LAYOUT, prune=False) for c, k in zip(ctxs, rows)]  # fmt: skip
+    for c in ctxs:
+        if all(saved):
+            c.prune_checkpoints(step)
+        else:  # a seed could not save: keep the step they all have, and take no more checkpoints
+            c.disable_checkpoints()
+
+
 def train(ctxs: Sequence[RunContext], lr_scale: Sequence[float] | None = None) -> dict[int, str | None]:
     """Train one PPO agent per context in one compiled program. Returns {seed: None, or why it failed}.
 
@@ -105,15 +126,24 @@ def train(ctxs: Sequence[RunContext], lr_scale: Sequence[float] | None = None) -
     state = prog.init(seeds.astype(np.int32), lrs)
     chunk = prog.chunk.lower(state, np.int32(0), eval_keys).compile()
     compile_s = time.perf_counter() - t0
+    leaves, treedef = jax.tree_util.tree_flatten(state)
+    resumed = resume_together(ctxs, CHECKPOINT_LAYOUT)  # every seed at one step, or none of them
+    done = 0
+    if resumed is not None:  # the whole training state of every seed as it was at that evaluation boundary
+        done = int(resumed[0]["iterations"])
+        stacked = [np.stack([st["leaves"][j] for st in resumed]) for j in range(len(leaves))]
+        state = jax.tree_util.tree_unflatten(treedef, [jax.device_put(x) for x in stacked])
+        ends = np.cumsum([n for _, n in chunks])
+        chunks = [c for c, e in zip(chunks, ends) if e > done]
 
     outcome: dict[int, str | None] = {c.seed: None for c in ctxs}
     live = list(range(N))
-    tracking_s, done = 0.0, 0
+    tracking_s = 0.0
     names = tuple(ROW[:7])
     with_episodes = (*names, "train/episode_return", "train/episode_length")
     for c in ctxs:
         c.keep_artifacts = False  # ppo_jax keeps no policy files (yet): its policy lives in the program
-        c.sink.log(0, **{"sys/pack_size": float(N), "sys/compile_s": compile_s})
+        c.sink.log(done * batch, **{"sys/pack_size": float(N), "sys/compile_s": compile_s})
     for _, n in chunks:
         state, rows, ret, length = chunk(state, np.int32(n), eval_keys)
         rows, ret, length = np.asarray(rows), np.asarray(ret), np.asarray(length)
@@ -141,6 +171,8 @@ def train(ctxs: Sequence[RunContext], lr_scale: Sequence[float] | None = None) -
             ctx.log_evaluation(end * batch, ret[k], length[k])
         done = end
         tracking_s += time.perf_counter() - t_log
+        if live and any(ctxs[k].checkpoint_due(done * batch) for k in live):
+            save_pack([ctxs[k] for k in live], list(live), jax.device_get(state), done, batch)
         if not live or any(ctxs[k].should_stop() for k in live):
             break
     elapsed = time.perf_counter() - t0
