@@ -146,3 +146,35 @@ def test_an_interrupted_pack_resumes_every_seed_bitwise(tmp_path, monkeypatch):
     for a2, a in zip(resumed, straight):
         assert _rows(a2) == _rows(a)  # bitwise, every row of every seed, none twice
         assert not (a2.parent / "checkpoint").exists()
+
+
+def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_cartpole(tmp_path):
+    """ppo_jax seeds 0..5 on gymnax's CartPole-v1 against packed torch ppo seeds 100..105 on gymnasium's, at
+    the same params: the permutation test and the IQM intervals of tests/unit/test_ppo_packed.py, with the
+    check that the test can tell trained from untrained policies at this budget."""
+    from dataclasses import replace
+
+    from test_ppo_packed import finals, make_spec, packed, permutation_p, read_rows
+
+    from rlbench_cli.bootstrap import interval_estimates
+
+    n, steps, params = 6, 6144, {"num_steps": 64, "learning_rate": 1e-3}
+    ctxs = []
+    for s in range(n):
+        spec = replace(
+            make_spec("gymnax/CartPole-v1", params, s, steps, steps, 5), algo="ppo_jax", algo_name="ppo_jax"
+        )
+        ctxs.append(RunContext(spec=spec, sink=ShardSink(tmp_path / f"jax-{s}", background=False)))
+    assert train(ctxs) == {s: None for s in range(n)}
+    for c in ctxs:
+        c.sink.close()
+    jax_rows = [read_rows(tmp_path / f"jax-{s}") for s in range(n)]
+    x, x0 = np.array([finals(r) for r in jax_rows]), np.array([finals(r, 0) for r in jax_rows])
+    (tmp_path / "torch").mkdir()
+    _, torch_rows = packed(tmp_path / "torch", [make_spec("CartPole-v1", params, 100 + s, steps, steps, 5)
+                                                for s in range(n)])  # fmt: skip
+    y = np.array([finals(r) for r in torch_rows.values()])
+    assert permutation_p(x, y) > 0.05, (x, y)
+    ci = interval_estimates({"jax": x[:, None], "torch": y[:, None]}, ["iqm"], reps=2000, seed=0)
+    assert ci["jax"].lower[0] <= ci["torch"].upper[0] and ci["torch"].lower[0] <= ci["jax"].upper[0]
+    assert permutation_p(x, x0) < 0.05, (x, x0)
