@@ -1,4 +1,4 @@
-"""What torch ``ppo`` (``algos.ppo.config``) and ``ppo_jax`` (``algos.ppo_jax.config``) share about their
+"""What torch ``ppo`` (``algos.ppo.config``) and ``ppo_jax`` (``algos.gymnax.ppo_config``) share about their
 params, torch- and JAX-free: ``CONTINUOUS_DEFAULTS`` and the checks on the values both take (``problems``)."""
 
 from __future__ import annotations

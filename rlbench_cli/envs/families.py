@@ -31,6 +31,7 @@ __all__ = [
     "EnvFamily",
     "dataset_suffix",
     "family_of",
+    "is_continuous",
     "is_jax_env",
     "is_text_env",
     "jax_twin",
@@ -62,6 +63,7 @@ class EnvFamily:
         namespace: ids ``<namespace>/...`` are this family's: one it lacks is unknown (``unknown``), whatever
             gymnasium has.
         unknown: the one-line problem with an id of its namespace that is not one of its envs.
+        continuous: its envs with a continuous (Box) action space, known without making them.
     """
 
     name: str
@@ -74,6 +76,7 @@ class EnvFamily:
     jax: bool = False
     namespace: str | None = None
     unknown: Callable[[str], str] | None = None
+    continuous: frozenset[str] = frozenset()
 
 
 FAMILIES: tuple[EnvFamily, ...] = (
@@ -93,6 +96,7 @@ FAMILIES: tuple[EnvFamily, ...] = (
         jax=True,
         namespace=gymnax.NAMESPACE,
         unknown=gymnax.unknown,
+        continuous=gymnax.CONTINUOUS,
     ),
 )
 
@@ -119,6 +123,12 @@ def jax_twin(env_id: str) -> str | None:
     return next(
         (f"{f.namespace}/{env_id}" for f in FAMILIES if f.jax and f"{f.namespace}/{env_id}" in f.envs), None
     )
+
+
+def is_continuous(env_id: str) -> bool:
+    """Whether ``env_id`` is an env its family knows has a continuous action space (False if unknown)."""
+    family = family_of(env_id)
+    return family is not None and env_id in family.continuous
 
 
 def namespace_problem(env_id: str) -> str | None:

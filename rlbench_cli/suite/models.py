@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from ..algos.registry import ALGORITHMS, finetunable, is_jax, is_offline, jax_names
-from ..envs.families import family_of, is_jax_env, jax_twin, namespace_problem
+from ..algos.registry import ALGORITHMS, finetunable, is_discrete_only, is_jax, is_offline, jax_names
+from ..envs.families import family_of, is_continuous, is_jax_env, jax_twin, namespace_problem
 from ..executors import NAMES
 from ..references import BUILTIN
 from .tune import TuneSpec
@@ -500,7 +500,7 @@ class Resources(_Model):
     )
     seeds_per_job: int = Field(
         1,
-        description="seeds of one (algorithm, task, params) cell trained together in one job (ppo, ppo_jax); "
+        description="seeds of one (algorithm, task, params) cell trained together in one job (ppo, ppo_jax, pqn_jax); "
         "algorithms that cannot be packed run one seed per job",
     )
     executor: str = Field("local", description="local | ray | slurm; the --executor flag overrides it")
@@ -682,7 +682,7 @@ class Suite(_Model):
     def _check_simulators(self) -> None:
         """A JAX algorithm (``ppo_jax``) trains on JAX envs (``gymnax/...``) only, any other registered online
         algorithm on gymnasium's: an entry naming an env of the other kind, or left with none of its own
-        kind, is refused."""
+        kind, is refused; so is a discrete-only algorithm on a task its env family knows is continuous."""
         jax = ", ".join(jax_names())
         for i, a in enumerate(self.algorithms):
             if a.entrypoint or a.command or is_offline(a.name):
@@ -692,6 +692,11 @@ class Suite(_Model):
                 for e in self.envs
                 if (a.envs is None or e.id in a.envs or e.label in a.envs) and namespace_problem(e.id) is None
             ]  # an unknown gymnax/ id: suite.checks names it
+            if is_discrete_only(a.name):
+                cont = next((e for e in named if is_continuous(e.id)), None)
+                if cont is not None:
+                    raise ValueError(f"algorithms[{i}]: {a.name} acts on discrete actions and {cont.id} has continuous "
+                                     f"ones; give algorithms[{i}] an envs: list without it")  # fmt: skip
             wrong = [e for e in named if is_jax_env(e.id) != is_jax(a.name)]
             if not wrong or (a.envs is None and len(wrong) < len(named)):
                 continue

@@ -33,13 +33,15 @@ def _one_line(r):
     [
         ("gymnax/CartPol-v1", "ppo_jax", ["envs[0]", "unknown gymnax environment", "did you mean gymnax/CartPole-v1"]),
         ("gymnax/Nothing-v0", "ppo_jax", ["unknown gymnax environment", "gymnax has: gymnax/CartPole-v1"]),
-        ("gymnax/CartPole-v1", "ppo", ["ppo cannot run on gymnax/CartPole-v1", "need a JAX algorithm (ppo_jax)"]),
+        ("gymnax/CartPole-v1", "ppo", ["ppo cannot run on gymnax/CartPole-v1", "need a JAX algorithm (ppo_jax, pqn_jax)"]),
         ("CartPole-v1", "ppo_jax", ["ppo_jax trains on gymnax tasks only", "use gymnax/CartPole-v1"]),
         ("'gymnax/CartPole-v1', CartPole-v1", "{name: ppo_jax, envs: [CartPole-v1]}", ["ppo_jax trains on gymnax"]),
         ("{id: gymnax/Acrobot-v1, kwargs: {x: 1}}", "ppo_jax", ["envs[0].kwargs", "takes no kwargs"]),
         ("gymnax/CartPole-v1", "{name: ppo_jax, params: {fooo: 1}}", ["unknown ppo_jax param(s) 'fooo'", "num_envs"]),
         ("gymnax/CartPole-v1", "{name: ppo_jax, params: {target_kl: 0.1}}", ["does not take 'target_kl'", "use ppo"]),
         ("gymnax/CartPole-v1", "{name: ppo_jax, params: {num_minibatches: 3}}", ["multiple of num_minibatches"]),
+        ("gymnax/Pendulum-v1", "pqn_jax", ["pqn_jax acts on discrete actions and gymnax/Pendulum-v1 has continuous"]),
+        ("gymnax/CartPole-v1", "{name: pqn_jax, params: {lr: 0.1}}", ["unknown pqn_jax param(s) 'lr'", "q_lambda"]),
     ],
 )  # fmt: skip
 def test_bad_gymnax_suites_are_one_line_and_record_nothing(tmp_path, envs, algos, needles):

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from rlbench_cli.algos.registry import is_jax, is_packable, jax_names, needs_torch
+from rlbench_cli.algos.registry import is_discrete_only, is_jax, is_packable, jax_names, needs_torch
 from rlbench_cli.envs import known_env, make_env
-from rlbench_cli.envs.families import family_of, is_jax_env, jax_twin
+from rlbench_cli.envs.families import family_of, is_continuous, is_jax_env, jax_twin
 from rlbench_cli.envs.gymnax import CONTINUOUS, GYMNAX_ENVS
 from rlbench_cli.references import lookup
 
@@ -38,14 +38,16 @@ def test_gymnasiums_factory_refuses_a_jax_env():
 
 
 def test_ppo_jax_in_the_registry():
-    assert jax_names() == ("ppo_jax",) and is_jax("ppo_jax") and not is_jax("ppo")
-    assert is_packable("ppo_jax") and not needs_torch("ppo_jax")
+    assert jax_names() == ("ppo_jax", "pqn_jax") and is_jax("ppo_jax") and not is_jax("ppo")
+    assert is_packable("ppo_jax") and not needs_torch("ppo_jax") and is_packable("pqn_jax")
+    assert is_discrete_only("pqn_jax") and not is_discrete_only("ppo_jax")
+    assert is_continuous("gymnax/Pendulum-v1") and not is_continuous("gymnax/CartPole-v1")
 
 
 def test_checking_a_gymnax_suite_and_its_params_imports_no_jax(tmp_path):
     suite = tmp_path / "j.yaml"
     suite.write_text("name: j\nseeds: 2\nenvs: [gymnax/CartPole-v1]\nalgorithms: [{name: ppo_jax, params: "
-                     "{num_envs: 8}}]\nresources: {seeds_per_job: 2}\n")  # fmt: skip
+                     "{num_envs: 8}}, pqn_jax]\nresources: {seeds_per_job: 2}\n")  # fmt: skip
     code = (
         "import sys\nfrom rlbench_cli.cli.app import app\nfrom typer.testing import CliRunner\n"
         f"r = CliRunner().invoke(app, ['validate', {str(suite)!r}]); assert r.exit_code == 0, r.output\n"

@@ -1,4 +1,4 @@
-"""ppo_jax (``algos.ppo_jax``): the compiled training of a pack of seeds on a gymnax task, on a tiny budget.
+"""ppo_jax (``algos.gymnax``): the compiled training of a pack of seeds on a gymnax task, on a tiny budget.
 
 Every seed of the pack gets finite metrics and its own evaluations on the suite's grid; the same pack gives the
 same numbers bit for bit (CPU); a seed whose learning rate makes it diverge fails alone while the others
@@ -17,8 +17,8 @@ pytest.importorskip("gymnax")
 
 from rlbench_cli import checkpoint  # noqa: E402
 from rlbench_cli.algos.base import RunContext  # noqa: E402
-from rlbench_cli.algos.ppo_jax import PPOJaxConfig  # noqa: E402
-from rlbench_cli.algos.ppo_jax.loop import train  # noqa: E402
+from rlbench_cli.algos.gymnax import PPOJax, PPOJaxConfig  # noqa: E402
+from rlbench_cli.algos.gymnax.loop import train as train_pack  # noqa: E402
 from rlbench_cli.envs.gymnax import GYMNAX_ENVS  # noqa: E402
 from rlbench_cli.packed import run_packed  # noqa: E402
 from rlbench_cli.runner import attempt_dir  # noqa: E402
@@ -51,7 +51,7 @@ def _train(tmp_path, seeds, lr_scale=None):
     for s in seeds:
         folder = tmp_path / f"seed{s}"
         ctxs.append(RunContext(spec=_spec(s), sink=ShardSink(folder / "metrics"), run_dir=folder))
-    outcome = train(ctxs, lr_scale=lr_scale)
+    outcome = train_pack(ctxs, "ppo", PPOJaxConfig.from_params, lr_scale=lr_scale)
     for c in ctxs:
         c.sink.close()
     return outcome, [_rows(tmp_path / f"seed{s}") for s in seeds]
@@ -98,9 +98,9 @@ def test_packed_seeds_are_runs_of_their_own_through_run_packed(tmp_path):
 
 
 def test_its_params_are_torch_ppos_names_and_defaults():
+    from rlbench_cli.algos.gymnax.ppo_config import CONTINUOUS_DEFAULTS as JAX_CONTINUOUS
+    from rlbench_cli.algos.gymnax.ppo_config import NOT_HERE
     from rlbench_cli.algos.ppo import CONTINUOUS_DEFAULTS, PPOConfig
-    from rlbench_cli.algos.ppo_jax.config import CONTINUOUS_DEFAULTS as JAX_CONTINUOUS
-    from rlbench_cli.algos.ppo_jax.config import NOT_HERE
 
     torch_cfg, jax_cfg = PPOConfig(), PPOJaxConfig()
     assert set(vars(torch_cfg)) == set(vars(jax_cfg)) | set(NOT_HERE)
@@ -165,7 +165,7 @@ def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_cartpole(tmp_path
             make_spec("gymnax/CartPole-v1", params, s, steps, steps, 5), algo="ppo_jax", algo_name="ppo_jax"
         )
         ctxs.append(RunContext(spec=spec, sink=ShardSink(tmp_path / f"jax-{s}", background=False)))
-    assert train(ctxs) == {s: None for s in range(n)}
+    assert PPOJax.train_packed(ctxs) == {s: None for s in range(n)}
     for c in ctxs:
         c.sink.close()
     jax_rows = [read_rows(tmp_path / f"jax-{s}") for s in range(n)]
@@ -178,3 +178,25 @@ def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_cartpole(tmp_path
     ci = interval_estimates({"jax": x[:, None], "torch": y[:, None]}, ["iqm"], reps=2000, seed=0)
     assert ci["jax"].lower[0] <= ci["torch"].upper[0] and ci["torch"].lower[0] <= ci["jax"].upper[0]
     assert permutation_p(x, x0) < 0.05, (x, x0)
+
+
+def test_pqn_jax_trains_every_seed_of_a_pack_with_finite_rows(tmp_path):
+    from rlbench_cli.algos.gymnax import PQNJax
+
+    ctxs = []
+    for s in range(4):
+        spec = RunSpec(suite="t", algo="pqn_jax", algo_name="pqn_jax", params={"num_envs": 8, "num_steps": 16,
+                       "num_minibatches": 4, "update_epochs": 2, "hidden_sizes": [32, 32]}, env_id="gymnax/CartPole-v1",
+                       env_kwargs={}, seed=s, budget=dict(BUDGET))  # fmt: skip
+        ctxs.append(
+            RunContext(spec=spec, sink=ShardSink(tmp_path / f"s{s}" / "metrics"), run_dir=tmp_path / f"s{s}")
+        )
+    assert PQNJax.train_packed(ctxs) == {s: None for s in range(4)}
+    for c in ctxs:
+        c.sink.close()
+    rows = [_rows(tmp_path / f"s{s}") for s in range(4)]
+    for r in rows:
+        assert [s for name, s, _ in r if name == "eval/return"] == [0, 512, 1024]
+        assert all(np.isfinite(v) for _, _, v in r)
+        assert {"train/loss/q", "train/q_mean", "train/epsilon"} <= {name for name, _, _ in r}
+    assert rows[0] != rows[1]

@@ -1,7 +1,8 @@
-"""ppo_jax's host side: sets up JAX for a job, compiles ``program.build``'s program for its pack, then runs
-it one evaluation interval at a time and turns what each call returns into every seed's own rows.
+"""The host side of the algorithms on gymnax tasks (``ppo_jax``, ``pqn_jax``): sets up JAX for a job,
+compiles the algorithm's program (``ppo.build``, ``pqn.build``) for its pack, then runs it one evaluation
+interval at a time and turns what each call returns into every seed's own rows, failures and checkpoints.
 
-Imported only when a ppo_jax run starts (it imports JAX): ``XLA_FLAGS`` gets
+Imported only when such a run starts (it imports JAX): ``XLA_FLAGS`` gets
 ``--xla_cpu_multi_thread_eigen=false`` (with the default flags 2 of 9 CPU runs hung for ever inside
 ``block_until_ready``), a CPU job sees JAX's CPU platform only, a GPU job does not preallocate the device,
 and compilations are kept in JAX's persistent cache (``RLBENCH_JAX_CACHE``, default
@@ -10,10 +11,11 @@ and compilations are kept in JAX's persistent cache (``RLBENCH_JAX_CACHE``, defa
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,6 @@ import numpy as np
 from ...envs.gymnax import CONTINUOUS, make
 from ...sysmon import peak_rss_mb
 from ..base import RunContext, eval_seeds, resume_together
-from .config import PPOJaxConfig
 
 __all__ = ["cache_dir", "prepare_jax", "train"]
 
@@ -30,7 +31,6 @@ XLA_FLAG = "--xla_cpu_multi_thread_eigen=false"
 CHECKPOINT_LAYOUT = (
     "packed"  # every seed's checkpoint holds its slice of the pack's state, for one job or many
 )
-LOSSES = ("policy", "value", "entropy")
 
 
 def cache_dir() -> Path:
@@ -50,7 +50,7 @@ def prepare_jax(device: str) -> Any:
     if device == "cpu":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # runs may share a GPU
-    import jax  # heavy: only in a ppo_jax run's worker
+    import jax  # heavy: only in the worker of a run on a gymnax task
 
     folder = cache_dir()
     try:
@@ -63,9 +63,9 @@ def prepare_jax(device: str) -> Any:
 
 
 def check_pack(ctxs: Sequence[RunContext]) -> None:
-    """A ValueError unless ``ctxs`` are ppo_jax runs that differ only by seed."""
+    """A ValueError unless ``ctxs`` are runs of one algorithm that differ only by seed."""
     if not ctxs:
-        raise ValueError("ppo_jax needs at least one RunContext")
+        raise ValueError("a pack needs at least one RunContext")
     seeds = [c.seed for c in ctxs]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"packed runs must have different seeds, got {seeds}")
@@ -96,18 +96,21 @@ def save_pack(
             c.disable_checkpoints()
 
 
-def train(ctxs: Sequence[RunContext], lr_scale: Sequence[float] | None = None) -> dict[int, str | None]:
-    """Train one PPO agent per context in one compiled program. Returns {seed: None, or why it failed}.
+def train(ctxs: Sequence[RunContext], program: str, config: Callable[..., Any],
+          lr_scale: Sequence[float] | None = None) -> dict[int, str | None]:  # fmt: skip
+    """Train one agent per context in one compiled program. Returns {seed: None, or why it failed}.
 
-    ``lr_scale``: a factor on each seed's learning rate (1 for all by default; a test makes one seed
-    diverge with it)."""
+    ``program``: the module of this package whose ``build(cfg, env, env_params, steps, max_iters)`` makes
+    it (``ppo``, ``pqn``); ``config(params, continuous=...)``: the run's config (``learning_rate``,
+    ``batch_size``: env steps per iteration). ``lr_scale``: a factor on each seed's learning rate (1 for all
+    by default; a test makes one seed diverge with it)."""
     check_pack(ctxs)
     first = ctxs[0]
     jax = prepare_jax(first.device)
-    from .program import ROW, build  # imports jax, gymnax's spaces and optax
+    build = importlib.import_module(f"{__package__}.{program}").build  # imports jax, gymnax and optax
 
     env_id = first.spec.env_id
-    cfg = PPOJaxConfig.from_params(first.params, continuous=env_id in CONTINUOUS)
+    cfg = config(first.params, continuous=env_id in CONTINUOUS)
     env, env_params = make(env_id)
     steps, batch, N = first.steps, cfg.batch_size, len(ctxs)
     schedule = first.eval_schedule()
@@ -139,10 +142,11 @@ def train(ctxs: Sequence[RunContext], lr_scale: Sequence[float] | None = None) -
     outcome: dict[int, str | None] = {c.seed: None for c in ctxs}
     live = list(range(N))
     tracking_s = 0.0
-    names = tuple(ROW[:7])
+    names, m = prog.row, len(prog.row)
     with_episodes = (*names, "train/episode_return", "train/episode_length")
+    checked = [names.index(x) for x in prog.losses]
     for c in ctxs:
-        c.keep_artifacts = False  # ppo_jax keeps no policy files (yet): its policy lives in the program
+        c.keep_artifacts = False  # no policy files kept (yet): the policy lives in the program
         c.sink.log(done * batch, **{"sys/pack_size": float(N), "sys/compile_s": compile_s})
     for _, n in chunks:
         state, rows, ret, length = chunk(state, np.int32(n), eval_keys)
@@ -151,18 +155,18 @@ def train(ctxs: Sequence[RunContext], lr_scale: Sequence[float] | None = None) -
         end = done + n
         for k in list(live):
             ctx, r = ctxs[k], rows[k, :n]
-            bad = ~np.isfinite(r[:, :3])
+            bad = ~np.isfinite(r[:, checked])
             last = int(np.argmax(bad.any(1))) if bad.any() else n - 1
             for i in range(last + 1):
                 step = (done + i + 1) * batch
                 row = r[i]
-                if row[7] > 0:
-                    vals = [*row[:7].tolist(), float(row[8] / row[7]), float(row[9] / row[7])]
+                if row[m] > 0:  # training episodes ended in this iteration: their mean return and length
+                    vals = [*row[:m].tolist(), float(row[m + 1] / row[m]), float(row[m + 2] / row[m])]
                     ctx.sink.log_columns(step, with_episodes, vals)
                 else:
-                    ctx.sink.log_columns(step, names, row[:7].tolist())
+                    ctx.sink.log_columns(step, names, row[:m].tolist())
             if bad.any():
-                which = LOSSES[int(np.argmax(bad[last]))]
+                which = prog.losses[int(np.argmax(bad[last]))].rsplit("/", 1)[-1]
                 outcome[ctx.seed] = f"diverged: NaN in {which} loss at step {(done + last + 1) * batch}"
                 ctx.fail(outcome[ctx.seed])
                 live.remove(k)

@@ -1,18 +1,22 @@
-"""``ppo_jax``: PPO on gymnax tasks (``gymnax/CartPole-v1``, ...) as one compiled JAX program, PureJaxRL's way:
+"""The algorithms of the gymnax env family (``gymnax/CartPole-v1``, ...): ``ppo_jax`` (PPO, discrete and
+continuous) and ``pqn_jax`` (PQN, a value method; discrete), each one compiled JAX program, PureJaxRL's way:
 jit over the whole training, vmap over the seeds of a job; every seed still its own run.
 
-Layout: ``config.py`` (``PPOJaxConfig``: torch ``ppo``'s param names and defaults, CleanRL's, for the params
-it implements; no JAX), ``program.py`` (the JAX program: init, and one evaluation interval of training
-followed by the seeded evaluation episodes, vmapped over seeds), ``loop.py`` (the host side: JAX's flags
-and compilation cache, the chunks, each seed's rows, failures). Only ``loop`` and ``program`` import JAX,
-when a run starts; ``rlbench validate`` checks params without it.
+Layout: ``ppo_config.py`` (``PPOJaxConfig``: torch ``ppo``'s param names and defaults, CleanRL's, for the
+params it implements) and ``pqn_config.py`` (``PQNJaxConfig``: PQN's CartPole defaults), neither importing
+JAX; ``common.py`` (the envs of a seed, the seeded evaluation, MLPs, running statistics, the chunk),
+``ppo.py`` and ``pqn.py`` (each algorithm's program: init, and one evaluation interval of training followed
+by the seeded evaluation episodes, vmapped over seeds), ``loop.py`` (the host side, shared: JAX's flags and
+compilation cache, the chunks, each seed's rows, failures, checkpoints). Only ``loop``, ``common`` and the
+programs import JAX, when a run starts; ``rlbench validate`` checks params without it.
 
 Every seed its own run: ``resources.seeds_per_job: N`` packs N seeds of a cell into one job through
 ``packed.run_packed`` (the same path as torch ``ppo``), which calls ``PPOJax.train_packed`` with one
 ``RunContext`` per seed; a job of one seed is ``train``. Each seed logs its own rows (losses, learning rate,
 explained variance and the mean return and length of the training episodes that ended, once per
 iteration; ``eval/return`` and co. at every point of the suite's ``eval_every`` grid, from its own
-``eval_seeds`` episodes played inside the program), ``sys/pack_size`` and ``sys/compile_s`` at step 0 and
+``eval_seeds`` episodes played inside the program; pqn_jax logs its TD loss, mean Q, epsilon and learning
+rate), ``sys/pack_size`` and ``sys/compile_s`` at step 0 and
 ``sys/train_s`` (the training's seconds after the compilation) and ``sys/tracking_s`` (host time spent
 turning the chunks into rows) at the end. A seed whose policy, value or
 entropy loss turns non-finite fails alone (``diverged: NaN in <which> loss at step S``); the others go on.
@@ -43,9 +47,15 @@ from typing import Any, ClassVar
 
 from ...envs.gymnax import PIP
 from ..base import RunContext
-from .config import PPOJaxConfig
+from .ppo_config import PPOJaxConfig
+from .pqn_config import PQNJaxConfig
 
-__all__ = ["PPOJax", "PPOJaxConfig"]
+__all__ = ["PPOJax", "PPOJaxConfig", "PQNJax", "PQNJaxConfig"]
+
+
+def _need_jax(name: str) -> None:
+    if importlib.util.find_spec("jax") is None or importlib.util.find_spec("optax") is None:
+        raise ValueError(f"{name} needs JAX; install it with: {PIP}")
 
 
 class PPOJax:
@@ -54,8 +64,7 @@ class PPOJax:
     @staticmethod
     def check_params(params: dict[str, Any]) -> None:
         """What ``PPOJaxConfig.from_params`` refuses for both kinds of action space, and a missing JAX."""
-        if importlib.util.find_spec("jax") is None or importlib.util.find_spec("optax") is None:
-            raise ValueError(f"ppo_jax needs JAX; install it with: {PIP}")
+        _need_jax("ppo_jax")
         try:
             PPOJaxConfig.from_params(params, continuous=False)
         except ValueError as discrete:
@@ -75,4 +84,19 @@ class PPOJax:
         failed}."""
         from .loop import train  # imports JAX
 
-        return train(ctxs)
+        return train(ctxs, "ppo", PPOJaxConfig.from_params)
+
+
+class PQNJax(PPOJax):
+    name: ClassVar[str] = "pqn_jax"
+
+    @staticmethod
+    def check_params(params: dict[str, Any]) -> None:
+        _need_jax("pqn_jax")
+        PQNJaxConfig.from_params(params)
+
+    @staticmethod
+    def train_packed(ctxs: Sequence[RunContext]) -> dict[int, str | None]:
+        from .loop import train  # imports JAX
+
+        return train(ctxs, "pqn", PQNJaxConfig.from_params)
