@@ -55,3 +55,17 @@ def test_a_param_it_does_not_take_is_refused_before_anything_is_recorded(tmp_pat
     r = rl("run", _suite(tmp_path, "{clip_coeff: 0.1}"), "--db", db, check=False)
     assert r.returncode == 2 and "unknown ppo_jax param(s) 'clip_coeff'" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not db.exists()
+
+
+def test_the_suites_timeout_ends_a_compiled_pack(tmp_path):
+    """A pack still compiling or training when the suite's timeout strikes is killed; each seed is failed
+    with the cause, and the command returns (JAX's CPU threads once hung in block_until_ready)."""
+    p = tmp_path / "slow.yaml"
+    p.write_text("name: slow\nseeds: 2\nbudget: {steps: 5000000, eval_every: 2500000, timeout: 3}\n"
+                 "envs: [gymnax/CartPole-v1]\nalgorithms: [ppo_jax]\nresources: {seeds_per_job: 2}\n")  # fmt: skip
+    db = tmp_path / "slow.duckdb"
+    r = rl("run", p, "--db", db, check=False, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    runs = json.loads(rl("status", "slow", "--db", db, "--json").stdout)["runs"]
+    assert [x["status"] for x in runs] == ["failed", "failed"]
+    assert all(x["error"].startswith("timeout: killed after 3s") for x in runs), runs
