@@ -4,7 +4,8 @@
 job; the job calls ``run_packed(specs, folders)``. Inside it the algorithm trains the N seeds in lock step,
 batched across seeds (its adapter's ``train_packed``: ``algos.ppo``, ``algos.gymnax``; or a user's
 ``entrypoint:`` function marked ``@rlbench_cli.seeds_per_job``, called with the list of contexts, see
-``algos.entrypoint``), but each seed stays its own run everywhere else: its own attempt folder (``runner.attempt_dir``), ``spec.json``, metric shards (one ``ShardSink`` per seed),
+``algos.entrypoint``), but each seed stays its own run everywhere else: its own attempt folder
+(``runner.attempt_dir``), ``spec.json``, metric shards (one ``ShardSink`` per seed),
 system monitor, evaluation and ``result.json`` (written atomically, status ``finished`` / ``failed`` /
 ``interrupted``, the same record ``run_one`` writes plus ``pack``: the run ids that shared the job).
 With ``budget.checkpoint_every`` packed PPO checkpoints every seed at the same step and an interrupted pack

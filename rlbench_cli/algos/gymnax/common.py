@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["EPISODE_COLUMNS", "Envs", "Program", "epochs", "make_chunk", "program", "mlp", "mlp_init", "rms_init",
-           "rms_update"]  # fmt: skip
+__all__ = ["EPISODE_COLUMNS", "Envs", "Program", "epochs", "make_chunk", "program", "mlp", "mlp_init",
+           "rms_init", "rms_update"]  # fmt: skip
 
 # the last columns of every iteration's row: the training episodes that ended in it (count, sums)
 EPISODE_COLUMNS = ("episodes", "return_sum", "length_sum")
@@ -21,8 +21,9 @@ EPISODE_COLUMNS = ("episodes", "return_sum", "length_sum")
 
 class Program(NamedTuple):
     """An algorithm's program: ``init(seeds, learning_rates)`` -> every seed's state; ``chunk(state, n,
-    eval_keys)`` -> (state, rows (max_iters x (len(row) + 3)), eval returns, eval lengths), vmapped over seeds;
-    ``row``: the metric names of a row's first columns, ``losses``: those whose non-finite value fails a seed."""
+    eval_keys)`` -> (state, rows (max_iters x (len(row) + 3)), eval returns, eval lengths), vmapped over
+    seeds; ``row``: the metric names of a row's first columns, ``losses``: those whose non-finite value
+    fails a seed."""
 
     init: Callable[..., Any]
     chunk: Callable[..., Any]

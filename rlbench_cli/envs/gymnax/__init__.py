@@ -1,12 +1,12 @@
-"""gymnax's environments as suite tasks: ``gymnax/<Name>`` (``gymnax/CartPole-v1``, ``gymnax/Breakout-MinAtar``,
-``gymnax/Catch-bsuite``), so a suite says which simulator it means.
+"""gymnax's environments as suite tasks: ``gymnax/<Name>`` (``gymnax/CartPole-v1``,
+``gymnax/Breakout-MinAtar``, ``gymnax/Catch-bsuite``), so a suite says which simulator it means.
 
 They are JAX functions, not gymnasium envs: only an algorithm marked ``jax`` in ``algos.registry``
 (``ppo_jax``, ``pqn_jax``) runs on them, stepping them inside its compiled program (jit over the training,
-vmap over the envs and the seeds of a job). Nothing here imports jax or gymnax until an env is made (``make``); the
-``jax`` extra installs them (``pip install "rlbench-cli[jax]"``). gymnax 0.0.9's ``step`` returns
-(obs, state, reward, done, info), with the time limit inside ``done``; a truncation is told apart by the
-state's ``time`` reaching ``max_steps_in_episode``.
+vmap over the envs and the seeds of a job). Nothing here imports jax or gymnax until an env is made
+(``make``); the ``jax`` extra installs them (``pip install "rlbench-cli[jax]"``). gymnax 0.0.9's ``step``
+returns (obs, state, reward, done, info), with the time limit inside ``done``; a truncation is told apart
+by the state's ``time`` reaching ``max_steps_in_episode``.
 """
 
 from __future__ import annotations
