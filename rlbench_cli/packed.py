@@ -2,10 +2,10 @@
 
 ``resources.seeds_per_job: N`` packs the seeds of one (algorithm, task, params) cell N at a time into one
 job; the job calls ``run_packed(specs, folders)``. Inside it the algorithm trains the N seeds in lock step,
-batched across seeds (``algos.ppo.train_packed``; or a user's ``entrypoint:`` function marked
-``@rlbench_cli.seeds_per_job``, called with the list of contexts, see ``algos.entrypoint``), but each seed
-stays its own run everywhere else: its own
-attempt folder (``runner.attempt_dir``), ``spec.json``, metric shards (one ``ShardSink`` per seed),
+batched across seeds (its adapter's ``train_packed``: ``algos.ppo``, ``algos.gymnax``; or a user's
+``entrypoint:`` function marked ``@rlbench_cli.seeds_per_job``, called with the list of contexts, see
+``algos.entrypoint``), but each seed stays its own run everywhere else: its own attempt folder
+(``runner.attempt_dir``), ``spec.json``, metric shards (one ``ShardSink`` per seed),
 system monitor, evaluation and ``result.json`` (written atomically, status ``finished`` / ``failed`` /
 ``interrupted``, the same record ``run_one`` writes plus ``pack``: the run ids that shared the job).
 With ``budget.checkpoint_every`` packed PPO checkpoints every seed at the same step and an interrupted pack
@@ -171,8 +171,10 @@ def run_packed(
             from .algos.entrypoint import load_entrypoint
 
             train: Any = load_entrypoint(specs[0].entrypoint)
-        else:
-            from .algos.ppo import train_packed as train
+        else:  # the registered algorithm's packed trainer (ppo, ppo_jax: AlgoInfo.packable)
+            from .algos import get_algorithm
+
+            train = get_algorithm(specs[0].algo_name, specs[0].env_id).train_packed
 
         with ExitStack() as stack:
             for ctx, sink in zip(ctxs, sinks):

@@ -9,7 +9,8 @@ Built-in sets:
 
 - ``classic-control``: gymnasium classic control; low = uniform random policy (1,000 seeded episodes,
   gymnasium 1.0.0), high = the best pretrained agent of rl-baselines3-zoo's benchmark (CartPole: 500, the
-  maximum). Fraction scale (1 = reference).
+  maximum). Fraction scale (1 = reference). gymnax's versions of the same tasks (``gymnax/CartPole-v1``) find
+  the same references.
 - ``d4rl``: D4RL's REF_MIN_SCORE / REF_MAX_SCORE (d4rl/infos.py): random and expert returns per environment
   family; keyed by dataset name (``hopper-medium-v2``), family (``hopper``) or gymnasium id (``Hopper-v5``).
   Scale 100, D4RL's convention (100 = expert). Gymnasium's MuJoCo v4/v5 environments are close to, not
@@ -75,6 +76,12 @@ def _atari_key(task: str) -> list[str]:
     return [re.sub(r"[^a-z0-9]", "", t.lower())]
 
 
+def _classic_key(task: str) -> list[str]:
+    """``gymnax/CartPole-v1`` -> gymnax/CartPole-v1, CartPole-v1: another simulator's version of a task."""
+    t = task.strip()
+    return [t, t.removeprefix("gymnax/")]
+
+
 CLASSIC_CONTROL = ReferenceSet(
     "classic-control", 1.0, "random policy", "reference agent",
     {
@@ -83,6 +90,7 @@ CLASSIC_CONTROL = ReferenceSet(
         "MountainCar-v0": (-200.0, -100.849),  # high: DQN, rl-baselines3-zoo benchmark
         "Pendulum-v1": (-1230.653, -151.855),  # high: TD3, rl-baselines3-zoo benchmark
     },
+    _classic_key,
 )  # fmt: skip
 
 _D4RL = {

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..envs.families import is_text_env
 from ..suite.ids import canonical_json
-from .registry import ALGORITHMS, needs_torch
+from .registry import ALGORITHMS, is_jax, needs_torch
 
 __all__ = [
     "check_params",
@@ -46,7 +46,8 @@ def check_params(name: str, env_id: str | None, params: dict[str, Any]) -> None:
 
 def to_check(specs: list[Any]) -> list[Any]:
     """The first run of each distinct (algorithm, env, params) among ``specs`` whose params an adapter checks:
-    registered algorithms that use torch (user code, ``entrypoint`` or ``command``, takes any params)."""
+    registered algorithms that use torch or JAX (user code, ``entrypoint`` or ``command``, takes any params;
+    a JAX adapter's check imports no JAX)."""
     seen: set[tuple[str, str, str]] = set()
     out = []
     for spec in specs:
@@ -54,7 +55,7 @@ def to_check(specs: list[Any]) -> list[Any]:
         if (
             spec.entrypoint is None
             and spec.command is None
-            and needs_torch(spec.algo_name)
+            and (needs_torch(spec.algo_name) or is_jax(spec.algo_name))
             and key not in seen
         ):
             seen.add(key)

@@ -529,6 +529,23 @@ class RunContext:
             values["eval/violations"] = float((costs > cost_limit).mean())
         if all_success and len(all_success) == len(groups):
             values["eval/success"] = float(np.concatenate(all_success).mean())
+        return self._record_evaluation(step, values, policy, seeds[0])
+
+    def log_evaluation(self, step: int, returns: np.ndarray, lengths: np.ndarray) -> float:
+        """Record an evaluation an algorithm ran itself on the run's ``eval_seeds`` episodes (a JAX program
+        evaluates inside its compiled training): eval/return, eval/return_std, eval/length logged at the
+        evaluation point ``step`` stands for, as ``evaluate`` logs them; returns the mean return."""
+        returns, lengths = np.asarray(returns, np.float64), np.asarray(lengths, np.float64)
+        values = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std()),
+                  "eval/length": float(lengths.mean())}  # fmt: skip
+        return self._record_evaluation(step, values, None, None)
+
+    def _record_evaluation(
+        self, step: int, values: dict[str, float], policy: Any, first_seed: int | None
+    ) -> float:
+        """Log an evaluation's ``values`` (normalised return added) at its evaluation point, keep the policy
+        (when there is one) and move the schedule on; returns the mean return."""
+        mean = values["eval/return"]
         refs = self.references()
         if refs is not None:
             values["eval/normalized_return"] = 100.0 * (mean - refs[0]) / (refs[1] - refs[0])
@@ -540,10 +557,11 @@ class RunContext:
         due = [p for p in schedule if self._last_eval_step < p <= step]
         values["eval/actual_step"] = float(step)
         self.sink.log(due[-1] if due else step, **values)
-        if self.keep_artifacts:
+        if self.keep_artifacts and policy is not None:
+            assert self._eval_envs is not None and first_seed is not None
             self.keeper.after_evaluation(due[-1] if due else step, values, policy)
             self.keeper.maybe_record(due[-1] if due else step, self.evaluations, policy, self._eval_envs[0],
-                                     seeds[0])  # fmt: skip
+                                     first_seed)  # fmt: skip
         self.evaluations += 1
         self.last_eval = mean
         self._last_eval_step = step

@@ -15,7 +15,10 @@ __all__ = [
     "AlgoInfo",
     "finetunable",
     "is_offline",
+    "is_discrete_only",
+    "is_jax",
     "is_packable",
+    "jax_names",
     "needs_torch",
     "offline_names",
     "packable",
@@ -36,6 +39,9 @@ class AlgoInfo:
         packable: the seeds of one cell can train together in one job (``resources.seeds_per_job``).
         text_variant: the adapter (``"module:Class"``) it means when the run's env is a text env
             (``rlbench/...``), or None.
+        jax: trains inside one compiled JAX program on JAX envs (``gymnax/...``, ``envs.families``) and on
+            them only; needs the ``jax`` extra.
+        discrete_only: acts on discrete actions only (refused on a task its env family knows is continuous).
     """
 
     name: str
@@ -45,6 +51,8 @@ class AlgoInfo:
     finetunable: bool = False
     packable: bool = False
     text_variant: str | None = None
+    jax: bool = False
+    discrete_only: bool = False
 
 
 def _table(*entries: AlgoInfo) -> dict[str, AlgoInfo]:
@@ -56,6 +64,9 @@ ALGORITHMS: dict[str, AlgoInfo] = _table(
     AlgoInfo("random", "random_policy:RandomPolicy", needs_torch=False),
     # `ppo` on a text env trains a token policy
     AlgoInfo("ppo", "ppo:PPO", packable=True, text_variant="text.ppo:TextPPO"),
+    # gymnax/... tasks: jit over the whole training, vmap over the seeds of a job (see algos/gymnax/)
+    AlgoInfo("ppo_jax", "gymnax:PPOJax", needs_torch=False, packable=True, jax=True),
+    AlgoInfo("pqn_jax", "gymnax:PQNJax", needs_torch=False, packable=True, jax=True, discrete_only=True),
     AlgoInfo("dqn", "d3rlpy_online:DQN"),
     AlgoInfo("double_dqn", "d3rlpy_online:DoubleDQN"),
     AlgoInfo("sac", "d3rlpy_online:SAC"),
@@ -98,6 +109,23 @@ def is_packable(name: str) -> bool:
     """Whether ``name`` is a registered algorithm whose seeds can share a job."""
     info = ALGORITHMS.get(name)
     return info is not None and info.packable
+
+
+def is_jax(name: str) -> bool:
+    """Whether ``name`` is a registered algorithm that trains on JAX envs (gymnax) and only on them."""
+    info = ALGORITHMS.get(name)
+    return info is not None and info.jax
+
+
+def is_discrete_only(name: str) -> bool:
+    """Whether ``name`` is a registered algorithm that acts on discrete actions only."""
+    info = ALGORITHMS.get(name)
+    return info is not None and info.discrete_only
+
+
+def jax_names() -> tuple[str, ...]:
+    """The registered algorithms that train on JAX envs, sorted."""
+    return tuple(sorted(a.name for a in ALGORITHMS.values() if a.jax))
 
 
 def offline_names() -> frozenset[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from .families import register_all
+from .families import family_of, namespace_problem, register_all
 
 __all__ = ["known_env", "known_wrapper", "make_env", "env_ids", "wrapper_class", "wrapper_kwargs_problem"]
 
@@ -26,7 +26,14 @@ def env_ids() -> list[str]:
 
 
 def known_env(env_id: str) -> str | None:
-    """None if ``env_id`` is registered with gymnasium, else a one-line problem with a suggestion."""
+    """None if ``env_id`` is registered with gymnasium or is an env of a family that is not gymnasium's
+    (``gymnax/...``), else a one-line problem with a suggestion."""
+    family = family_of(env_id)
+    if family is not None and family.jax:
+        return None
+    problem = namespace_problem(env_id)
+    if problem:
+        return problem
     ids = env_ids()
     if env_id in ids:
         return None
@@ -91,6 +98,10 @@ def make_env(
     seeded."""
     import gymnasium
 
+    family = family_of(env_id)
+    if family is not None and family.jax:
+        raise ValueError(f"{env_id} is a JAX env ({family.name}), not a gymnasium env: it runs inside an "
+                         "algorithm marked jax in algos.registry, which steps it itself")  # fmt: skip
     register_all()
     env = gymnasium.make(env_id, **(kwargs or {}))
     for w in wrappers or []:

@@ -7,6 +7,9 @@ what the rest of rlbench does differently for them.
 - ``imagine``: ImagineBench's language-conditioned envs (``envs.imagine``): state plus instruction embedding,
   ``info["success"]``; their ``level`` and ``encoder`` kwargs are checked when a suite loads, and rlbench
   builds their ``<EnvId>-imagine`` datasets (real and imagined rollouts).
+- ``gymnax``: gymnax's JAX environments (``envs.gymnax``) as ``gymnax/<Name>`` tasks: not gymnasium envs, so
+  only algorithms marked ``jax`` in ``algos.registry`` run on them (``jax``), and an unknown id in their
+  namespace is refused with close names from the family (``namespace``).
 
 Any other id is a gymnasium env of its own (``family_of`` is None). Imports nothing heavy: each family's envs
 are registered with gymnasium on first use (``register_all``, called by ``envs.make_env`` and
@@ -20,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import imagine, text
+from . import gymnax, imagine, text
 
 __all__ = [
     "FAMILIES",
@@ -28,8 +31,12 @@ __all__ = [
     "EnvFamily",
     "dataset_suffix",
     "family_of",
+    "is_continuous",
+    "is_jax_env",
     "is_text_env",
+    "jax_twin",
     "kwargs_problem",
+    "namespace_problem",
     "register_all",
 ]
 
@@ -51,6 +58,12 @@ class EnvFamily:
             when any kwargs are left to the env.
         imagined_datasets: rlbench builds ``<EnvId>-imagine`` datasets (real and imagined rollouts) for its
             envs.
+        jax: its envs are JAX functions stepped inside an algorithm's compiled program (gymnax), not
+            gymnasium envs: only the algorithms marked ``jax`` in ``algos.registry`` run on them.
+        namespace: ids ``<namespace>/...`` are this family's: one it lacks is unknown (``unknown``), whatever
+            gymnasium has.
+        unknown: the one-line problem with an id of its namespace that is not one of its envs.
+        continuous: its envs with a continuous (Box) action space, known without making them.
     """
 
     name: str
@@ -60,6 +73,10 @@ class EnvFamily:
     dataset_suffix: str = HDF5
     check_kwargs: Callable[[str, dict[str, Any]], str | None] | None = None
     imagined_datasets: bool = False
+    jax: bool = False
+    namespace: str | None = None
+    unknown: Callable[[str], str] | None = None
+    continuous: frozenset[str] = frozenset()
 
 
 FAMILIES: tuple[EnvFamily, ...] = (
@@ -70,6 +87,16 @@ FAMILIES: tuple[EnvFamily, ...] = (
         imagine.register,
         check_kwargs=imagine.check_kwargs,
         imagined_datasets=True,
+    ),
+    EnvFamily(
+        "gymnax",
+        gymnax.GYMNAX_ENVS,
+        gymnax.register,
+        check_kwargs=gymnax.check_kwargs,
+        jax=True,
+        namespace=gymnax.NAMESPACE,
+        unknown=gymnax.unknown,
+        continuous=gymnax.CONTINUOUS,
     ),
 )
 
@@ -83,6 +110,34 @@ def is_text_env(env_id: str) -> bool:
     """Whether ``env_id`` is a text env (observations and actions are strings)."""
     family = family_of(env_id)
     return family is not None and family.text
+
+
+def is_jax_env(env_id: str) -> bool:
+    """Whether ``env_id`` is a JAX env (gymnax): only algorithms marked ``jax`` run on it."""
+    family = family_of(env_id)
+    return family is not None and family.jax
+
+
+def jax_twin(env_id: str) -> str | None:
+    """The JAX family's version of a gymnasium id (``CartPole-v1`` -> ``gymnax/CartPole-v1``), or None."""
+    return next(
+        (f"{f.namespace}/{env_id}" for f in FAMILIES if f.jax and f"{f.namespace}/{env_id}" in f.envs), None
+    )
+
+
+def is_continuous(env_id: str) -> bool:
+    """Whether ``env_id`` is an env its family knows has a continuous action space (False if unknown)."""
+    family = family_of(env_id)
+    return family is not None and env_id in family.continuous
+
+
+def namespace_problem(env_id: str) -> str | None:
+    """None unless ``env_id`` is in a family's namespace (``gymnax/...``) without being one of its envs:
+    then that family's one-line problem, with close names."""
+    for f in FAMILIES:
+        if f.namespace and env_id.startswith(f"{f.namespace}/") and env_id not in f.envs and f.unknown:
+            return f.unknown(env_id)
+    return None
 
 
 def dataset_suffix(env_id: str) -> str:

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from ..algos.registry import ALGORITHMS, finetunable, is_offline
-from ..envs.families import family_of
+from ..algos.registry import ALGORITHMS, finetunable, is_discrete_only, is_jax, is_offline, jax_names
+from ..envs.families import family_of, is_continuous, is_jax_env, jax_twin, namespace_problem
 from ..executors import NAMES
 from ..references import BUILTIN
 from .tune import TuneSpec
@@ -335,7 +335,8 @@ class AlgoSpec(_Model):
         min_length=1,
         description="the suite's envs or datasets this algorithm runs on (ids, labels for an env with "
         "kwargs, dataset names); default: all of its kind (envs for online algorithms, datasets for offline "
-        "ones, both for your own code). E.g. a discrete-action algorithm in a suite with continuous tasks",
+        "ones, both for your own code; JAX algorithms on gymnax/ tasks, the others on the rest). E.g. a "
+        "discrete-action algorithm in a suite with continuous tasks",
     )
     budget: EntryBudget | None = Field(
         None, description="this algorithm's runs: budget fields over the suite's and the task's"
@@ -352,6 +353,8 @@ class AlgoSpec(_Model):
         offline_task = isinstance(task, DatasetSpec)
         if not (self.entrypoint or self.command) and is_offline(self.name) != offline_task:
             return False
+        if not (self.entrypoint or self.command or offline_task) and is_jax(self.name) != is_jax_env(task.id):
+            return False  # a JAX algorithm on JAX envs (gymnax), any other on gymnasium's
         if self.envs is None:
             return True
         return task.name in self.envs if offline_task else (task.id in self.envs or task.label in self.envs)
@@ -497,7 +500,7 @@ class Resources(_Model):
     )
     seeds_per_job: int = Field(
         1,
-        description="seeds of one (algorithm, task, params) cell trained together in one job (ppo); "
+        description="seeds of one (algorithm, task, params) cell trained together in one job (ppo, ppo_jax, pqn_jax); "
         "algorithms that cannot be packed run one seed per job",
     )
     executor: str = Field("local", description="local | ray | slurm; the --executor flag overrides it")
@@ -634,6 +637,7 @@ class Suite(_Model):
                     f"algorithms[{i}].envs names {bad[0]!r}, which is not one of the suite's envs or datasets "
                     f"({names}); list only those"
                 )
+        self._check_simulators()
         self._shared_labels(labels)
         for key, values in self.sweep.items():
             algo, _, param = key.partition(".")
@@ -674,6 +678,36 @@ class Suite(_Model):
                         f"(algorithms: {', '.join(labels)})"
                     )
         return self
+
+    def _check_simulators(self) -> None:
+        """A JAX algorithm (``ppo_jax``) trains on JAX envs (``gymnax/...``) only, any other registered online
+        algorithm on gymnasium's: an entry naming an env of the other kind, or left with none of its own
+        kind, is refused; so is a discrete-only algorithm on a task its env family knows is continuous."""
+        jax = ", ".join(jax_names())
+        for i, a in enumerate(self.algorithms):
+            if a.entrypoint or a.command or is_offline(a.name):
+                continue
+            named = [
+                e
+                for e in self.envs
+                if (a.envs is None or e.id in a.envs or e.label in a.envs) and namespace_problem(e.id) is None
+            ]  # an unknown gymnax/ id: suite.checks names it
+            if is_discrete_only(a.name):
+                cont = next((e for e in named if is_continuous(e.id)), None)
+                if cont is not None:
+                    raise ValueError(f"algorithms[{i}]: {a.name} acts on discrete actions and {cont.id} has continuous "
+                                     f"ones; give algorithms[{i}] an envs: list without it")  # fmt: skip
+            wrong = [e for e in named if is_jax_env(e.id) != is_jax(a.name)]
+            if not wrong or (a.envs is None and len(wrong) < len(named)):
+                continue
+            e = wrong[0]
+            if is_jax(a.name):
+                twin = jax_twin(e.id)
+                fix = f"use {twin}" if twin else "use a gymnax/ task"
+                raise ValueError(f"algorithms[{i}]: {a.name} trains on gymnax tasks only and {e.id} is a gymnasium "
+                                 f"env; {fix}, or another algorithm for {e.id}")  # fmt: skip
+            raise ValueError(f"algorithms[{i}]: {a.name} cannot run on {e.id}: gymnax tasks need a JAX algorithm "
+                             f"({jax}); use one, or the gymnasium id {e.id.partition('/')[2]}")  # fmt: skip
 
     def _check_tune(self, labels: list[str]) -> None:
         t = self.tune

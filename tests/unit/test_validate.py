@@ -26,12 +26,12 @@ def test_validate_returns_the_grid_and_its_packing(tmp_path):
     assert (v.suite, v.runs, v.seeds, v.seeds_per_job) == ("packs", 16, 4, 2)
     assert v.grid == "2 algorithm configs x 2 envs"
     assert v.jobs == 4 + 8  # ppo: 4 seeds / 2 per job on each env; random: one job a seed
-    assert v.unpackable == ["random"] and v.packable == ["ppo"]
+    assert v.unpackable == ["random"] and v.packable == ["ppo", "ppo_jax", "pqn_jax"]
     out = CliRunner().invoke(app, ["validate", str(path)])
     assert out.exit_code == 0, out.output
     assert "ok: " in out.output and "16 runs = 4 seeds x 2 algorithm configs x 2 envs" in out.output
     assert "seeds_per_job 2: 16 runs in 12 jobs; random cannot be packed" in out.output
-    assert "(packable: ppo and entrypoints marked @rlbench_cli.seeds_per_job)" in out.output
+    assert "(packable: ppo, ppo_jax, pqn_jax and entrypoints marked @rlbench_cli.seeds_per_job)" in out.output
 
 
 def test_validate_refuses_a_params_typo_and_a_bad_field(tmp_path):

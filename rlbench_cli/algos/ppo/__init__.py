@@ -125,6 +125,11 @@ class PPO:
     def train(self, ctx: RunContext) -> None:
         train([ctx], packed=False)
 
+    @staticmethod
+    def train_packed(ctxs: Sequence[RunContext]) -> dict[int, str | None]:
+        """The seeds of a job (``resources.seeds_per_job``): ``train_packed`` below."""
+        return train_packed(ctxs)
+
 
 def train_packed(ctxs: Sequence[RunContext], vectorise: bool | None = None) -> dict[int, str | None]:
     """Train one PPO agent per context, in lock step. Returns {seed: None if it finished, else why it failed}.

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..params import coerce
+from ..ppo_defaults import ACTIVATIONS, CONTINUOUS_DEFAULTS
+from ..ppo_defaults import problems as ppo_problems
 
 __all__ = ["ACTIVATIONS", "CONTINUOUS_DEFAULTS", "PPOConfig"]
-
-# the hidden layers' activation by name (torch's module, NumPy's function: nets.py)
-ACTIVATIONS = ("tanh", "relu")
 
 
 @dataclass(frozen=True)
@@ -69,22 +68,9 @@ class PPOConfig:
         return cfg
 
     def validate(self) -> None:
-        problems = []
-        for name in ("learning_rate", "clip_coef", "max_grad_norm", "clip_obs", "clip_reward"):
-            if not getattr(self, name) > 0:
-                problems.append(f"{name} must be > 0")
-        for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be >= 1")
-        for name in ("gamma", "gae_lambda"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                problems.append(f"{name} must be in [0, 1]")
+        problems = ppo_problems(self)
         if self.num_minibatches > self.num_envs * self.num_steps:
             problems.append("num_minibatches must be <= num_envs * num_steps")
-        if not self.hidden_sizes or any(h < 1 for h in self.hidden_sizes):
-            problems.append("hidden_sizes must be a non-empty list of positive ints")
-        if self.activation not in ACTIVATIONS:
-            problems.append(f"activation must be one of {', '.join(ACTIVATIONS)}")
         if self.target_kl is not None and not self.target_kl > 0:
             problems.append("target_kl must be > 0 or null")
         if problems:
@@ -93,23 +79,6 @@ class PPOConfig:
     @property
     def batch_size(self) -> int:
         return self.num_envs * self.num_steps
-
-
-# CleanRL ppo_continuous_action.py's hyperparameters where they differ from ppo.py's: the defaults of a run
-# on a Box action space (its other values, gamma 0.99, gae_lambda 0.95, clip 0.2, clipped value loss, vf_coef
-# 0.5, max_grad_norm 0.5, annealed lr, normalised advantages, 64x64 tanh, are the same in both scripts).
-# Observations are normalised by running statistics and clipped to +-10, rewards scaled by the running std
-# of the discounted return and clipped to +-10, actions clipped to the bounds: its wrappers, done here.
-CONTINUOUS_DEFAULTS: dict[str, Any] = {
-    "learning_rate": 3e-4,
-    "num_envs": 1,
-    "num_steps": 2048,
-    "num_minibatches": 32,
-    "update_epochs": 10,
-    "ent_coef": 0.0,
-    "normalize_obs": True,
-    "normalize_reward": True,
-}
 
 
 def _coerce(name: str, value: Any, default: Any) -> Any:

@@ -1,0 +1,187 @@
+"""The host side of the algorithms on gymnax tasks (``ppo_jax``, ``pqn_jax``): sets up JAX for a job,
+compiles the algorithm's program (``ppo.build``, ``pqn.build``) for its pack, then runs it one evaluation
+interval at a time and turns what each call returns into every seed's own rows, failures and checkpoints.
+
+Imported only when such a run starts (it imports JAX): ``XLA_FLAGS`` gets
+``--xla_cpu_multi_thread_eigen=false`` (with the default flags 2 of 9 CPU runs hung for ever inside
+``block_until_ready``), a CPU job sees JAX's CPU platform only, a GPU job does not preallocate the device,
+and compilations are kept in JAX's persistent cache (``RLBENCH_JAX_CACHE``, default
+``~/.cache/rlbench/jax``) so a later run of the same program skips its compilation (about 6 s on CPU).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...envs.gymnax import CONTINUOUS, make
+from ...sysmon import peak_rss_mb
+from ..base import RunContext, eval_seeds, resume_together
+
+__all__ = ["cache_dir", "prepare_jax", "train"]
+
+XLA_FLAG = "--xla_cpu_multi_thread_eigen=false"
+CHECKPOINT_LAYOUT = (
+    "packed"  # every seed's checkpoint holds its slice of the pack's state, for one job or many
+)
+
+
+def cache_dir() -> Path:
+    """Where JAX's persistent compilation cache lives: ``$RLBENCH_JAX_CACHE`` or the user's cache folder."""
+    env = os.environ.get("RLBENCH_JAX_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlbench" / "jax"
+
+
+def prepare_jax(device: str) -> Any:
+    """Set JAX's flags for a job on ``device`` (before JAX starts in this process; a process keeps the first
+    job's), import it and switch its persistent compilation cache on; returns the jax module."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {XLA_FLAG}".strip()
+    if device == "cpu":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # runs may share a GPU
+    import jax  # heavy: only in the worker of a run on a gymnax task
+
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(folder))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    except (OSError, AttributeError):  # a read-only home: compile every time
+        pass
+    return jax
+
+
+def check_pack(ctxs: Sequence[RunContext]) -> None:
+    """A ValueError unless ``ctxs`` are runs of one algorithm that differ only by seed."""
+    if not ctxs:
+        raise ValueError("a pack needs at least one RunContext")
+    seeds = [c.seed for c in ctxs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"packed runs must have different seeds, got {seeds}")
+    first = ctxs[0].spec
+    for c in ctxs[1:]:
+        s = c.spec
+        if (s.algo_name, s.params, s.env_id, s.env_kwargs, s.budget) != (
+            first.algo_name, first.params, first.env_id, first.env_kwargs, first.budget
+        ):  # fmt: skip
+            raise ValueError(f"packed runs must differ only by seed ({first.run_id} vs {s.run_id})")
+
+
+def save_pack(
+    ctxs: Sequence[RunContext], rows: Sequence[int], state: Any, iterations: int, batch: int
+) -> None:
+    """Checkpoint each of ``ctxs`` (row ``rows[i]`` of the state's leaves) at the same step, keeping their
+    older checkpoints until every seed has the new one (``base.resume_together`` resumes a common step)."""
+    import jax  # the caller's
+
+    leaves = jax.tree_util.tree_leaves(state)
+    step = iterations * batch
+    saved = [c.save_checkpoint(step, {"iterations": iterations, "leaves": [np.asarray(x[k]) for x in leaves]},
+                               layout=CHECKPOINT_LAYOUT, prune=False) for c, k in zip(ctxs, rows)]  # fmt: skip
+    for c in ctxs:
+        if all(saved):
+            c.prune_checkpoints(step)
+        else:  # a seed could not save: keep the step they all have, and take no more checkpoints
+            c.disable_checkpoints()
+
+
+def train(ctxs: Sequence[RunContext], program: str, config: Callable[..., Any],
+          lr_scale: Sequence[float] | None = None) -> dict[int, str | None]:  # fmt: skip
+    """Train one agent per context in one compiled program. Returns {seed: None, or why it failed}.
+
+    ``program``: the module of this package whose ``build(cfg, env, env_params, steps, max_iters)`` makes
+    it (``ppo``, ``pqn``); ``config(params, continuous=...)``: the run's config (``learning_rate``,
+    ``batch_size``: env steps per iteration). ``lr_scale``: a factor on each seed's learning rate (1 for all
+    by default; a test makes one seed diverge with it)."""
+    check_pack(ctxs)
+    first = ctxs[0]
+    jax = prepare_jax(first.device)
+    build = importlib.import_module(f"{__package__}.{program}").build  # imports jax, gymnax and optax
+
+    env_id = first.spec.env_id
+    cfg = config(first.params, continuous=env_id in CONTINUOUS)
+    env, env_params = make(env_id)
+    steps, batch, N = first.steps, cfg.batch_size, len(ctxs)
+    schedule = first.eval_schedule()
+    iters_at = [math.ceil(p / batch) for p in schedule]  # iterations done when an evaluation point is reached
+    chunks = [(p, b - a) for p, a, b in zip(schedule, [0, *iters_at], iters_at)]
+    chunks = [chunks[0]] + [c for c in chunks[1:] if c[1] > 0]  # points inside one iteration: the next one
+    max_iters = max(1, max(n for _, n in chunks))
+
+    t0 = time.perf_counter()
+    prog = build(cfg, env, env_params, steps, max_iters)
+    seeds = np.array([c.seed for c in ctxs], np.int64)
+    lrs = cfg.learning_rate * np.asarray(lr_scale if lr_scale is not None else np.ones(N), np.float32)
+    episodes = int(first.spec.budget["eval_episodes"])
+    eval_keys = np.stack([np.asarray(jax.vmap(jax.random.PRNGKey)(np.array(eval_seeds(int(s), episodes))))
+                          for s in seeds])  # fmt: skip
+    state = prog.init(seeds.astype(np.int32), lrs)
+    chunk = prog.chunk.lower(state, np.int32(0), eval_keys).compile()
+    compile_s = time.perf_counter() - t0
+    leaves, treedef = jax.tree_util.tree_flatten(state)
+    resumed = resume_together(ctxs, CHECKPOINT_LAYOUT)  # every seed at one step, or none of them
+    done = 0
+    if resumed is not None:  # the whole training state of every seed as it was at that evaluation boundary
+        done = int(resumed[0]["iterations"])
+        stacked = [np.stack([st["leaves"][j] for st in resumed]) for j in range(len(leaves))]
+        state = jax.tree_util.tree_unflatten(treedef, [jax.device_put(x) for x in stacked])
+        ends = np.cumsum([n for _, n in chunks])
+        chunks = [c for c, e in zip(chunks, ends) if e > done]
+
+    outcome: dict[int, str | None] = {c.seed: None for c in ctxs}
+    live = list(range(N))
+    tracking_s = 0.0
+    names, m = prog.row, len(prog.row)
+    with_episodes = (*names, "train/episode_return", "train/episode_length")
+    checked = [names.index(x) for x in prog.losses]
+    for c in ctxs:
+        c.keep_artifacts = False  # no policy files kept (yet): the policy lives in the program
+        c.sink.log(done * batch, **{"sys/pack_size": float(N), "sys/compile_s": compile_s})
+    for _, n in chunks:
+        state, rows, ret, length = chunk(state, np.int32(n), eval_keys)
+        rows, ret, length = np.asarray(rows), np.asarray(ret), np.asarray(length)
+        t_log = time.perf_counter()
+        end = done + n
+        for k in list(live):
+            ctx, r = ctxs[k], rows[k, :n]
+            bad = ~np.isfinite(r[:, checked])
+            last = int(np.argmax(bad.any(1))) if bad.any() else n - 1
+            for i in range(last + 1):
+                step = (done + i + 1) * batch
+                row = r[i]
+                if row[m] > 0:  # training episodes ended in this iteration: their mean return and length
+                    vals = [*row[:m].tolist(), float(row[m + 1] / row[m]), float(row[m + 2] / row[m])]
+                    ctx.sink.log_columns(step, with_episodes, vals)
+                else:
+                    ctx.sink.log_columns(step, names, row[:m].tolist())
+            if bad.any():
+                which = prog.losses[int(np.argmax(bad[last]))].rsplit("/", 1)[-1]
+                outcome[ctx.seed] = f"diverged: NaN in {which} loss at step {(done + last + 1) * batch}"
+                ctx.fail(outcome[ctx.seed])
+                live.remove(k)
+                continue
+            ctx.log_system(end * batch)
+            ctx.log_evaluation(end * batch, ret[k], length[k])
+        done = end
+        tracking_s += time.perf_counter() - t_log
+        if live and any(ctxs[k].checkpoint_due(done * batch) for k in live):
+            save_pack([ctxs[k] for k in live], list(live), jax.device_get(state), done, batch)
+        if not live or any(ctxs[k].should_stop() for k in live):
+            break
+    elapsed = time.perf_counter() - t0
+    for k in live:
+        ctx = ctxs[k]
+        ctx.sink.log(done * batch, **{"sys/sps_overall": done * batch / elapsed, "sys/rss_peak_mb": peak_rss_mb(),
+                                      "sys/train_s": elapsed - compile_s, "sys/tracking_s": tracking_s})  # fmt: skip
+    return outcome

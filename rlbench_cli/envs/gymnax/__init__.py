@@ -1,0 +1,73 @@
+"""gymnax's environments as suite tasks: ``gymnax/<Name>`` (``gymnax/CartPole-v1``,
+``gymnax/Breakout-MinAtar``, ``gymnax/Catch-bsuite``), so a suite says which simulator it means.
+
+They are JAX functions, not gymnasium envs: only an algorithm marked ``jax`` in ``algos.registry``
+(``ppo_jax``, ``pqn_jax``) runs on them, stepping them inside its compiled program (jit over the training,
+vmap over the envs and the seeds of a job). Nothing here imports jax or gymnax until an env is made
+(``make``); the ``jax`` extra installs them (``pip install "rlbench-cli[jax]"``). gymnax 0.0.9's ``step``
+returns (obs, state, reward, done, info), with the time limit inside ``done``; a truncation is told apart
+by the state's ``time`` reaching ``max_steps_in_episode``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+from typing import Any
+
+__all__ = ["CONTINUOUS", "GYMNAX_ENVS", "NAMESPACE", "PIP", "check_kwargs", "make", "missing", "register",
+           "unknown"]  # fmt: skip
+
+NAMESPACE = "gymnax"
+PIP = 'pip install "rlbench-cli[jax]"'
+
+# suite id -> gymnax's name: classic control, MinAtar, and the bsuite tasks gymnax has (MNISTBandit-bsuite
+# downloads MNIST when made: left out)
+_NAMES = (
+    "CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0",
+    "Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "SpaceInvaders-MinAtar",
+    "Catch-bsuite", "DeepSea-bsuite", "DiscountingChain-bsuite", "MemoryChain-bsuite", "SimpleBandit-bsuite",
+    "UmbrellaChain-bsuite",
+)  # fmt: skip
+GYMNAX_ENVS: dict[str, str] = {f"{NAMESPACE}/{n}": n for n in _NAMES}
+# the tasks with a Box action space (every other one is discrete)
+CONTINUOUS = frozenset({"gymnax/Pendulum-v1", "gymnax/MountainCarContinuous-v0"})
+
+
+def register() -> None:
+    """Nothing to register: gymnax's envs are not gymnasium envs (``envs.known_env`` asks this family)."""
+
+
+def missing() -> str | None:
+    """What is missing to run gymnax tasks (jax, gymnax or optax, with the pip command), or None."""
+    lacking = [m for m in ("jax", "gymnax", "optax") if importlib.util.find_spec(m) is None]
+    if not lacking:
+        return None
+    return f"gymnax tasks need {', '.join(lacking)}; install them with: {PIP}"
+
+
+def unknown(env_id: str) -> str:
+    """The one-line problem with an id in the ``gymnax/`` namespace that is not one of its tasks."""
+    name = env_id.removeprefix(f"{NAMESPACE}/")
+    close = [f"{NAMESPACE}/{n}" for n in difflib.get_close_matches(name, _NAMES, n=3, cutoff=0.6)]
+    hint = f"did you mean {', '.join(close)}?" if close else f"gymnax has: {', '.join(GYMNAX_ENVS)}"
+    return f"unknown gymnax environment {env_id!r}; {hint}"
+
+
+def check_kwargs(env_id: str, kwargs: dict[str, Any]) -> str | None:
+    """A problem with a gymnax task in a suite: its packages missing, or kwargs (gymnax tasks take none)."""
+    if env_id not in GYMNAX_ENVS:
+        return None
+    problem = missing()
+    if problem:
+        return problem
+    if kwargs:
+        return f"{env_id} takes no kwargs (got {', '.join(sorted(kwargs))}); remove them"
+    return None
+
+
+def make(env_id: str) -> tuple[Any, Any]:
+    """gymnax's (env, default params) for a ``gymnax/<Name>`` id; imports gymnax (and jax)."""
+    import gymnax  # heavy (jax): only where a run steps the env
+
+    return gymnax.make(GYMNAX_ENVS[env_id])

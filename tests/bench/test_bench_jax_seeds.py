@@ -1,0 +1,25 @@
+"""benchmarks/jax_seeds.py runs to the end at its quickest (2 seeds x 2,048 steps, a scaling table of one
+row) and prints its figures; no timing or score thresholds."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gymnax")
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "jax_seeds.py"
+
+
+def test_jax_seeds_quick(tmp_path):
+    out = tmp_path / "figures.json"
+    p = subprocess.run([sys.executable, str(BENCH), "--seeds", "2", "--steps", "2048", "--no-cleanrl",
+                        "--scaling", "1", "--json", str(out)], capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (
+        "2 seeds x 2,048 steps in one job" in p.stdout and "final eval/return over 2 seeds: IQM" in p.stdout
+    )
+    assert "env steps/s" in p.stdout
+    figures = json.loads(out.read_text())
+    assert figures["rlbench"]["status"] == {"finished": 2} and len(figures["scaling"]) == 1

@@ -1,0 +1,271 @@
+"""ppo_jax (``algos.gymnax``): the compiled training of a pack of seeds on a gymnax task, on a tiny budget.
+
+Every seed of the pack gets finite metrics and its own evaluations on the suite's grid; the same pack gives the
+same numbers bit for bit (CPU); a seed whose learning rate makes it diverge fails alone while the others
+finish; the seeds' runs go through ``packed.run_packed`` like torch ppo's. Each test compiles the same
+program shape (4 seeds, the same params and budget), so JAX's persistent cache compiles it once."""
+
+import json
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("gymnax")
+
+from rlbench_cli import checkpoint  # noqa: E402
+from rlbench_cli.algos.base import RunContext  # noqa: E402
+from rlbench_cli.algos.gymnax import PPOJax, PPOJaxConfig  # noqa: E402
+from rlbench_cli.algos.gymnax.loop import train as train_pack  # noqa: E402
+from rlbench_cli.envs.gymnax import GYMNAX_ENVS  # noqa: E402
+from rlbench_cli.packed import run_packed  # noqa: E402
+from rlbench_cli.runner import attempt_dir  # noqa: E402
+from rlbench_cli.sink import ShardSink  # noqa: E402
+from rlbench_cli.suite.grid import RunSpec  # noqa: E402
+
+pytestmark = pytest.mark.slow
+PARAMS = {"num_envs": 4, "num_steps": 32, "num_minibatches": 2, "update_epochs": 2}
+BUDGET = {"steps": 1024, "eval_every": 512, "eval_episodes": 3}
+
+
+@pytest.fixture(autouse=True)
+def _jax_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("RLBENCH_JAX_CACHE", str(tmp_path_factory.getbasetemp() / "jax-cache"))
+
+
+def _spec(seed, env="gymnax/CartPole-v1"):
+    return RunSpec(suite="t", algo="ppo_jax", algo_name="ppo_jax", params=dict(PARAMS), env_id=env,
+                   env_kwargs={}, seed=seed, budget=dict(BUDGET))  # fmt: skip
+
+
+def _rows(folder):
+    t = pa.concat_tables([pq.read_table(p) for p in sorted((folder / "metrics").glob("*.parquet"))])
+    rows = sorted(zip(t["name"].to_pylist(), t["step"].to_pylist(), t["value"].to_pylist()))
+    return [r for r in rows if not r[0].startswith("sys/")]
+
+
+def _train(tmp_path, seeds, lr_scale=None):
+    ctxs = []
+    for s in seeds:
+        folder = tmp_path / f"seed{s}"
+        ctxs.append(RunContext(spec=_spec(s), sink=ShardSink(folder / "metrics"), run_dir=folder))
+    outcome = train_pack(ctxs, "ppo", PPOJaxConfig.from_params, lr_scale=lr_scale)
+    for c in ctxs:
+        c.sink.close()
+    return outcome, [_rows(tmp_path / f"seed{s}") for s in seeds]
+
+
+def test_every_seed_has_finite_rows_and_the_same_pack_gives_the_same_numbers(tmp_path):
+    outcome, rows = _train(tmp_path / "a", [0, 1, 2, 3])
+    assert outcome == {0: None, 1: None, 2: None, 3: None}
+    for r in rows:
+        evals = [(step, v) for name, step, v in r if name == "eval/return"]
+        assert [s for s, _ in evals] == [0, 512, 1024]  # the suite's grid
+        assert all(np.isfinite(v) for _, _, v in r)
+        names = {name for name, _, _ in r}
+        assert {"train/loss/policy", "train/loss/value", "train/entropy", "train/episode_return"} <= names
+        assert max(step for name, step, _ in r if name == "train/loss/policy") == 1024  # 8 iterations of 128
+    assert rows[0] != rows[1]  # seeds differ
+    _, again = _train(tmp_path / "b", [0, 1, 2, 3])
+    assert again == rows  # bitwise, every row of every seed
+
+
+def test_a_diverging_seed_fails_alone(tmp_path):
+    outcome, rows = _train(tmp_path, [0, 1, 2, 3], lr_scale=[1.0, 1e30, 1.0, 1.0])
+    assert outcome[0] is None and outcome[2] is None
+    assert (
+        outcome[1] is not None and outcome[1].startswith("diverged: NaN in ") and "loss at step" in outcome[1]
+    )
+    for k in (0, 2, 3):
+        assert [s for name, s, _ in rows[k] if name == "eval/return"] == [0, 512, 1024]
+    assert max(s for name, s, _ in rows[1] if name == "eval/return") < 1024  # no evaluation after it diverged
+
+
+def test_packed_seeds_are_runs_of_their_own_through_run_packed(tmp_path):
+    specs = [_spec(s) for s in (0, 1, 2, 3)]
+    folders = [tmp_path / s.run_id / "attempt-1" for s in specs]
+    results = run_packed(specs, folders)
+    assert [r["status"] for r in results] == ["finished"] * 4
+    assert len({r["run_id"] for r in results}) == 4
+    for folder in folders:
+        saved = json.loads((folder / "result.json").read_text())
+        assert saved["pack"] == [s.run_id for s in specs] and saved["final_eval"] is not None
+        t = pa.concat_tables([pq.read_table(p) for p in sorted((folder / "metrics").glob("*.parquet"))])
+        pack_size = [v for n, v in zip(t["name"].to_pylist(), t["value"].to_pylist()) if n == "sys/pack_size"]
+        assert pack_size == [4.0]
+
+
+def test_its_params_are_torch_ppos_names_and_defaults():
+    from rlbench_cli.algos.gymnax.ppo_config import CONTINUOUS_DEFAULTS as JAX_CONTINUOUS
+    from rlbench_cli.algos.gymnax.ppo_config import NOT_HERE
+    from rlbench_cli.algos.ppo import CONTINUOUS_DEFAULTS, PPOConfig
+
+    torch_cfg, jax_cfg = PPOConfig(), PPOJaxConfig()
+    assert set(vars(torch_cfg)) == set(vars(jax_cfg)) | set(NOT_HERE)
+    assert {k: getattr(torch_cfg, k) for k in vars(jax_cfg)} == vars(jax_cfg)
+    assert JAX_CONTINUOUS == CONTINUOUS_DEFAULTS
+
+
+def test_every_gymnax_task_is_one_gymnax_makes():
+    import gymnax
+
+    assert set(GYMNAX_ENVS.values()) <= set(gymnax.registered_envs)
+
+
+class StopAtCheckpoint(threading.Event):
+    """Set once the first seed's run folder holds a checkpoint: the pack stops there, as a job killed then."""
+
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = folder
+
+    def is_set(self):
+        return super().is_set() or checkpoint.latest_step(self.folder) is not None
+
+
+def test_an_interrupted_pack_resumes_every_seed_bitwise(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    monkeypatch.setattr(RunContext, "checkpoint_on_stop", False)  # only the checkpoint_every ones
+    specs = [replace(_spec(s), budget={**BUDGET, "checkpoint_every": 512}) for s in (0, 1, 2, 3)]
+
+    def run(root, attempt, stop=None):
+        folders = [attempt_dir(root, s, attempt=attempt) for s in specs]
+        results = run_packed(specs, folders, stop_event=stop)
+        return folders, results
+
+    root = tmp_path / "resumed"
+    _, first = run(root, 1, StopAtCheckpoint(attempt_dir(root, specs[0]).parent / "checkpoint"))
+    assert [r["status"] for r in first] == ["interrupted"] * 4
+    resumed, second = run(root, 2)
+    assert [r["status"] for r in second] == ["finished"] * 4
+    assert {r["resumed_from_step"] for r in second} == {512}
+    straight, _ = run(tmp_path / "straight", 1)
+    for a2, a in zip(resumed, straight):
+        assert _rows(a2) == _rows(a)  # bitwise, every row of every seed, none twice
+        assert not (a2.parent / "checkpoint").exists()
+
+
+PARITY = {
+    "num_steps": 64,
+    "learning_rate": 1e-3,
+}  # at 6,144 steps, trained returns are told from untrained ones
+
+
+def _finals(tmp_path, seeds, pack):
+    """ppo_jax's final and step-0 eval/return of ``seeds`` on gymnax's CartPole-v1 (6,144 steps, PARITY), trained
+    ``pack`` seeds per job."""
+    from dataclasses import replace
+
+    from test_ppo_packed import finals, make_spec, read_rows
+
+    for i in range(0, len(seeds), pack):
+        ctxs = []
+        for s in seeds[i : i + pack]:
+            spec = make_spec("gymnax/CartPole-v1", PARITY, s, 6144, 6144, 5)
+            spec = replace(spec, algo="ppo_jax", algo_name="ppo_jax")
+            ctxs.append(RunContext(spec=spec, sink=ShardSink(tmp_path / f"jax-{s}", background=False)))
+        assert PPOJax.train_packed(ctxs) == {c.seed: None for c in ctxs}
+        for c in ctxs:
+            c.sink.close()
+    rows = [read_rows(tmp_path / f"jax-{s}") for s in seeds]
+    return np.array([finals(r) for r in rows]), np.array([finals(r, 0) for r in rows])
+
+
+def _compatible(x, y, x0):
+    """The packed-ppo test's check: a permutation test of equal means, overlapping IQM intervals, and power
+    (the final returns told apart from the untrained ones)."""
+    from test_ppo_packed import permutation_p
+
+    from rlbench_cli.bootstrap import interval_estimates
+
+    assert permutation_p(x, y) > 0.05, (x, y)
+    ci = interval_estimates({"x": x[:, None], "y": y[:, None]}, ["iqm"], reps=2000, seed=0)
+    assert ci["x"].lower[0] <= ci["y"].upper[0] and ci["y"].lower[0] <= ci["x"].upper[0], (x, y)
+    assert permutation_p(x, x0) < 0.05, (x, x0)
+
+
+def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_cartpole(tmp_path):
+    """ppo_jax seeds 0..5 on gymnax's CartPole-v1 (one pack) against packed torch ppo seeds 100..105 on
+    gymnasium's, at the same params."""
+    from test_ppo_packed import finals, make_spec, packed
+
+    x, x0 = _finals(tmp_path, list(range(6)), pack=6)
+    (tmp_path / "torch").mkdir()
+    _, torch_rows = packed(tmp_path / "torch", [make_spec("CartPole-v1", PARITY, 100 + s, 6144, 6144, 5)
+                                                for s in range(6)])  # fmt: skip
+    _compatible(x, np.array([finals(r) for r in torch_rows.values()]), x0)
+
+
+def test_packs_of_different_sizes_give_compatible_returns(tmp_path):
+    """A seed's numbers may differ in their last bits with the size of its pack (XLA's batched kernels; the
+    pack is recorded as sys/pack_size): one pack of 6 seeds against 6 packs of one seed each (other seeds)."""
+    x, x0 = _finals(tmp_path, list(range(6)), pack=6)
+    y, _ = _finals(tmp_path, list(range(20, 26)), pack=1)
+    _compatible(x, y, x0)
+
+
+def test_pqn_jax_trains_every_seed_of_a_pack_with_finite_rows(tmp_path):
+    from rlbench_cli.algos.gymnax import PQNJax
+
+    ctxs = []
+    for s in range(4):
+        spec = RunSpec(suite="t", algo="pqn_jax", algo_name="pqn_jax", params={"num_envs": 8, "num_steps": 16,
+                       "num_minibatches": 4, "update_epochs": 2, "hidden_sizes": [32, 32]}, env_id="gymnax/CartPole-v1",
+                       env_kwargs={}, seed=s, budget=dict(BUDGET))  # fmt: skip
+        ctxs.append(
+            RunContext(spec=spec, sink=ShardSink(tmp_path / f"s{s}" / "metrics"), run_dir=tmp_path / f"s{s}")
+        )
+    assert PQNJax.train_packed(ctxs) == {s: None for s in range(4)}
+    for c in ctxs:
+        c.sink.close()
+    rows = [_rows(tmp_path / f"s{s}") for s in range(4)]
+    for r in rows:
+        assert [s for name, s, _ in r if name == "eval/return"] == [0, 512, 1024]
+        assert all(np.isfinite(v) for _, _, v in r)
+        assert {"train/loss/q", "train/q_mean", "train/epsilon"} <= {name for name, _, _ in r}
+    assert rows[0] != rows[1]
+
+
+def test_a_policy_trained_in_gymnax_scores_in_gymnasium_what_it_scores_in_gymnax():
+    """The simulators agree: 4 seeds of ppo_jax trained on gymnax's CartPole-v1 (100k steps), each policy's
+    10 evaluation episodes played in gymnax (inside the program) and in gymnasium's CartPole-v1 (NumPy
+    forward pass of the same weights, the same episode seeds): the mean returns differ by less than three
+    standard errors of their difference."""
+    from rlbench_cli.algos.base import eval_seeds
+    from rlbench_cli.algos.gymnax.loop import prepare_jax
+    from rlbench_cli.envs import make_env
+    from rlbench_cli.envs.gymnax import make
+
+    jax = prepare_jax("cpu")
+    from rlbench_cli.algos.gymnax.ppo import build
+
+    cfg, n, steps, episodes = PPOJaxConfig(), 4, 100_000, 10
+    iters = -(-steps // cfg.batch_size)
+    prog = build(cfg, *make("gymnax/CartPole-v1"), steps, iters)
+    state = prog.init(np.arange(n, dtype=np.int32), np.full(n, cfg.learning_rate, np.float32))
+    keys = np.stack(
+        [np.asarray(jax.vmap(jax.random.PRNGKey)(np.array(eval_seeds(s, episodes)))) for s in range(n)]
+    )
+    state, _, in_gymnax, _ = prog.chunk(state, np.int32(iters), keys)
+    actor = [(np.asarray(w), np.asarray(b)) for w, b in state["params"]["actor"]]
+    in_gymnasium = np.zeros((n, episodes))
+    for s in range(n):
+        for i, seed in enumerate(eval_seeds(s, episodes)):
+            env = make_env("CartPole-v1")
+            obs, _ = env.reset(seed=seed)
+            done = False
+            while not done:
+                x = obs.astype(np.float32)
+                for j, (w, b) in enumerate(actor):
+                    x = x @ w[s] + b[s]
+                    x = np.tanh(x) if j < len(actor) - 1 else x
+                obs, r, term, trunc, _ = env.step(int(np.argmax(x)))
+                in_gymnasium[s, i] += r
+                done = term or trunc
+    a, b = np.asarray(in_gymnax, np.float64).ravel(), in_gymnasium.ravel()
+    assert a.mean() > 200  # trained policies, or the comparison says little
+    se = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    assert abs(a.mean() - b.mean()) <= 3 * se + 1e-9, (a.mean(), b.mean(), se)
