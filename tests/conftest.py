@@ -5,6 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from rlbench_cli.envs.gymnax import set_xla_flags
+
+# XLA's CPU flags for every test process before any test imports jax: a worker that computed with the default
+# multi-threaded Eigen pool wedged for ever in a later vmapped program (envs/gymnax/__init__.py says why)
+set_xla_flags()
+
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Ray reads these when it is imported: set before any test imports it, so every Ray node a test starts in this
 # process (ray.cluster_utils.Cluster) advertises loopback and the driver never waits on usage stats or auth

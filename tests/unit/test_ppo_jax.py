@@ -1,4 +1,6 @@
 """ppo_jax (``algos.gymnax``): the compiled training of a pack of seeds on a gymnax task, on a tiny budget.
+Each test that computes with JAX runs in its own spawned process with a deadline (``jax_isolated``: XLA's CPU
+runtime can wedge).
 
 Every seed of the pack gets finite metrics and its own evaluations on the suite's grid; the same pack gives the
 same numbers bit for bit (CPU); a seed whose learning rate makes it diverge fails alone while the others
@@ -14,6 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 pytest.importorskip("gymnax")
+
+from jax_isolated import isolated  # noqa: E402
 
 from rlbench_cli import checkpoint  # noqa: E402
 from rlbench_cli.algos.base import RunContext  # noqa: E402
@@ -57,6 +61,7 @@ def _train(tmp_path, seeds, lr_scale=None):
     return outcome, [_rows(tmp_path / f"seed{s}") for s in seeds]
 
 
+@isolated
 def test_every_seed_has_finite_rows_and_the_same_pack_gives_the_same_numbers(tmp_path):
     outcome, rows = _train(tmp_path / "a", [0, 1, 2, 3])
     assert outcome == {0: None, 1: None, 2: None, 3: None}
@@ -72,6 +77,7 @@ def test_every_seed_has_finite_rows_and_the_same_pack_gives_the_same_numbers(tmp
     assert again == rows  # bitwise, every row of every seed
 
 
+@isolated
 def test_a_diverging_seed_fails_alone(tmp_path):
     outcome, rows = _train(tmp_path, [0, 1, 2, 3], lr_scale=[1.0, 1e30, 1.0, 1.0])
     assert outcome[0] is None and outcome[2] is None
@@ -83,6 +89,7 @@ def test_a_diverging_seed_fails_alone(tmp_path):
     assert max(s for name, s, _ in rows[1] if name == "eval/return") < 1024  # no evaluation after it diverged
 
 
+@isolated
 def test_packed_seeds_are_runs_of_their_own_through_run_packed(tmp_path):
     specs = [_spec(s) for s in (0, 1, 2, 3)]
     folders = [tmp_path / s.run_id / "attempt-1" for s in specs]
@@ -125,10 +132,11 @@ class StopAtCheckpoint(threading.Event):
         return super().is_set() or checkpoint.latest_step(self.folder) is not None
 
 
-def test_an_interrupted_pack_resumes_every_seed_bitwise(tmp_path, monkeypatch):
+@isolated
+def test_an_interrupted_pack_resumes_every_seed_bitwise(tmp_path):
     from dataclasses import replace
 
-    monkeypatch.setattr(RunContext, "checkpoint_on_stop", False)  # only the checkpoint_every ones
+    RunContext.checkpoint_on_stop = False  # only the checkpoint_every ones (in this test's own process)
     specs = [replace(_spec(s), budget={**BUDGET, "checkpoint_every": 512}) for s in (0, 1, 2, 3)]
 
     def run(root, attempt, stop=None):
@@ -187,6 +195,7 @@ def _compatible(x, y, x0):
     assert permutation_p(x, x0) < 0.05, (x, x0)
 
 
+@isolated
 def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_cartpole(tmp_path):
     """ppo_jax seeds 0..5 on gymnax's CartPole-v1 (one pack) against packed torch ppo seeds 100..105 on
     gymnasium's, at the same params."""
@@ -199,6 +208,7 @@ def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_cartpole(tmp_path
     _compatible(x, np.array([finals(r) for r in torch_rows.values()]), x0)
 
 
+@isolated
 def test_packs_of_different_sizes_give_compatible_returns(tmp_path):
     """A seed's numbers may differ in their last bits with the size of its pack (XLA's batched kernels; the
     pack is recorded as sys/pack_size): one pack of 6 seeds against 6 packs of one seed each (other seeds)."""
@@ -207,6 +217,7 @@ def test_packs_of_different_sizes_give_compatible_returns(tmp_path):
     _compatible(x, y, x0)
 
 
+@isolated
 def test_pqn_jax_trains_every_seed_of_a_pack_with_finite_rows(tmp_path):
     from rlbench_cli.algos.gymnax import PQNJax
 
@@ -229,6 +240,7 @@ def test_pqn_jax_trains_every_seed_of_a_pack_with_finite_rows(tmp_path):
     assert rows[0] != rows[1]
 
 
+@isolated
 def test_a_policy_trained_in_gymnax_scores_in_gymnasium_what_it_scores_in_gymnax():
     """The simulators agree: 4 seeds of ppo_jax trained on gymnax's CartPole-v1 (100k steps), each policy's
     10 evaluation episodes played in gymnax (inside the program) and in gymnasium's CartPole-v1 (NumPy

@@ -21,13 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from ...envs.gymnax import CONTINUOUS, make
+from ...envs.gymnax import CONTINUOUS, make, set_xla_flags
 from ...sysmon import peak_rss_mb
 from ..base import RunContext, eval_seeds, resume_together
 
 __all__ = ["cache_dir", "prepare_jax", "train"]
 
-XLA_FLAG = "--xla_cpu_multi_thread_eigen=false"
 CHECKPOINT_LAYOUT = (
     "packed"  # every seed's checkpoint holds its slice of the pack's state, for one job or many
 )
@@ -44,9 +43,7 @@ def cache_dir() -> Path:
 def prepare_jax(device: str) -> Any:
     """Set JAX's flags for a job on ``device`` (before JAX starts in this process; a process keeps the first
     job's), import it and switch its persistent compilation cache on; returns the jax module."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_cpu_multi_thread_eigen" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {XLA_FLAG}".strip()
+    set_xla_flags()
     if device == "cpu":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # runs may share a GPU

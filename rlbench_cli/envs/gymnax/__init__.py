@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import os
 from typing import Any
 
 __all__ = ["CONTINUOUS", "GYMNAX_ENVS", "NAMESPACE", "PIP", "check_kwargs", "make", "missing", "register",
@@ -66,8 +67,23 @@ def check_kwargs(env_id: str, kwargs: dict[str, Any]) -> str | None:
     return None
 
 
+# XLA's multi-threaded Eigen pool on CPU can wedge for ever on vmapped programs (every XLA thread idle, the
+# caller in BlockUntilReady: 2 of 9 runs here with the default flags, a pytest worker too); single-threaded
+# Eigen avoids it. Set before JAX starts in a process: a process keeps the flags of its first computation.
+XLA_FLAG = "--xla_cpu_multi_thread_eigen=false"
+
+
+def set_xla_flags() -> None:
+    """``XLA_FLAGS`` gets ``XLA_FLAG`` unless it already says how Eigen threads; call before importing jax."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {XLA_FLAG}".strip()
+
+
 def make(env_id: str) -> tuple[Any, Any]:
-    """gymnax's (env, default params) for a ``gymnax/<Name>`` id; imports gymnax (and jax)."""
+    """gymnax's (env, default params) for a ``gymnax/<Name>`` id; imports gymnax (and jax), with
+    ``set_xla_flags`` first so whatever steps the env in this process runs with them."""
+    set_xla_flags()
     import gymnax  # heavy (jax): only where a run steps the env
 
     return gymnax.make(GYMNAX_ENVS[env_id])

@@ -1,0 +1,57 @@
+"""Run a test that computes with JAX on CPU in a fresh spawned process, with a deadline.
+
+XLA's CPU runtime here (2 cores, jaxlib 0.10) sometimes wedges for ever in a vmapped program: the caller waits
+in ``BlockUntilReady`` while every XLA thread is idle (seen in pytest workers, with and without
+``--xla_cpu_multi_thread_eigen=false`` and with async dispatch off). It cannot be interrupted from Python, so
+a test that trains in its own process would hang the whole suite. Here the test's body runs in a child
+process; a child still running at the deadline is killed and the body run once more in a new one, and the
+test says so on stderr. A second wedge, or any failure of the body, fails the test as usual.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import multiprocessing
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+DEADLINE_S = 150.0  # a body here takes seconds to about a minute on 2 loaded cores
+
+
+def _child(module: str, name: str, args: tuple, kwargs: dict, out: Any) -> None:
+    try:
+        fn = getattr(importlib.import_module(module), name)
+        getattr(fn, "__wrapped__", fn)(*args, **kwargs)
+        out.put(None)
+    except BaseException:  # the body's failure, sent back as text
+        out.put(traceback.format_exc())
+
+
+def isolated(fn: Callable[..., None]) -> Callable[..., None]:
+    """Decorate a test whose arguments are picklable (``tmp_path``, parameters; not ``monkeypatch``)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        for attempt in (1, 2):
+            out = ctx.Queue()
+            proc = ctx.Process(target=_child, args=(fn.__module__, fn.__name__, args, kwargs, out))
+            proc.start()
+            proc.join(DEADLINE_S)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+                print(f"{fn.__name__}: XLA's CPU runtime wedged (attempt {attempt}); killed", file=sys.stderr)
+                continue
+            error = out.get(timeout=30) if proc.exitcode == 0 else f"the child exited with {proc.exitcode}"
+            if error is not None:
+                pytest.fail(error, pytrace=False)
+            return
+        pytest.fail(f"{fn.__name__}: XLA's CPU runtime wedged twice", pytrace=False)
+
+    return wrapper
