@@ -27,7 +27,8 @@ from rlbench_cli.suite.models import NAME_RE, Resources, ScoreSpec, Suite
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0"]
-ALGOS = sorted(set(ALGORITHMS) - offline_names())  # online ones: the suites here have envs only
+# online ones on gymnasium envs: the suites here have gymnasium envs only (a jax algorithm runs on gymnax tasks)
+ALGOS = sorted(a for a in set(ALGORITHMS) - offline_names() if not ALGORITHMS[a].jax)
 SUITE_KEYS = ["name", "description", "seeds", "budget", "envs", "algorithms", "sweep", "score", "normalize",
               "resources", "steps", "eval_every", "eval_episodes", "timeout", "id", "kwargs", "label", "params",
               "entrypoint", "rule", "metric", "drop_first", "table", "references", "gpus_per_job"]  # fmt: skip
