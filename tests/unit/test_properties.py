@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlbench_cli.algos.registry import ALGORITHMS, offline_names
+from rlbench_cli.algos.registry import ALGORITHMS, jax_names, offline_names
 from rlbench_cli.errors import SuiteInvalid
 from rlbench_cli.suite.grid import RunSpec, expand
 from rlbench_cli.suite.loader import load_suite, parse_suite
@@ -28,7 +28,7 @@ from rlbench_cli.suite.models import NAME_RE, Resources, ScoreSpec, Suite
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "MountainCarContinuous-v0"]
 # online ones on gymnasium envs: the suites here have gymnasium envs only (a jax algorithm runs on gymnax tasks)
-ALGOS = sorted(a for a in set(ALGORITHMS) - offline_names() if not ALGORITHMS[a].jax)
+ALGOS = sorted(set(ALGORITHMS) - offline_names() - set(jax_names()))
 SUITE_KEYS = ["name", "description", "seeds", "budget", "envs", "algorithms", "sweep", "score", "normalize",
               "resources", "steps", "eval_every", "eval_episodes", "timeout", "id", "kwargs", "label", "params",
               "entrypoint", "rule", "metric", "drop_first", "table", "references", "gpus_per_job"]  # fmt: skip
