@@ -30,6 +30,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 ENGINE_FIXTURES = {"ray_head", "slurm"}
 APT_FIXTURES = {"slurm", "chromium", "stockfish", "wamerican", "mps_control"}
 ENGINE_EXECUTORS = {"ray", "slurm"}
+# Every test of one engine runs on one xdist worker (`--dist loadgroup` in pyproject.toml): one Ray head and one
+# Slurm cluster a session instead of one per worker, and never two clusters of an engine competing for the cores
+ENGINE_OF_FIXTURE = {"ray_head": "ray", "slurm": "slurm"}
 TESTS = Path(__file__).parent
 BENCH = TESTS / "bench"
 NEEDS_GPU = re.compile(r"\b(GPU|CUDA)\b")
@@ -154,6 +157,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         params = getattr(item, "callspec", None)
         if fixtures & ENGINE_FIXTURES or (params and params.params.get("executor") in ENGINE_EXECUTORS):
             item.add_marker("engine")
+        engine = _engine_of(item, fixtures, params)
+        if engine:
+            item.add_marker(pytest.mark.xdist_group(engine))
         if fixtures & APT_FIXTURES:
             item.add_marker("apt")
         left_out = _fast_but(item.path)
@@ -169,6 +175,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 wrong.append(f"{item.nodeid} ({', '.join(clash)})")
     if wrong:
         raise pytest.UsageError("tests marked fast that are not fast:\n  " + "\n  ".join(wrong))
+
+
+def _engine_of(item: pytest.Item, fixtures: set[str], params) -> str | None:
+    """The engine a test uses (its worker group): by its fixture, its executor parameter, or, for a test marked
+    engine that starts its own cluster, by the engine its name says."""
+    for fixture, engine in ENGINE_OF_FIXTURE.items():
+        if fixture in fixtures:
+            return engine
+    if params and params.params.get("executor") in ENGINE_EXECUTORS:
+        return params.params["executor"]
+    if item.get_closest_marker("engine"):
+        return next((e for e in sorted(ENGINE_EXECUTORS) if e in item.nodeid.lower()), "ray")
+    return None
 
 
 _APT_UPDATED: list[bool] = []

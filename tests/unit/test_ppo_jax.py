@@ -7,6 +7,7 @@ same numbers bit for bit (CPU); a seed whose learning rate makes it diverge fail
 finish; the seeds' runs go through ``packed.run_packed`` like torch ppo's. Each test compiles the same
 program shape (4 seeds, the same params and budget), so JAX's persistent cache compiles it once."""
 
+import importlib.util
 import json
 import threading
 
@@ -15,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-pytest.importorskip("gymnax")
+if importlib.util.find_spec("gymnax") is None:  # found, not imported: the JAX work runs in other processes
+    pytest.skip("needs the jax extra: pip install -e '.[jax]'", allow_module_level=True)
 
 from jax_isolated import isolated  # noqa: E402
 
