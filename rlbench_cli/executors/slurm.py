@@ -420,7 +420,7 @@ def outcome_of(state: SlurmState, folder: Path, time_limit: int | None = None) -
         p = read_placement(folder)
         if p and p.get("started_at"):
             duration = max(0.0, time.time() - float(p["started_at"]))
-    if result.get("status") in ("finished", "failed"):
+    if result.get("status") in ("finished", "failed", "pruned"):  # pruned: rlbench tune stopped it
         return Outcome(result["status"], result.get("exit_code"), result.get("error"), duration, result)
     if (folder / CANCEL_MARKER).exists():
         return Outcome("interrupted", None, "interrupted: cancelled (rlbench cancel)", duration, result)

@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import ImportInvalid, UsageError
 from ..suite.ids import run_id_of
 
-__all__ = ["load", "import_bundle"]
+__all__ = ["load", "import_bundle", "rekey", "named_runs", "artifacts_of"]
 
 _RUN_COLS = {"run_id", "algo", "env", "seed", "config"}
 _METRIC_COLS = {"run_id", "step", "name", "value"}
@@ -92,11 +92,49 @@ def load(folder: Path, where: str) -> tuple[dict[str, Any], Any, Any]:
     return suite, runs, metrics
 
 
-def _artifacts(folder: Path, where: str) -> Any:
+def artifacts_of(folder: Path, where: str) -> Any:
     """The bundle's ``artifacts.parquet`` (None: a bundle written before it existed)."""
     if not (Path(folder) / "artifacts.parquet").is_file():
         return None
     return _table(folder, "artifacts.parquet", {"run_id", "step", "kind", "path", "bytes", "sha256"}, where)
+
+
+def rekey(runs: Any, metrics: Any, artifacts: Any, name: str) -> tuple[Any, Any, Any]:
+    """A bundle's tables with each run's id replaced by the one it has in suite ``name`` (a hash of the suite,
+    ``rlbench`` and its original id, as ``rlbench:DIR --into SUITE`` gives it), so the same runs can sit in
+    several suites of one store; rows of runs the bundle does not list are left out. ``artifacts`` may be
+    None."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    old = runs["run_id"]
+    new = pa.array([run_id_of({"suite": name, "format": "rlbench", "run": str(r)})
+                    for r in old.to_pylist()], pa.string())  # fmt: skip
+    runs = runs.set_column(runs.column_names.index("run_id"), "run_id", new)
+    tables = []
+    for table in (metrics, artifacts):
+        if table is not None:
+            mapped = pc.take(new, pc.index_in(table["run_id"], value_set=old))
+            table = table.set_column(table.column_names.index("run_id"), "run_id", mapped)
+            table = table.filter(pc.is_valid(table["run_id"]))
+        tables.append(table)
+    return runs, tables[0], tables[1]
+
+
+def named_runs(runs: Any, name: str) -> Any:
+    """The runs table with ``suite`` set to ``name`` and the columns a bundle may lack filled in."""
+    import pyarrow as pa
+
+    suite_col = pa.array([name] * runs.num_rows, pa.string())
+    if "suite" in runs.column_names:
+        runs = runs.set_column(runs.column_names.index("suite"), "suite", suite_col)
+    else:
+        runs = runs.append_column("suite", suite_col)
+    if "status" not in runs.column_names:
+        runs = runs.append_column("status", pa.array(["finished"] * runs.num_rows, pa.string()))
+    if "algo_name" not in runs.column_names:
+        runs = runs.append_column("algo_name", runs["algo"])
+    return runs
 
 
 def import_bundle(store: Any, location: str, into: str | None, timeout: float | None = None) -> Any:
@@ -105,41 +143,20 @@ def import_bundle(store: Any, location: str, into: str | None, timeout: float | 
     Returns:
         An ``ImportResult``.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     from ..bundle import _runs_root, fetch, place_policies
     from .common import ImportResult
 
     with fetch(location, timeout) as got:
         suite, runs, metrics = load(got.folder, got.where)
-        artifacts = _artifacts(got.folder, got.where)
+        artifacts = artifacts_of(got.folder, got.where)
         name = into or suite["name"]
         if not name:
             raise UsageError(
                 f"--from bundle:{location}: the bundle does not name its suite; add --into SUITE"
             )
         if suite["name"] and name != suite["name"]:
-            old = runs["run_id"]
-            new = pa.array([run_id_of({"suite": name, "format": "rlbench", "run": str(r)})
-                            for r in old.to_pylist()], pa.string())  # fmt: skip
-            runs = runs.set_column(runs.column_names.index("run_id"), "run_id", new)
-            mapped = pc.take(new, pc.index_in(metrics["run_id"], value_set=old))
-            metrics = metrics.set_column(metrics.column_names.index("run_id"), "run_id", mapped)
-            metrics = metrics.filter(pc.is_valid(metrics["run_id"]))
-            if artifacts is not None:
-                mapped = pc.take(new, pc.index_in(artifacts["run_id"], value_set=old))
-                artifacts = artifacts.set_column(artifacts.column_names.index("run_id"), "run_id", mapped)
-                artifacts = artifacts.filter(pc.is_valid(artifacts["run_id"]))
-        suite_col = pa.array([name] * runs.num_rows, pa.string())
-        if "suite" in runs.column_names:
-            runs = runs.set_column(runs.column_names.index("suite"), "suite", suite_col)
-        else:
-            runs = runs.append_column("suite", suite_col)
-        if "status" not in runs.column_names:
-            runs = runs.append_column("status", pa.array(["finished"] * runs.num_rows, pa.string()))
-        if "algo_name" not in runs.column_names:
-            runs = runs.append_column("algo_name", runs["algo"])
+            runs, metrics, artifacts = rekey(runs, metrics, artifacts, name)
+        runs = named_runs(runs, name)
         where = got.where if "://" in got.where else str(Path(got.where).resolve())
         carried = place_policies(got.folder, artifacts, _runs_root(store) / name)
         with store.writer() as con:

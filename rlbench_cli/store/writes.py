@@ -184,6 +184,18 @@ class Writes(Connections):
             [x for row in rows for x in row],
         )
 
+    def remove_runs(self, con: Any, run_ids: Sequence[str]) -> int:
+        """Remove runs with their metric rows, shard bookkeeping and artifact rows, in one transaction (``rlbench
+        check --record`` does, once the runs are copied into their commit's suite). Returns the runs removed."""
+        if not run_ids:
+            return 0
+        ids = list(run_ids)
+        marks = ", ".join(["?"] * len(ids))
+        with self._transaction(con):
+            for table in ("metrics", "shards", "artifacts"):
+                con.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", ids)
+            return int(con.execute(f"DELETE FROM runs WHERE run_id IN ({marks})", ids).fetchall()[0][0])
+
     def save_decisions(
         self, con: Any, suite: str, rows: Sequence[dict[str, Any]], settings: dict[str, Any]
     ) -> None:

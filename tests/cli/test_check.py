@@ -107,3 +107,106 @@ def test_the_rules_decide_on_interval_positions():
     assert _verdict("poi", same, same, low) == "worse"  # poi decides alone under its rule
     assert _verdict("poi", low, high, (0.45, 0.3, 0.6)) == "same"
     assert _verdict("poi", same, same, high) == "better"
+
+
+# -- a git commit recorded in the store as the baseline -----------------------------------------------------
+GATE_SHA = "c04e23e9dfdd2b2b00963713fe1a7735f0b6b8c3"  # what results/reference/ppo-gate's runs record
+CC_SHA = "11ece1420784672a4f08506e3045edbee4319d87"  # and classic-control's
+
+
+def _runs(db: Path) -> dict[str, list[dict]]:
+    from rlbench_cli.store import Store
+
+    store = Store(db)
+    with store.reader() as con:
+        out: dict[str, list[dict]] = {}
+        for r in store.runs(con):
+            out.setdefault(r["suite"], []).append(r)
+        return out
+
+
+def test_record_moves_a_suites_runs_into_their_commits_suite_and_a_commit_is_a_baseline(tmp_path):
+    db = tmp_path / "ci.duckdb"
+    assert cli("fetch", "--from", f"bundle:{GATE}", "--db", db).exit_code == 0
+    r = cli("check", "ppo-gate", "--db", db, "--record")
+    assert r.exit_code == 0, r.output
+    snap = f"ppo-gate.commit-{GATE_SHA[:12]}"
+    assert f"recorded 5 run(s) of ppo-gate at commit {GATE_SHA[:12]} as suite {snap}" in r.stdout
+    runs = _runs(db)
+    assert "ppo-gate" not in runs and len(runs[snap]) == 5  # moved, not copied: the suite can run again
+    assert {r["git_commit"] for r in runs[snap]} == {GATE_SHA} and {r["status"] for r in runs[snap]} == {
+        "finished"
+    }
+    # the same scores as the bundle's own: nothing lost on the way
+    leader = cli("leaderboard", snap, "--db", db, "--format", "json")
+    assert leader.exit_code == 0, leader.output
+
+    # no candidate yet: the suite holds no run at another commit
+    r = cli("check", "ppo-gate", "--db", db, "--baseline", f"commit:{GATE_SHA[:7]}")
+    assert r.exit_code == 2 and "has no finished run at another commit" in r.output, r.output
+
+    # a stronger candidate at another commit (classic-control's 50k-step ppo) passes; its commit is named
+    assert (
+        cli(
+            "fetch", "--from", f"bundle:{REF / 'classic-control'}", "--into", "ppo-gate", "--db", db
+        ).exit_code
+        == 0
+    )
+    r = cli("check", "ppo-gate", "--db", db, "--baseline", f"commit:{GATE_SHA[:7]}", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["baseline"] == f"commit {GATE_SHA[:12]}" and out["candidate_commits"] == [CC_SHA[:12]]
+    (ppo,) = out["algos"]
+    assert ppo["verdict"] == "better" and ppo["runs_candidate"] == 3 and ppo["runs_baseline"] == 5
+    md = cli("check", "ppo-gate", "--db", db, "--baseline", f"commit:{GATE_SHA}")
+    assert f"against commit {GATE_SHA[:12]}" in md.stdout and f"at commit {CC_SHA[:12]}" in md.stdout
+
+    # the other way round: record the strong runs, bring the weak ones back, check against the strong commit
+    assert cli("check", "ppo-gate", "--db", db, "--record").exit_code == 0
+    assert cli("fetch", "--from", f"bundle:{GATE}", "--db", db).exit_code == 0
+    r = cli("check", "ppo-gate", "--db", db, "--baseline", f"commit:{CC_SHA[:8]}")
+    assert r.exit_code == 1, r.output
+    assert "**FAILED**: 1 algorithm(s) got worse: ppo." in r.stdout
+    # the weak runs' commit is in the store twice now (recorded, and back in the suite): no candidate
+    r = cli("check", "ppo-gate", "--db", db, "--baseline", f"commit:{GATE_SHA[:8]}")
+    assert r.exit_code == 2 and "has no finished run at another commit" in r.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--baseline", "commit:zz12"], "--baseline commit:zz12: give a git commit's sha or a prefix of it"),
+        (["--baseline", "commit:abc"], "--baseline commit:abc: give a git commit's sha"),
+        (["--baseline", "commit:deadbeef"], f"no finished run of the suite was recorded at a commit starting "
+         f"with deadbeef (commits in the store: {GATE_SHA[:12]} (5 runs))"),
+        ([], "give --baseline SOURCE to check the suite, or --record"),
+        (["--record", "--baseline", "x"], "give --baseline SOURCE to check the suite, or --record"),
+    ],
+)  # fmt: skip
+def test_bad_commits_and_flags_are_one_line_and_exit_2(gate_db, args, message):
+    r = cli("check", "ppo-gate", "--db", gate_db, *args)
+    assert r.exit_code == 2, r.output
+    assert message in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+def test_record_refuses_runs_without_a_commit_and_suites_with_nothing_finished(tmp_path):
+    db = tmp_path / "x.duckdb"
+    tidy = tmp_path / "runs.csv"
+    tidy.write_text("run,algo,env,seed,step,name,value\na,ppo,CartPole-v1,0,1,eval/return,1.0\n")
+    assert cli("fetch", "--from", f"csv:{tidy}", "--into", "mine", "--db", db).exit_code == 0
+    r = cli("check", "mine", "--db", db, "--record")
+    assert r.exit_code == 2 and "record no git commit" in r.output and "nothing recorded" in r.output
+    assert set(_runs(db)) == {"mine"}
+    r = cli("check", "mine.commit-0123456789ab", "--db", db, "--record")
+    assert r.exit_code == 2 and "is already a commit's runs" in r.output
+
+
+def test_a_commit_prefix_must_name_one_commit():
+    from rlbench_cli.errors import UsageError
+    from rlbench_cli.gate import resolve_commit
+
+    commits = {"abcd1234" + "0" * 32: 3, "abcd9876" + "0" * 32: 2}
+    assert resolve_commit("abcd12", commits, "--baseline commit:abcd12").startswith("abcd1234")
+    with pytest.raises(UsageError, match="abcd is ambiguous, it begins abcd12340000, abcd98760000"):
+        resolve_commit("abcd", commits, "--baseline commit:abcd")

@@ -160,25 +160,31 @@ def train(ctx):
 """
 
 
-def test_a_median_pruner_stops_trials_that_fall_behind_and_their_runs_are_pruned_not_failed(tmp_path):
-    (tmp_path / "slowland.py").write_text(SLOW_LANDSCAPE)
-    spec = {"name": "prune", "budget": {"steps": 90_000, "eval_every": 10_000, "eval_episodes": 1},
+def _prune_suite(tmp_path: Path, name: str, trials: int, eval_s: float = 0.3, resources=None) -> Path:
+    """A study of a toy landscape whose runs log an evaluation every ``eval_s`` seconds (9 per run), with a
+    median pruner; ``resources``: the suite's (the executor)."""
+    (tmp_path / "slowland.py").write_text(SLOW_LANDSCAPE.replace("time.sleep(0.3)", f"time.sleep({eval_s})"))
+    spec = {"name": name, "budget": {"steps": 90_000, "eval_every": 10_000, "eval_episodes": 1},
             "envs": ["CartPole-v1"], "normalize": {"references": {"CartPole-v1": [0, 100]}},
             "algorithms": [{"name": "toy", "entrypoint": "slowland:train", "params": {"learning_rate": 3e-4}}],
-            "tune": {"algorithm": "toy", "params": {"learning_rate": {"log": [1e-6, 1e-1]}}, "trials": 8,
+            "tune": {"algorithm": "toy", "params": {"learning_rate": {"log": [1e-6, 1e-1]}}, "trials": trials,
                      "seeds_per_trial": 1, "sampler": "random", "pruner": "median", "confirm": None}}  # fmt: skip
-    suite = tmp_path / "prune.yaml"
+    if resources:
+        spec["resources"] = resources
+    suite = tmp_path / f"{name}.yaml"
     suite.write_text(yaml.safe_dump(spec))
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
-    }
-    db = tmp_path / "p.duckdb"
-    r = rl("tune", suite, "--db", db, "--workers", "2", "--json", env=env)
-    trials = json.loads(r.stdout)["trials"]
+    return suite
+
+
+def _pruned_study(trials: list[dict], runs: dict[str, dict], n: int) -> list[dict]:
+    """Checks a pruned study's trials against its runs: ``n`` trials, each one run of its own (no trial
+    doubled or lost), complete ones finished, pruned ones pruned (or finished, when pruned at their last
+    evaluation). Returns the runs recorded as pruned."""
     states = [t["state"] for t in trials]
-    assert len(trials) == 8 and set(states) <= {"complete", "pruned"} and "pruned" in states, states
-    runs = {r["algo"]: r for r in runs_of(db, "prune.tune")}
+    assert [t["number"] for t in trials] == list(range(n)) and set(states) <= {"complete", "pruned"}, states
+    assert sorted(runs) == sorted(t["label"] for t in trials)  # one run per trial, none twice
+    params = [json.dumps(t["params"], sort_keys=True) for t in trials]
+    assert len(set(params)) == n, params
     for t in trials:
         run = runs[t["label"]]
         if t["state"] == "complete":
@@ -187,11 +193,54 @@ def test_a_median_pruner_stops_trials_that_fall_behind_and_their_runs_are_pruned
             assert "pruned by rlbench tune: its trial fell behind at step" in run["error"]
         else:  # pruned at its last evaluation, when its run was ending anyway
             assert run["status"] == "finished"
-    assert any(r["status"] == "pruned" for r in runs.values())
+    return [r for r in runs.values() if r["status"] == "pruned"]
+
+
+def test_a_median_pruner_stops_trials_that_fall_behind_and_their_runs_are_pruned_not_failed(tmp_path):
+    suite, db = _prune_suite(tmp_path, "prune", trials=8), tmp_path / "p.duckdb"
+    r = rl("tune", suite, "--db", db, "--workers", "2", "--json", cwd=tmp_path)
+    trials = json.loads(r.stdout)["trials"]
+    states = [t["state"] for t in trials]
+    assert "pruned" in states, states
+    pruned = _pruned_study(trials, {r["algo"]: r for r in runs_of(db, "prune.tune")}, 8)
+    assert pruned
     best = max((t for t in trials if t["state"] == "complete"), key=lambda t: t["value"])
     assert all(t["value"] is None or t["value"] <= best["value"] for t in trials)
     status = rl("status", "prune.tune", "--db", db)
-    assert f"{states.count('pruned')} pruned" in status.stdout
+    assert f"{len(pruned)} pruned" in status.stdout  # runs: one pruned at its last evaluation finished
+
+
+def _study_on(tmp_path: Path, name: str, resources: dict) -> tuple[Path, Path, list[dict], list[dict]]:
+    """6 trials of the toy landscape (1 s an evaluation) on the executor ``resources`` names, 2 at a time:
+    (suite, db, its trials, its runs recorded as pruned), after ``_pruned_study``'s checks and one that
+    every run ran there; and at least one run was pruned mid-way."""
+    suite, db = _prune_suite(tmp_path, name, trials=6, eval_s=1.0, resources=resources), tmp_path / "t.duckdb"
+    r = rl("tune", suite, "--db", db, "--workers", "2", "--json", cwd=tmp_path, timeout=400)
+    trials = json.loads(r.stdout)["trials"]
+    runs = {r["algo"]: r for r in runs_of(db, f"{name}.tune")}
+    assert {r["executor"] for r in runs.values()} == {resources["executor"]}
+    pruned = _pruned_study(trials, runs, 6)
+    assert pruned, [(t["state"], runs[t["label"]]["status"]) for t in trials]
+    for run in pruned:  # stopped before its 90,000 steps
+        assert int(run["error"].split("at step ")[1].split()[0].replace(",", "")) < 90_000
+    return suite, db, trials, pruned
+
+
+def test_on_ray_the_pruner_stops_runs_on_their_actors_from_evaluations_as_they_arrive(tmp_path, ray_head):
+    """The actors write node-locally: the evaluations come to the coordinator with the pulls, and the PRUNE
+    file the pruner writes there goes to the actor running the run."""
+    _study_on(
+        tmp_path, "rayprune", {"executor": "ray", "cpus_per_job": 1, "ray": {"address": ray_head.address}}
+    )
+    assert ray_head.wait_all_free(), "actors outlived the study"
+
+
+def test_on_slurm_a_study_completes_with_every_trial_once_and_pruned_runs_end_pruned(tmp_path, slurm):
+    """Each run an array task on a real Slurm, the attempt folders shared: the study has its trials, none
+    doubled, and a run the pruner stopped is recorded 'pruned' there too."""
+    suite, db, trials, _ = _study_on(tmp_path, "slurmprune", {"executor": "slurm"})
+    again = json.loads(rl("tune", suite, "--db", db, "--json", cwd=tmp_path, timeout=120).stdout)
+    assert again["trials"] == trials and len(runs_of(db, "slurmprune.tune")) == 6  # done: nothing ran again
 
 
 def test_an_adaptive_confirmation_runs_adastops_batches_and_says_its_decision(tmp_path):

@@ -63,6 +63,7 @@ class RlbenchWorker:
         self.lock = threading.Lock()
         self.folders: list[Path] = []  # the running job's attempt folders (several for a pack of seeds)
         self.sent: list[set[str]] = []
+        self.signals: dict[str, list[tuple[str, bytes]]] = {}  # control files for runs not begun yet
 
     def where(self) -> dict[str, Any]:
         return self.info
@@ -89,6 +90,9 @@ class RlbenchWorker:
             self.stop_event = threading.Event()
             if any(n in self.stopped for n in names):
                 self.stop_event.set()
+            for n, f in zip(names, folders):
+                for file, data in self.signals.pop(n, []):
+                    _put(f / file, data)
         with output_to(folder / "output.log"):
             result = run_job(specs, folders, device=self.device, stop_event=self.stop_event)
         with self.lock:
@@ -111,6 +115,16 @@ class RlbenchWorker:
             self.stopped.add(name)
             if self.root / name in self.folders:
                 self.stop_event.set()
+
+    def signal(self, name: str, file: str, data: bytes) -> None:
+        """Put a control file into run ``name``'s node-local attempt folder, where the run looks for it
+        (``rlbench tune``'s ``PRUNE``, which the coordinator's pruner wrote in the attempt folder on its side);
+        a run whose ``run()`` has not made its folder yet gets it as soon as it has."""
+        with self.lock:
+            if self.root / name in self.folders:
+                _put(self.root / name / file, data)
+            else:
+                self.signals.setdefault(name, []).append((file, data))
 
     @staticmethod
     def _collect(folder: Path, sent: set[str], final: bool, log: bool = False) -> list[tuple[str, bytes]]:
@@ -139,3 +153,10 @@ class RlbenchWorker:
         out += ckpts  # last: written after the shards they continue
         sent.update(rel for rel, _ in ckpts)
         return out
+
+
+def _put(path: Path, data: bytes) -> None:
+    """Write a file whole: a reader sees it complete or not at all."""
+    tmp = path.with_name(f".{path.name}.partial")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

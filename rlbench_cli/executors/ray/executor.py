@@ -10,10 +10,11 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...algos.base import PRUNE_FILE
 from ...errors import UsageError
 from ..base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, detect_gpus, usable_cores
 from .actor import RlbenchWorker
@@ -47,6 +48,8 @@ class _Slot:
     started: float = 0.0
     remote_folders: list[str] | None = None  # the job's node-local attempt folders, on the actor's node
     job_name: str = ""  # <suite>/<run_id>/attempt-N: the job's (first run's) folder under the actor's root
+    names: list[str] = field(default_factory=list)  # every run's folder under the actor's root
+    signalled: set[str] = field(default_factory=set)  # runs whose PRUNE file went to the actor
 
 
 class RayExecutor:
@@ -190,7 +193,7 @@ class RayExecutor:
                             s.run_ref = s.actor.run.remote([m.spec for m in job.pack], names, carry)
                         else:
                             s.run_ref = s.actor.run.remote(job.spec, names[0], carry)
-                        s.job_name = names[0]
+                        s.job_name, s.names, s.signalled = names[0], names, set()
                         s.remote_folders = [f"{(s.info or {}).get('root')}/{n}" for n in names]
                 pending = {s.run_ref: s for s in self.slots if s.run_ref is not None}
                 pending.update(
@@ -224,6 +227,7 @@ class RayExecutor:
                         self._pull(ray, busy)
                         last_pull = time.monotonic()
                     on_tick([s.job for s in busy if s.job is not None])
+                    self._signal(busy)
                     last_tick = time.monotonic()
         except KeyboardInterrupt:
             self._interrupt(ray, on_end)
@@ -296,6 +300,19 @@ class RayExecutor:
             if s.job is not None:
                 for m, got in zip(s.job.members, files):
                     write_files(m.folder, got, keep=KEEP_PACKED if s.job.pack else 1)
+
+    def _signal(self, slots: list[_Slot]) -> None:
+        """A ``PRUNE`` file that ``rlbench tune``'s pruner (``on_tick``) wrote into a running job's attempt
+        folder on this side goes to its actor, into the run's node-local folder, where the run looks for it:
+        pruning works on Ray as it does locally, from the evaluations the pulls brought in."""
+        for s in slots:
+            if s.job is None or s.actor is None:
+                continue
+            for m, name in zip(s.job.members, s.names):
+                marker = m.folder / PRUNE_FILE
+                if name not in s.signalled and marker.is_file():
+                    s.actor.signal.remote(name, PRUNE_FILE, marker.read_bytes())
+                    s.signalled.add(name)
 
     def _finish(self, s: _Slot, queue: deque[Job], on_end: OnEnd, outcome: Outcome) -> None:
         job, s.job, s.run_ref = s.job, None, None
