@@ -7,8 +7,11 @@ A bundle is a folder::
     metrics.parquet   run_id, step, name, value, wall_time: every metric row of those runs
     suite.json        the suite's name, description and config
     artifacts.parquet run_id, step, kind, path, bytes, sha256 of the runs' listed files (saved policies,
-                      videos), and ``file``: the bundle file holding it (``--with-policies``), else null
+                      videos, transcripts), and ``file``: the bundle file holding it (``--with-policies``,
+                      ``--with-videos``), else null
     policy-<sha256>   with --with-policies: each saved policy file, named by its content
+    video-<sha256>    with --with-videos: each episode video (``transcript-<sha256>``: a text env's
+                      transcript), named by its content
     suite.yaml        the suite file, when the path it was run from still exists
     bundle.json       format version, rlbench version, suite, counts, created_at
     MANIFEST.sha256   "SHA256  NAME" for every other file (``sha256sum -c MANIFEST.sha256`` checks it),
@@ -63,15 +66,17 @@ def default_timeout() -> float:
 
 
 # -- writing --------------------------------------------------------------------------------------------
-def write_bundle(store: Any, con: Any, suite: str, out: Path, with_policies: bool = False) -> tuple[int, int]:
+def write_bundle(store: Any, con: Any, suite: str, out: Path, with_policies: bool = False,
+                 with_videos: bool = False) -> tuple[int, int]:  # fmt: skip
     """Write ``suite``'s finished runs as a bundle at ``out``, atomically: everything goes to a temporary
     folder beside ``out``, which is renamed to ``out`` once complete (an existing bundle there is replaced;
-    any other non-empty folder is refused). ``with_policies``: the runs' saved policy files go in too
-    (``carry_policies``). Returns ``(runs, metric rows)``.
+    any other non-empty folder is refused). ``with_policies``: the runs' saved policy files go in too;
+    ``with_videos``: their episode videos and transcripts (``carry_artifacts``). Returns ``(runs, metric
+    rows)``.
 
     Raises:
-        UsageError: ``out`` is a file, or a folder holding something other than a bundle; with
-            ``with_policies``, a policy file missing or changed since its run recorded it.
+        UsageError: ``out`` is a file, or a folder holding something other than a bundle; a policy (video)
+            file missing or changed since its run recorded it, with ``with_policies`` (``with_videos``).
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -88,8 +93,9 @@ def write_bundle(store: Any, con: Any, suite: str, out: Path, with_policies: boo
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
         n_runs, n_rows = store.export_bundle(con, suite, tmp)
-        if with_policies:
-            carry_policies(tmp, _runs_root(store) / suite)
+        kinds = carried_kinds(with_policies, with_videos)
+        if kinds:
+            carry_artifacts(tmp, _runs_root(store) / suite, kinds)
         info = store.suite_info(con, suite) or {}
         source = info.get("source_path")
         if source and Path(source).is_file():
@@ -113,19 +119,28 @@ def _runs_root(store: Any) -> Path:
     return runs_root(store)
 
 
-def policy_file_name(sha256: str) -> str:
-    """The name a carried policy file has in a bundle: its content's sha256 (bundle files are plain names)."""
-    return f"policy-{sha256}"
+def carried_kinds(with_policies: bool, with_videos: bool) -> tuple[str, ...]:
+    """The artifact kinds a bundle carries the files of: saved policies (``--with-policies``), episode videos
+    and text transcripts (``--with-videos``)."""
+    return (("policy_best", "policy_final") if with_policies else ()) + (
+        ("video", "transcript") if with_videos else ()
+    )
 
 
-def carry_policies(folder: Path, suite_dir: Path) -> int:
-    """Copy the saved policy files that ``folder/artifacts.parquet`` lists (kinds ``policy_*``) from the
-    suite's run folders into the bundle folder as ``policy-<sha256>``, and name that file in the rows'
-    ``file`` column (null for the rows whose file stays behind: videos, transcripts). Returns the files
-    copied. The manifest, written after, checks them like every other file.
+def carried_file_name(kind: str, sha256: str) -> str:
+    """The name a carried file has in a bundle: its kind's prefix and its content's sha256 (bundle files are
+    plain names): ``policy-<sha256>`` for a saved policy's file, ``video-<sha256>``, ``transcript-<sha256>``."""
+    return f"{'policy' if kind.startswith('policy_') else kind}-{sha256}"
+
+
+def carry_artifacts(folder: Path, suite_dir: Path, kinds: tuple[str, ...]) -> int:
+    """Copy the files that ``folder/artifacts.parquet`` lists with a kind in ``kinds`` from the suite's run
+    folders into the bundle folder (``carried_file_name``), and name that file in the rows' ``file`` column
+    (null for the rows whose file stays behind). Returns the files copied. The manifest, written after,
+    checks them like every other file.
 
     Raises:
-        UsageError: a listed policy file that is missing or no longer what its run recorded.
+        UsageError: a listed file that is missing or no longer what its run recorded.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -136,16 +151,17 @@ def carry_policies(folder: Path, suite_dir: Path) -> int:
     names: list[str | None] = []
     copied = 0
     for r in table.to_pylist():
-        if not str(r["kind"]).startswith("policy_"):
+        if r["kind"] not in kinds:
             names.append(None)
             continue
         src = resolve(suite_dir / r["run_id"], r["path"])
-        name = policy_file_name(r["sha256"])
+        name = carried_file_name(r["kind"], r["sha256"])
         dest = folder / name
         if not dest.exists():
             if not src.is_file() or src.stat().st_size != r["bytes"] or _sha256(src) != r["sha256"]:
+                flag = "--with-policies" if r["kind"].startswith("policy_") else "--with-videos"
                 raise UsageError(f"{src}: missing or changed since run {r['run_id']} saved it; export without "
-                                 "--with-policies, or run that run again")  # fmt: skip
+                                 f"{flag}, or run that run again")  # fmt: skip
             shutil.copyfile(src, dest)
             copied += 1
         names.append(name)
@@ -154,10 +170,10 @@ def carry_policies(folder: Path, suite_dir: Path) -> int:
     return copied
 
 
-def place_policies(folder: Path, artifacts: Any, suite_dir: Path) -> Any:
-    """The rows of a verified bundle's ``artifacts.parquet`` whose policy file it carries, after putting each
-    file at its path under ``suite_dir/<run_id>/`` (a file already there is left as it is). Returns them
-    without the ``file`` column, for ``Store.import_bundle``.
+def place_artifacts(folder: Path, artifacts: Any, suite_dir: Path) -> Any:
+    """The rows of a verified bundle's ``artifacts.parquet`` whose file it carries (saved policies, videos,
+    transcripts), after putting each file at its path under ``suite_dir/<run_id>/`` (a file already there is
+    left as it is). Returns them without the ``file`` column, for ``Store.import_bundle``.
 
     Raises:
         ImportInvalid: a row naming a file the bundle lacks, of another sha256, or a path out of its run
@@ -172,7 +188,8 @@ def place_policies(folder: Path, artifacts: Any, suite_dir: Path) -> Any:
     carried = artifacts.filter(pc.is_valid(artifacts["file"]))
     for r in carried.to_pylist():
         src = folder / str(r["file"])
-        if r["file"] != policy_file_name(r["sha256"]) or not src.is_file() or _sha256(src) != r["sha256"]:
+        if (r["file"] != carried_file_name(str(r["kind"]), r["sha256"]) or not src.is_file()
+                or _sha256(src) != r["sha256"]):  # fmt: skip
             raise ImportInvalid(f"artifacts.parquet: run {r['run_id']}'s {r['path']} names {r['file']!r}, "
                                 "which the bundle does not hold as recorded; the bundle is damaged")  # fmt: skip
         try:
@@ -187,7 +204,8 @@ def place_policies(folder: Path, artifacts: Any, suite_dir: Path) -> Any:
     return carried.drop_columns(["file"])
 
 
-def export_suite(store: Any, suite: str, out: Path, with_policies: bool = False) -> tuple[int, int, int]:
+def export_suite(store: Any, suite: str, out: Path, with_policies: bool = False,
+                 with_videos: bool = False) -> tuple[int, int, int]:  # fmt: skip
     """``rlbench export``: ``write_bundle`` of ``suite`` on a connection of its own. Returns ``(runs, metric
     rows, bytes written)``.
 
@@ -201,7 +219,7 @@ def export_suite(store: Any, suite: str, out: Path, with_policies: bool = False)
             raise UnknownName(
                 f"{suite!r}: no such suite in {store.path} (suites: {', '.join(known) or 'none yet'})"
             )
-        n_runs, n_rows = write_bundle(store, con, suite, out, with_policies)
+        n_runs, n_rows = write_bundle(store, con, suite, out, with_policies, with_videos)
     return n_runs, n_rows, sum(p.stat().st_size for p in Path(out).iterdir() if p.is_file())
 
 

@@ -57,8 +57,9 @@ def policy_folder(store: Store, run_id: str, which: str) -> tuple[Path, int | No
         suite, algo = rows[0]
         saved = [a for a in store.artifacts(con, run_id=run_id) if str(a["kind"]).startswith("policy_")]
     if not saved:
-        raise UsageError(f"run {run_id} ({algo}) has no saved policy: runs of ppo and the d3rlpy algorithms "
-                         "keep theirs; run it again with this rlbench, or pick another run")  # fmt: skip
+        raise UsageError(f"run {run_id} ({algo}) has no saved policy: runs of ppo, the d3rlpy "
+                         "algorithms, hf_decision_transformer and the text algorithms keep theirs; run it again "
+                         "with this rlbench, or pick another run")  # fmt: skip
     files = [a for a in saved if a["kind"] == f"policy_{which}"]
     if not files:
         have = sorted({str(a["kind"])[len("policy_") :] for a in saved})

@@ -16,6 +16,9 @@ return-conditioned on ``target_return`` (default: the dataset's ``ref_expert``, 
 see ``algos.offline.default_target_return``), all running episodes in one forward pass per step, actions
 greedy for discrete spaces.
 
+Saved policies (``algos.keep``): the best and final policy as transformers' ``save_pretrained`` folder plus
+``conditioning.json`` (``_Policy.save``), which ``rlbench enjoy`` rebuilds with ``load_policy``.
+
 Checkpoints (``budget.checkpoint_every``, checked every step): the model, AdamW and its warm-up schedule,
 the window-sampling generator and the loss not yet logged (dropout draws from torch's global generator,
 which the runner saves); a resumed run continues bitwise on CPU.
@@ -27,7 +30,9 @@ is the size of the timestep embedding and must exceed the longest episode) and t
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium
@@ -48,7 +53,9 @@ from .offline import (
 )
 from .params import coerce_all
 
-__all__ = ["HFDecisionTransformer", "CONFIG_PARAMS", "TRAIN_PARAMS"]
+__all__ = ["HFDecisionTransformer", "CONFIG_PARAMS", "TRAIN_PARAMS", "load_policy"]
+
+CONDITIONING = "conditioning.json"  # beside save_pretrained's files: what rebuilds the conditioning
 
 # DecisionTransformerConfig fields a suite may set, with transformers' defaults (state_dim, act_dim and
 # action_tanh come from the dataset).
@@ -96,6 +103,32 @@ class _Encoding:
             self.low, self.high = action_bounds(data, space)
             self.act_dim = int(np.prod(space.shape))
 
+    def to_dict(self) -> dict[str, Any]:
+        """What rebuilds this encoding without the dataset (``from_dict``), as JSON-able numbers."""
+        out: dict[str, Any] = {"discrete": self.discrete, "obs_shape": list(self.obs_shape),
+                               "obs_mean": self.obs_mean.tolist(), "obs_std": self.obs_std.tolist(),
+                               "reward_scale": self.reward_scale, "act_dim": self.act_dim}  # fmt: skip
+        if not self.discrete:
+            out["action_low"], out["action_high"] = self.low.tolist(), self.high.tolist()
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> _Encoding:
+        """The encoding ``to_dict`` describes (floats round-trip exactly through JSON)."""
+        enc = cls.__new__(cls)
+        enc.discrete, enc.obs_shape = bool(d["discrete"]), tuple(d["obs_shape"])
+        enc.obs_mean, enc.obs_std = (
+            np.asarray(d["obs_mean"], np.float64),
+            np.asarray(d["obs_std"], np.float64),
+        )
+        enc.reward_scale, enc.act_dim = float(d["reward_scale"]), int(d["act_dim"])
+        if not enc.discrete:
+            enc.low, enc.high = (
+                np.asarray(d["action_low"], np.float64),
+                np.asarray(d["action_high"], np.float64),
+            )
+        return enc
+
     def observations(self, obs: np.ndarray) -> np.ndarray:
         """Observations (leading dims, *obs_shape) as the model's flat, standardised states."""
         flat = obs.reshape(*obs.shape[: obs.ndim - len(self.obs_shape)], -1)
@@ -118,7 +151,15 @@ class _Encoding:
 
 
 class _Policy:
-    """The ``EpisodePolicy`` of the model: all running episodes in one forward pass per step."""
+    """The ``EpisodePolicy`` of the model: all running episodes in one forward pass per step.
+
+    ``save(folder)`` writes the model with transformers' own ``save_pretrained`` (``config.json`` and the
+    weights) and what rebuilds its return-to-go conditioning as ``conditioning.json`` (target return, reward
+    scale, context length, the largest timestep, the observations' mean and std, the action encoding);
+    ``load_policy`` reads it back (``loader``: the run's saved policies, ``algos.keep``)."""
+
+    loader = "hf_decision_transformer:load_policy"
+    policy_file = "transformer"  # a folder: save_pretrained's files and conditioning.json
 
     def __init__(
         self, model: Any, enc: _Encoding, settings: dict[str, Any], target_return: float, device: str
@@ -130,6 +171,14 @@ class _Policy:
         self._target = target_return
         self._device = device
         self._ctx: EpisodeContexts | None = None
+
+    def save(self, path: Any) -> None:
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._model.save_pretrained(str(folder))
+        conditioning = {"target_return": self._target, "context_length": self._length,
+                        "max_ep_len": self._max_t + 1, **self._enc.to_dict()}  # fmt: skip
+        (folder / CONDITIONING).write_text(json.dumps(conditioning, indent=1) + "\n")
 
     def reset(self, n: int) -> None:
         state_dim = len(self._enc.obs_mean)
@@ -160,6 +209,20 @@ class _Policy:
         env_actions, model_actions = self._enc.env_actions(preds[:, -1])
         c.set_actions(idx, model_actions)
         return env_actions
+
+
+def load_policy(path: Any, device: str = "cpu") -> _Policy:
+    """Rebuild a policy saved by ``_Policy.save``: the model by ``from_pretrained`` (nothing downloaded), the
+    conditioning from ``conditioning.json``."""
+    from transformers import DecisionTransformerModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a bar of its weights loading on stderr says nothing here
+    folder = Path(path)
+    c = json.loads((folder / CONDITIONING).read_text())
+    model = DecisionTransformerModel.from_pretrained(str(folder), local_files_only=True).to(device).eval()
+    settings = {"context_length": int(c["context_length"]), "max_ep_len": int(c["max_ep_len"])}
+    return _Policy(model, _Encoding.from_dict(c), settings, float(c["target_return"]), device)
 
 
 def _inputs(

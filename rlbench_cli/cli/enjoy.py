@@ -27,8 +27,9 @@ def enjoy(
     ] = None,
     db: DbOpt = None,
 ) -> None:
-    """Rebuild a run's saved best or final policy (saved by runs of ppo and the d3rlpy algorithms) and play
-    it for N seeded episodes, printing each return; --video writes them as one MP4.
+    """Rebuild a run's saved best or final policy (saved by runs of ppo, the d3rlpy algorithms,
+    hf_decision_transformer and the text algorithms) and play it for N seeded episodes, printing each
+    return; --video writes them as one MP4.
 
     Example: rlbench enjoy 46c6566e0c673a93 --which final --episodes 5 --video cartpole.mp4
     """

@@ -14,7 +14,7 @@ from .. import query
 from ..errors import UsageError
 from ..query import parse_where
 from .common import DbOpt, DropFirstOpt, handle_errors, store_for
-from .export import WithPoliciesOpt
+from .export import WithPoliciesOpt, WithVideosOpt
 from .output import OutFormat, write_table
 
 FROM_HELP = (
@@ -150,6 +150,7 @@ def fetch(
         ),
     ] = None,  # fmt: skip
     with_policies: WithPoliciesOpt = False,
+    with_videos: WithVideosOpt = False,
 ) -> None:
     """Every metric of every run as tidy rows: run_id, suite, algo, env, seed, step, name, value, wall_time;
     --wide pivots metrics into columns, --scores gives one score per run. A filter that matches nothing is an
@@ -170,7 +171,7 @@ def fetch(
 
     Bundle (a suite's finished runs and every metric, as Parquet, to share or to import elsewhere; the same
     as rlbench export): rlbench fetch --suite classic-control --format bundle -o results/reference/classic-control ;
-    add --with-policies to carry the runs' saved policies ;
+    add --with-policies to carry the runs' saved policies, --with-videos their episode videos ;
     rlbench fetch --from rlbench:results/reference/classic-control --into my-study ;
     rlbench fetch --from bundle:https://example.org/bundles/classic-control ;
     rlbench fetch --from bundle:s3://my-bucket/bundles/classic-control --into my-study
@@ -187,8 +188,10 @@ def fetch(
             raise UsageError(f"{flag} says how to read files imported with --from: add --from KIND:PATH")
     if with_policies and fmt is not Format.bundle:
         raise UsageError("--with-policies puts saved policies in a bundle: add --format bundle")
+    if with_videos and fmt is not Format.bundle:
+        raise UsageError("--with-videos puts episode videos in a bundle: add --format bundle")
     if fmt is Format.bundle:
-        _bundle(db, suite, output, with_policies, {"--algo": algo, "--env": env, "--seed": seed, "--metric": metric,
+        _bundle(db, suite, output, (with_policies, with_videos), {"--algo": algo, "--env": env, "--seed": seed, "--metric": metric,
                                     "--status": status, "--steps": steps, "--where": where, "--wide": wide,
                                     "--scores": scores, "--limit": limit is not None})  # fmt: skip
         return
@@ -255,8 +258,9 @@ def _nothing(store: Any, filters: dict[str, Any], metric: list[str] | None, wher
 
 
 def _bundle(
-    db: Path | None, suite: str | None, output: Path | None, with_policies: bool, filters: dict[str, Any]
+    db: Path | None, suite: str | None, output: Path | None, carry: tuple[bool, bool], filters: dict[str, Any]
 ) -> None:
+    """``--format bundle``: ``suite`` as a bundle at ``output``; ``carry`` is (--with-policies, --with-videos)."""
     given = [flag for flag, value in filters.items() if value]
     if given:
         raise UsageError(f"--format bundle exports a whole suite: drop {', '.join(given)}")
@@ -266,7 +270,7 @@ def _bundle(
         raise UsageError(f"--output {output}: a file; a bundle is a folder, name a new or existing folder")
     from .export import write
 
-    write(db, suite, output, "--suite", with_policies)
+    write(db, suite, output, "--suite", *carry)
 
 
 def _import(

@@ -84,6 +84,12 @@ class Progress:
             self._print(info["describe"])
         elif event == "dataset":
             self._print(f"building dataset {info['name']} -> {info['path']} (once; later runs reuse it)")
+        elif event == "dataset_wait":
+            self._print(
+                f"dataset {info['name']}: another process (pid {info['pid']}) is building it; waiting"
+            )
+        elif event == "dataset_ready":
+            self._print(f"dataset {info['name']}: built by the other process, used as it is ({info['path']})")
         elif event == "dataset_progress":
             self._print(f"  {info['msg']}")
         elif event == "dataset_provenance":

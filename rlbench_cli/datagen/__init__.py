@@ -28,6 +28,7 @@ from typing import Any
 
 from ..envs.families import is_text_env
 from ..errors import SuiteInvalid, UnknownName, UsageError
+from .lock import building
 
 __all__ = ["FAMILIES", "family_of", "ensure_datasets", "prepare", "build"]
 
@@ -100,7 +101,9 @@ def prepare(
     record their references: an offline suite is normalised by them (D4RL's convention, x 100).
 
     ``report(event, info)`` hears of each dataset built (``dataset``), the builders' progress
-    (``dataset_progress``) and where mixed or imagined data comes from (``dataset_provenance``). ``gpus()``
+    (``dataset_progress``) and where mixed or imagined data comes from (``dataset_provenance``); a dataset
+    that another process (another suite's ``rlbench run``) is building is waited for (``dataset_wait``, with
+    its PID; ``datagen.lock``) and then used as that process built it (``dataset_ready``). ``gpus()``
     counts the machine's GPUs, asked only when something is built: a suite that runs on GPUs builds its
     datasets on one too (behaviour policies, the imagine generator)."""
     if not suite.datasets:
@@ -115,7 +118,8 @@ def prepare(
             raise SuiteInvalid(f"{source}: field 'datasets[{i}].path': dataset {ds.name!r} has no file at "
                                f"{paths[ds.label]}; check the path (relative paths start at the current folder)")  # fmt: skip
     builders = {ds.label: family_of(ds) if ds.generated else None for ds in suite.datasets}
-    for i, ds in enumerate(suite.datasets):
+
+    def checked(i: int, ds: Any) -> None:  # a built file is the one the suite describes
         check = getattr(builders[ds.label], "check", None)
         problem = check(ds, paths[ds.label]) if check and paths[ds.label].exists() else None
         if problem:
@@ -125,12 +129,23 @@ def prepare(
         done = getattr(builders[ds.label], "complete", None)
         return done(ds, paths[ds.label]) if done else paths[ds.label].exists()
 
-    missing = [ds for ds in suite.datasets if ds.generated and not complete(ds)]
-    for ds in missing:
-        report("dataset", {"name": ds.label, "path": paths[ds.label]})
-    if missing:
-        device = "cuda" if suite.resources.gpus_per_job > 0 and gpus() > 0 else "cpu"
-        ensure_datasets(missing, lambda msg: report("dataset_progress", {"msg": msg}), device=device)
+    for i, ds in enumerate(suite.datasets):
+        checked(i, ds)
+    device: str | None = None
+    for i, ds in enumerate(suite.datasets):
+        if not ds.generated or complete(ds):
+            continue
+        path = paths[ds.label]
+        note = {"name": ds.label, "path": path}
+        with building(path, lambda pid, note=note: report("dataset_wait", {**note, "pid": pid})):
+            if complete(ds):  # another process built it while this one waited
+                checked(i, ds)
+                report("dataset_ready", note)
+                continue
+            report("dataset", note)
+            if device is None:
+                device = "cuda" if suite.resources.gpus_per_job > 0 and gpus() > 0 else "cpu"
+            ensure_datasets([ds], lambda msg: report("dataset_progress", {"msg": msg}), device=device)
     refs: dict[str, list[float]] = {}
     for ds in suite.datasets:
         path = paths[ds.label]

@@ -59,12 +59,14 @@ from ..errors import UnknownName, UsageError
 from .behaviour import (
     NOT_LEARNABLE,
     behaviour_defaults,
+    behaviour_folder,
     ensure_behaviour,
     load_checkpoint,
     one_torch_thread,
     utc_now,
     write_json,
 )
+from .lock import building
 from .rollouts import COLLECT_ENVS, Collected, collect, collect_envs, episode_returns, uniform_policy
 
 __all__ = [
@@ -260,6 +262,15 @@ def build_dataset(
     wrappers = [dict(w) for w in wrappers or []]
     name = generated_name(env_id, level)
     out = root / f"{generated_file_stem(name, wrappers)}.hdf5"
+    with building(out, lambda pid: progress(f"{name}: another process (pid {pid}) is building it; waiting")):
+        return _build(env_id, level, name, out, size, seed, root, env_kwargs, force, behaviour_steps, device,
+                      progress, wrappers)  # fmt: skip
+
+
+def _build(env_id: str, level: str, name: str, out: Path, size: int | None, seed: int, root: Path,
+           env_kwargs: dict[str, Any], force: bool, behaviour_steps: int | None, device: str,
+           progress: Progress, wrappers: list[dict[str, Any]]) -> Path:  # fmt: skip
+    """``build_dataset``'s work, holding the dataset's build lock (``datagen.lock``)."""
     if out.exists() and not force:
         meta = read_meta(out)[0]
         if meta.get("env_kwargs", {}) != env_kwargs:
@@ -302,10 +313,14 @@ def build_dataset(
         meta["policy"] = {"kind": "uniform random"}
         meta["references_note"] = f"no expert reference: {NOT_LEARNABLE[env_id]}"
     else:
-        folder, index = ensure_behaviour(
-            root, env_id, env_kwargs, seed, cfg, behaviour_steps is not None, force, device, progress
-        )
-        refs = _references(folder, index, act_space, device, progress)
+        shared = behaviour_folder(root, env_id, env_kwargs, cfg.algo, seed)  # every level's: one trainer
+        with building(
+            shared, lambda pid: progress(f"another process (pid {pid}) is training {shared}; waiting")
+        ):
+            folder, index = ensure_behaviour(
+                root, env_id, env_kwargs, seed, cfg, behaviour_steps is not None, force, device, progress
+            )
+            refs = _references(folder, index, act_space, device, progress)
         parts, n, extra = _plan(level, index, refs, size or cfg.size, size is None)
         meta.update(extra)
         meta["behaviour"] = {

@@ -41,6 +41,7 @@ import numpy as np
 from ..datasets.names import IMAGINE_BUILD_DEFAULTS as BUILD_DEFAULTS
 from ..datasets.names import IMAGINED_SUFFIX, ORACLE_SUFFIX, datasets_root
 from ..envs.families import FAMILIES
+from .lock import building
 
 __all__ = [
     "claims",
@@ -435,6 +436,14 @@ def ensure(ds: Any, *, root: Path | None, seed: int, device: str, progress: Call
     reads them and they are missing (a dataset built before oracle rollouts existed: the real and imagined
     files stay); return the real rollouts' path."""
     p = (Path(root) if root is not None else datasets_root()) / f"{ds.name}.hdf5"
+    with building(p, lambda pid: progress(f"{ds.name}: another process (pid {pid}) is building it; waiting")):
+        return _ensure(ds, p, root, seed, device, progress)
+
+
+def _ensure(
+    ds: Any, p: Path, root: Path | None, seed: int, device: str, progress: Callable[[str], None]
+) -> Path:
+    """``ensure``'s work, holding the dataset's build lock (``datagen.lock``)."""
     if not p.exists():
         build_imagine(ds.name, str(ds.env), root or datasets_root(), ds.kwargs, ds.imagine,
                       seed=seed, device=device, progress=progress)  # fmt: skip

@@ -20,6 +20,7 @@ from ..datasets.names import TEXT_LEVELS, datasets_root, parse_generated_name, t
 from ..datasets.text import episode_returns
 from ..envs.families import is_text_env
 from ..errors import UsageError
+from .lock import building
 
 __all__ = [
     "claims",
@@ -106,6 +107,14 @@ def ensure_text_dataset(
 ) -> Path:
     """Build ``<root>/<EnvName>-<level>.jsonl`` unless it exists (or ``force``); return its path."""
     path = text_dataset_path(text_dataset_name(env_id, level), root)
+    note = progress or (lambda msg: None)
+    with building(path, lambda pid: note(f"{path}: another process (pid {pid}) is building it; waiting")):
+        return _ensure(path, env_id, level, n_episodes, seed, env_kwargs, force, progress)
+
+
+def _ensure(path: Path, env_id: str, level: str, n_episodes: int | None, seed: int,
+            env_kwargs: dict[str, Any] | None, force: bool, progress: Any) -> Path:  # fmt: skip
+    """``ensure_text_dataset``'s work, holding the dataset's build lock (``datagen.lock``)."""
     if path.exists() and not force:
         if progress:
             progress(f"{path}: exists, kept (--force rebuilds it)")

@@ -3,8 +3,9 @@ back as it was recorded.
 
 Unlike ``rlbench:DIR`` (which reads a bundle like any other tool's runs), runs keep their run ids, status and
 full manifests, and metric rows keep their wall times. Every file is checked against the bundle's
-MANIFEST.sha256 before the database is opened (``rlbench_cli.bundle.fetch``); the saved policies a bundle
-carries (``--with-policies``) are put in the runs folder next to the database, under each run's folder;
+MANIFEST.sha256 before the database is opened (``rlbench_cli.bundle.fetch``); the saved policies, episode videos
+and transcripts a bundle carries (``--with-policies``, ``--with-videos``) are put in the runs folder next to the
+database, under each run's folder, and listed with their artifact rows;
 then everything goes in ONE transaction, and run ids already there are skipped, so importing twice adds
 nothing.
 
@@ -143,7 +144,7 @@ def import_bundle(store: Any, location: str, into: str | None, timeout: float | 
     Returns:
         An ``ImportResult``.
     """
-    from ..bundle import _runs_root, fetch, place_policies
+    from ..bundle import _runs_root, fetch, place_artifacts
     from .common import ImportResult
 
     with fetch(location, timeout) as got:
@@ -158,7 +159,7 @@ def import_bundle(store: Any, location: str, into: str | None, timeout: float | 
             runs, metrics, artifacts = rekey(runs, metrics, artifacts, name)
         runs = named_runs(runs, name)
         where = got.where if "://" in got.where else str(Path(got.where).resolve())
-        carried = place_policies(got.folder, artifacts, _runs_root(store) / name)
+        carried = place_artifacts(got.folder, artifacts, _runs_root(store) / name)
         with store.writer() as con:
             new_runs, new_rows = store.import_bundle(
                 con, {**suite, "name": name}, runs, metrics, source=f"bundle:{where}", artifacts=carried

@@ -118,3 +118,67 @@ def test_export_with_a_policy_gone_is_refused_and_leaves_nothing(db, tmp_path):
     r = invoke("export", "s", "--out", tmp_path / "b", "--with-policies", "--db", db)
     _one_line(r, "policy.pt: missing or changed", "without --with-policies")
     assert not (tmp_path / "b").exists() and not list(tmp_path.glob(".b.partial-*"))
+
+
+def _add_videos(db, tmp_path):
+    """The ppo run of ``db`` also recorded a video and a transcript (files as a run writes them)."""
+    attempt = tmp_path / "runs" / "s" / "p1" / "attempt-1"
+    (attempt / "videos").mkdir()
+    (attempt / "videos" / "eval-000000100.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42 frames")
+    (attempt / "videos" / "eval-000000100.txt").write_text("# seed 0\n> left\n# return 1\n")
+    log = ArtifactLog(attempt)
+    log.add(100, "video", [attempt / "videos" / "eval-000000100.mp4"])
+    log.add(100, "transcript", [attempt / "videos" / "eval-000000100.txt"])
+    store = Store(db)
+    with store.writer() as con:
+        store.ingest_artifacts(con, [("p1", current(read_index(attempt)))])
+
+
+def test_with_videos_needs_a_bundle(db):
+    _one_line(
+        invoke("fetch", "--suite", "s", "--with-videos", "--db", db), "--with-videos", "--format bundle"
+    )
+
+
+def test_a_bundle_with_videos_carries_videos_and_transcripts_but_not_policies_unless_asked(db, tmp_path):
+    _add_videos(db, tmp_path)
+    r = invoke(
+        "fetch", "--suite", "s", "--format", "bundle", "-o", tmp_path / "b", "--with-videos", "--db", db
+    )
+    assert r.exit_code == 0, r.output
+    carried = sorted(p.name.split("-")[0] for p in (tmp_path / "b").iterdir() if "-" in p.name)
+    assert carried == ["transcript", "video"]  # no policy-<sha256> without --with-policies
+    manifest = (tmp_path / "b" / "MANIFEST.sha256").read_text()
+    assert all(p.name in manifest for p in (tmp_path / "b").glob("*-*"))
+    other = tmp_path / "other" / "o.duckdb"
+    for _ in range(2):  # idempotent
+        assert invoke("fetch", "--from", f"bundle:{tmp_path / 'b'}", "--db", other).exit_code == 0
+    folder = tmp_path / "other/runs/s/p1/attempt-1"
+    assert (folder / "videos/eval-000000100.mp4").read_bytes() == b"\x00\x00\x00\x18ftypmp42 frames"
+    assert (folder / "videos/eval-000000100.txt").read_text().startswith("# seed 0")
+    assert not (folder / "policy").exists()
+    with Store(other).reader() as con:
+        rows = sorted((a["kind"], a["path"]) for a in Store(other).artifacts(con, run_id="p1")
+                      if a["kind"] != "source")  # fmt: skip
+    assert rows == [("transcript", "attempt-1/videos/eval-000000100.txt"),
+                    ("video", "attempt-1/videos/eval-000000100.mp4")]  # fmt: skip
+
+
+def test_a_bundle_whose_video_was_changed_imports_nothing(db, tmp_path):
+    _add_videos(db, tmp_path)
+    r = invoke("export", "s", "--out", tmp_path / "b", "--with-videos", "--with-policies", "--db", db)
+    assert r.exit_code == 0, r.output
+    (victim,) = (tmp_path / "b").glob("video-*")
+    victim.write_bytes(victim.read_bytes()[:-1] + b"X")
+    other = tmp_path / "other" / "o.duckdb"
+    _one_line(invoke("fetch", "--from", f"bundle:{tmp_path / 'b'}", "--db", other), victim.name, "sha256")
+    assert not (tmp_path / "other" / "runs").exists()
+
+
+def test_export_with_a_video_gone_is_refused_naming_the_flag(db, tmp_path):
+    _add_videos(db, tmp_path)
+    (tmp_path / "runs/s/p1/attempt-1/videos/eval-000000100.mp4").unlink()
+    r = invoke("export", "s", "--out", tmp_path / "b", "--with-videos", "--db", db)
+    _one_line(r, "eval-000000100.mp4: missing or changed", "without --with-videos")
+    assert not (tmp_path / "b").exists()
+    assert invoke("export", "s", "--out", tmp_path / "b", "--db", db).exit_code == 0  # without: fine

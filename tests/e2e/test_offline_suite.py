@@ -66,3 +66,26 @@ def test_offline_suite_on_your_own_file_runs_scores_and_plots(tmp_path):
     fetched = json.loads(rl("fetch", "--suite", "offline-mine", "--metric", "eval/normalized_return", "--format", "json",
                             "--db", db).stdout)  # fmt: skip
     assert len(fetched) == 4 * 3  # every run logs it at steps 0, 150, 300
+
+
+def test_enjoy_plays_a_saved_hf_decision_transformer(tmp_path):
+    _cartpole_expert_file(tmp_path / "mine.hdf5", episodes=4)
+    suite = tmp_path / "dt.yaml"
+    suite.write_text(
+        "name: dt\nseeds: 1\nbudget: {steps: 40, eval_every: 20, eval_episodes: 2}\n"
+        f"datasets: [{{name: cartpole-mine, path: {tmp_path / 'mine.hdf5'}, env: CartPole-v1}}]\n"
+        "algorithms:\n  - {name: hf_decision_transformer, params: {hidden_size: 16, n_layer: 1, "
+        "context_length: 4, batch_size: 16}}\n"
+    )
+    db = tmp_path / "r.duckdb"
+    rl("run", suite, "--db", db)
+    (run,) = json.loads(rl("status", "dt", "--db", db, "--json").stdout)["runs"]
+    r = rl("enjoy", run["run_id"], "--which", "final", "--episodes", 2, "--db", db)
+    returns = [float(line.split()[-1]) for line in r.stdout.splitlines() if line.startswith("episode ")]
+    last = json.loads(
+        rl("fetch", "--suite", "dt", "--metric", "eval/return", "--format", "json", "--db", db).stdout
+    )
+    final = max(last, key=lambda row: row["step"])
+    assert len(returns) == 2 and sum(returns) / 2 == pytest.approx(final["value"], rel=1e-12)  # replayed
+    assert f"final policy (step {final['step']})" in r.stdout
+    assert "best policy (step " in rl("enjoy", run["run_id"], "--db", db).stdout

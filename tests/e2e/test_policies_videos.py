@@ -123,3 +123,39 @@ def test_the_report_embeds_the_latest_episode_video(done):
     )
     assert base64.b64decode(data) == (done / "runs" / "keep" / run_id / path).read_bytes()
     assert "evaluation at step 1024" in page
+
+
+def test_a_bundle_with_videos_shows_them_in_the_importers_report_and_ui(done, tmp_path):
+    import base64
+    import re
+
+    from starlette.testclient import TestClient
+
+    from rlbench_cli.store import Store
+    from rlbench_cli.ui.app import create_app
+
+    db, bundle, other = done / "rlbench.duckdb", tmp_path / "bundle", tmp_path / "elsewhere" / "o.duckdb"
+    rl("export", "keep", "--out", bundle, "--with-videos", "--db", db)
+    stored = _sql(db, "SELECT run_id, path, sha256 FROM artifacts WHERE kind = 'video' ORDER BY step")
+    assert sorted(p.name for p in bundle.glob("video-*")) == sorted(f"video-{sha}" for *_, sha in stored)
+    assert not list(bundle.glob("policy-*"))
+    rl("fetch", "--from", f"bundle:{bundle}", "--db", other)
+    assert (
+        _sql(other, "SELECT run_id, path, sha256 FROM artifacts WHERE kind = 'video' ORDER BY step") == stored
+    )
+    for run_id, path, _ in stored:  # each video where the importer's run folder has it, as recorded
+        assert (other.parent / "runs" / "keep" / run_id / path).read_bytes() == (
+            done / "runs" / "keep" / run_id / path
+        ).read_bytes()
+    rl("report", "keep", "--db", other, "--out", tmp_path / "page.html")
+    (data,) = re.findall(
+        r'<video [^>]*src="data:video/mp4;base64,([A-Za-z0-9+/=]+)"', (tmp_path / "page.html").read_text()
+    )
+    run_id, path, _ = stored[-1]
+    assert base64.b64decode(data) == (other.parent / "runs" / "keep" / run_id / path).read_bytes()
+    client = TestClient(create_app(Store(other)))
+    listed = client.get(f"/api/run/{run_id}").json()["artifacts"]
+    videos = [a for a in listed if a["kind"] == "video"]
+    assert len(videos) == len(stored) and all(a["file"] for a in videos)  # linked: the file is there
+    got = client.get(f"/files/{run_id}/{videos[-1]['file']}")
+    assert got.status_code == 200 and got.headers["content-type"] == "video/mp4"

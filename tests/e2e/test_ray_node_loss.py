@@ -2,8 +2,9 @@
 what Ray's own test suite uses: one real GCS and several real raylets, each a node of its own), the real
 `rlbench run --executor ray` pointed at it, and the node running the runs killed mid-training. The runs come
 back as new attempts with the cause recorded, are not counted against --retries (0 here), go on from their
-last checkpoint on the surviving node and finish; also when both seeds share one packed job
-(``resources.seeds_per_job``), which resumes them at one step.
+last checkpoint on the surviving node and finish, still listing the first attempt's episode videos (sent to
+the survivor with the checkpoint); also when both seeds share one packed job (``resources.seeds_per_job``),
+which resumes them at one step.
 
 Every subprocess has a timeout and every wait a deadline: nothing here can hang CI."""
 
@@ -76,6 +77,13 @@ def _wait(what: str, cond, timeout: float, proc: subprocess.Popen):
     raise AssertionError(f"no {what} within {timeout:g}s")
 
 
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
 def _crash(node) -> None:
     """SIGKILL every process the node's raylet started (its workers, the runs' actors) before the raylet:
     a machine that dies takes them all at once; a worker that outlived its raylet by a second could still
@@ -107,9 +115,10 @@ def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_pa
     # a pack steps CartPole NumPy-vectorised, 2 seeds in a few seconds: too fast for the kill to land mid-run;
     # with an env kwarg it steps plain gymnasium envs one by one, as long as two one-seed jobs take
     env = "CartPole-v1" if seeds_per_job == 1 else "{id: CartPole-v1, kwargs: {max_episode_steps: 500}}"
+    videos = ", video_every: 1" if seeds_per_job == 1 else ""  # a video of each evaluation (one-seed jobs)
     suite.write_text(
         f"name: nl\nseeds: 2\nbudget: {{steps: {STEPS}, eval_every: 2048, eval_episodes: 1, "
-        f"checkpoint_every: {CKPT_EVERY}}}\nenvs: [{env}]\nalgorithms: [{PPO}]\n"
+        f"checkpoint_every: {CKPT_EVERY}{videos}}}\nenvs: [{env}]\nalgorithms: [{PPO}]\n"
         f"resources: {{seeds_per_job: {seeds_per_job}}}\n"
     )
     proc = subprocess.Popen([RLBENCH, "run", str(suite), "--db", str(db), "--executor", "ray", "--address",
@@ -123,6 +132,11 @@ def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_pa
         _wait("both runs started", lambda: len(list(runs.glob("*/attempt-1"))) == 2, 120, proc)
         ckpts = lambda: len({p.parent.parent for p in runs.glob("*/checkpoint/step-*.pt")}) == 2  # noqa: E731
         _wait("a checkpoint of both runs", ckpts, 180, proc)
+        if videos:  # the first evaluation's video is listed at the second (step 2048), before its checkpoint
+            _wait("attempt 1's first video listed and a checkpoint after it, in both runs", lambda: all(
+                "eval-000000000.mp4" in _text(r / "attempt-1" / "artifacts.jsonl")
+                and any(int(p.stem[5:]) >= 2048 for p in r.glob("checkpoint/step-*.pt"))
+                for r in runs.iterdir()), 180, proc)  # fmt: skip
         _crash(victim)
         cluster.remove_node(victim, allow_graceful=False)  # SIGKILL of its raylet: gone, as in a crash
         cluster.add_node(num_cpus=2)  # the survivor
@@ -147,6 +161,16 @@ def test_runs_of_a_node_lost_mid_training_are_retried_on_a_surviving_node(tmp_pa
     if seeds_per_job == 2:  # a pack resumes its seeds at one step, in one job again
         assert resumed[0] == resumed[1], resumed
         assert len({job_id for *_, job_id in rows}) == 1, rows
+    if videos:  # attempt 2 ran on another node than attempt 1 and still lists attempt 1's files up to its
+        # checkpoint (sent to the survivor with the checkpoint): the first video, kept in the store
+        with duckdb.connect(str(db), read_only=True) as con:
+            listed = con.execute("SELECT run_id, step, kind, path FROM artifacts ORDER BY ALL").fetchall()
+        for run_id, *_ in rows:
+            mine = [(step, kind, path) for r, step, kind, path in listed if r == run_id]
+            assert (0, "video", "attempt-1/videos/eval-000000000.mp4") in mine, mine
+            videos_at = [step for step, kind, _ in mine if kind == "video"]
+            assert videos_at == sorted(set(videos_at)) and videos_at[-1] == STEPS, mine  # none doubled
+            assert all((runs / run_id / path).is_file() for *_, path in mine)  # every listed file is here
     for run_id, *_ in rows:
         log = (runs / run_id / "attempt-1" / "output.log").read_text()
         assert "[rlbench] node lost: Ray node" in log  # the cause stays with the attempt it ended

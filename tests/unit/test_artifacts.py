@@ -156,3 +156,44 @@ def test_ray_brings_back_each_listed_file_once_and_before_its_index(tmp_path):
     write_files(here, first + second)
     assert current(read_index(here)) == current(read_index(node))
     assert (here / "policy/final/policy.pt").read_bytes() == b"p"
+
+
+def test_a_resumed_attempt_on_another_ray_node_gets_the_earlier_attempts_index_and_files(tmp_path):
+    from rlbench_cli.executors.ray.transfer import resume_files, write_files
+
+    run = tmp_path / "coordinator" / "s" / "r1"  # the run folder on the coordinator's machine
+    first = run / "attempt-1"
+    log = ArtifactLog(first)
+    log.add(0, "video", [_file(first / "videos/eval-0.mp4", b"v0")])
+    log.add(4, "video", [_file(first / "videos/eval-4.mp4", b"v4")])
+    log.add(4, "policy_best", [_file(first / "policy/best-4/policy.pt", b"b4")])
+    log.add(8, "video", [_file(first / "videos/eval-8.mp4", b"v8")])  # after the checkpoint
+    log.add(8, "policy_final", [_file(first / "policy/final/policy.pt", b"f")])
+    _file(first / "metrics/shard-0.parquet", b"rows")
+    _file(run / "checkpoint/step-000000004.pt", b"ckpt")
+    spec = SimpleNamespace(budget={"checkpoint_every": 4})
+    files = resume_files(Job(spec, run / "attempt-2", 2))  # type: ignore[arg-type]
+    sent = [rel for rel, _ in files]
+    assert sent.index("attempt-1/videos/eval-4.mp4") < sent.index(
+        f"attempt-1/{INDEX}"
+    )  # a file before its index
+    assert "attempt-1/videos/eval-8.mp4" not in sent and "attempt-1/policy/final/policy.pt" not in sent
+    node = (
+        tmp_path / "node" / "s" / "r1"
+    )  # another node's run folder: only what was sent (as the actor writes it)
+    write_files(node, files, checkpoints_up=False)
+    rows = current(read_index(node / "attempt-1"))
+    assert rows == current(read_index(first))
+    # what the resumed attempt lists of them (RunContext._carry_artifacts): each row up to the checkpoint,
+    # but the final policy, whose file is there
+    carried = [
+        r["path"]
+        for r in rows
+        if r["step"] <= 4 and r["kind"] != "policy_final" and (node / r["path"]).is_file()
+    ]
+    assert sorted(carried) == [
+        "attempt-1/policy/best-4/policy.pt",
+        "attempt-1/videos/eval-0.mp4",
+        "attempt-1/videos/eval-4.mp4",
+    ]
+    assert (node / "attempt-1/videos/eval-4.mp4").read_bytes() == b"v4"

@@ -134,6 +134,45 @@ def test_an_offline_d3rlpy_run_keeps_its_policy(tmp_path, name):
     assert _replay(folder / "policy" / "final", "CartPole-v1", spec.seed, 2) == _final_return(folder)
 
 
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_an_hf_decision_transformer_run_keeps_save_pretrained_and_its_conditioning(tmp_path, env_id):
+    import json
+
+    import torch
+    from offline_helpers import cartpole_controller, offline_spec, pendulum_controller, rollouts
+    from transformers import DecisionTransformerModel
+
+    from rlbench_cli.algos import get_algorithm
+    from rlbench_cli.algos.base import RunContext
+    from rlbench_cli.sink import ShardSink
+
+    torch.set_num_threads(1)
+    cartpole = env_id == "CartPole-v1"
+    data = rollouts(
+        env_id, cartpole_controller if cartpole else pendulum_controller, 4 if cartpole else 2, 0.2
+    )
+    params = {"hidden_size": 16, "n_layer": 1, "context_length": 4, "batch_size": 8, "logging_steps": 5,
+              "target_return": 321.0}  # fmt: skip
+    spec = offline_spec("hf_decision_transformer", env_id, 10, params, every=5, episodes=3)
+    folder = tmp_path / "run" / "attempt-1"
+    sink = ShardSink(folder / "metrics", background=False)
+    ctx = RunContext(spec=spec, sink=sink, run_dir=folder, _dataset=data, keep_artifacts=True)
+    get_algorithm("hf_decision_transformer")().train(ctx)
+    sink.close()
+    rows = current(read_index(folder))
+    assert {r["kind"] for r in rows} == {"policy_best", "policy_final"}
+    final = folder / "policy" / "final" / "transformer"
+    assert "attempt-1/policy/final/transformer/config.json" in {r["path"] for r in rows}  # save_pretrained
+    model = DecisionTransformerModel.from_pretrained(str(final), local_files_only=True)  # transformers alone
+    assert model.config.hidden_size == 16 and model.config.action_tanh == (not cartpole)
+    conditioning = json.loads((final / "conditioning.json").read_text())
+    assert conditioning["target_return"] == 321.0 and conditioning["context_length"] == 4
+    assert (
+        conditioning["discrete"] == cartpole and len(conditioning["obs_mean"]) == data.observations.shape[1]
+    )
+    assert _replay(folder / "policy" / "final", env_id, spec.seed, 3) == _final_return(folder)
+
+
 def test_each_seed_of_a_packed_job_keeps_its_own_policies_and_videos(tmp_path):
     import torch
 

@@ -152,8 +152,9 @@ def resume_files(job: Job, every_checkpoint: bool = False) -> list[tuple[str, by
     """What attempt ``job`` needs from its run folder on the coordinator's machine to resume on another
     node: the run's latest checkpoint (``every_checkpoint``: the ones kept, for a seed of a packed job, which
     resumes at the latest step all its seeds have) and the metric shards of its earlier attempts (the
-    checkpoint names the shards of the attempt that saved it; without them it would start over). Relative to
-    the run folder."""
+    checkpoint names the shards of the attempt that saved it; without them it would start over), and the
+    earlier attempts' artifact indexes with the files they list up to the checkpoint (``earlier_artifacts``).
+    Relative to the run folder."""
     if job.attempt < 2 or job.spec.budget.get("checkpoint_every") is None:
         return []
     from ...checkpoint import list_checkpoints
@@ -167,8 +168,35 @@ def resume_files(job: Job, every_checkpoint: bool = False) -> list[tuple[str, by
         metrics = run_folder / f"attempt-{k}" / "metrics"
         for p in sorted(metrics.glob("*.parquet")) if metrics.is_dir() else []:
             files.append((f"attempt-{k}/metrics/{p.name}", p.read_bytes()))
+    files += earlier_artifacts(run_folder, job.attempt, found[0][0])
     for _, path in found if every_checkpoint else found[:1]:
         files.append((f"checkpoint/{path.name}", path.read_bytes()))
+    return files
+
+
+def earlier_artifacts(run_folder: Path, attempt: int, step: int) -> list[tuple[str, bytes]]:
+    """The artifact index of each attempt before ``attempt`` and the files they list up to ``step`` (but a
+    final policy) that are in the run folder, each file once, relative to the run folder. A resumed attempt
+    lists the files of the attempt it continues (``RunContext._carry_artifacts``, which reads that attempt's
+    index and keeps the rows whose file is there): on another node than the earlier attempt's, without them
+    it would list none, and the run's artifact rows (its videos, its best policy) would be lost at the
+    coordinator's next ingest, though the files are here."""
+    from ...artifacts import INDEX, current, read_index
+
+    files: list[tuple[str, bytes]] = []
+    sent: set[str] = set()
+    for k in range(1, attempt):
+        index = run_folder / f"attempt-{k}" / INDEX
+        if not index.is_file():
+            continue
+        for r in current(read_index(index.parent)):
+            if r["step"] > step or r["kind"] == "policy_final" or r["path"] in sent:
+                continue
+            path = run_folder / r["path"]
+            if path.is_file() and path.resolve().is_relative_to(run_folder.resolve()):
+                files.append((r["path"], path.read_bytes()))
+                sent.add(r["path"])
+        files.append((f"attempt-{k}/{INDEX}", index.read_bytes()))
     return files
 
 
