@@ -226,9 +226,8 @@ def test_pqn_jax_trains_every_seed_of_a_pack_with_finite_rows(tmp_path):
         spec = RunSpec(suite="t", algo="pqn_jax", algo_name="pqn_jax", params={"num_envs": 8, "num_steps": 16,
                        "num_minibatches": 4, "update_epochs": 2, "hidden_sizes": [32, 32]}, env_id="gymnax/CartPole-v1",
                        env_kwargs={}, seed=s, budget=dict(BUDGET))  # fmt: skip
-        ctxs.append(
-            RunContext(spec=spec, sink=ShardSink(tmp_path / f"s{s}" / "metrics"), run_dir=tmp_path / f"s{s}")
-        )
+        ctxs.append(RunContext(spec=spec, sink=ShardSink(tmp_path / f"s{s}" / "metrics"), run_dir=tmp_path / f"s{s}",
+                               keep_artifacts=True))  # fmt: skip
     assert PQNJax.train_packed(ctxs) == {s: None for s in range(4)}
     for c in ctxs:
         c.sink.close()
@@ -238,6 +237,16 @@ def test_pqn_jax_trains_every_seed_of_a_pack_with_finite_rows(tmp_path):
         assert all(np.isfinite(v) for _, _, v in r)
         assert {"train/loss/q", "train/q_mean", "train/epsilon"} <= {name for name, _, _ in r}
     assert rows[0] != rows[1]
+    # each seed's kept final policy, rebuilt, plays its last evaluation's episodes again (in gymnax)
+    from rlbench_cli.algos.base import eval_seeds
+    from rlbench_cli.algos.keep import load_saved
+
+    for s in (0, 3):
+        policy, info = load_saved(tmp_path / f"s{s}" / "policy" / "final")
+        assert info["seed"] == s and info["step"] == 1024
+        returns, _ = policy.play(eval_seeds(s, 3))
+        last = [v for name, step, v in rows[s] if name == "eval/return" and step == 1024]
+        assert returns.mean() == pytest.approx(last[0], rel=1e-5)
 
 
 @isolated
@@ -281,3 +290,25 @@ def test_a_policy_trained_in_gymnax_scores_in_gymnasium_what_it_scores_in_gymnax
     assert a.mean() > 200  # trained policies, or the comparison says little
     se = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
     assert abs(a.mean() - b.mean()) <= 3 * se + 1e-9, (a.mean(), b.mean(), se)
+
+
+@isolated
+def test_a_stalled_chunk_ends_the_pack_through_the_watchdog_naming_the_wedge(tmp_path):
+    """A real sleep in the second chunk's thread (the test hook) stands for XLA's wedge: the watchdog gives up
+    on it long before the sleep ends, every seed fails with the cause, the rows before it are kept, and the
+    job says its worker must be replaced."""
+    import os
+
+    from rlbench_cli.algos import base
+    from rlbench_cli.packed import run_job
+
+    os.environ.update(RLBENCH_JAX_TEST_STALL="2:3600", RLBENCH_JAX_WATCHDOG_FLOOR_S="5")
+    specs = [_spec(s) for s in (0, 1, 2, 3)]
+    folders = [tmp_path / s.run_id / "attempt-1" for s in specs]
+    result = run_job(specs, folders)
+    assert result["status"] == "failed" and result["restart_worker"].startswith("XLA's runtime wedged")
+    assert base.process_spoiled() == result["restart_worker"]
+    for r, folder in zip(result["pack_results"], folders):
+        assert r["error"].startswith("XlaWedged: XLA's runtime wedged: the chunk of 4 iteration(s) to step 512 "
+                                     "and its evaluation made no progress for"), r["error"]  # fmt: skip
+        assert [s for name, s, _ in _rows(folder) if name == "eval/return"] == [0]  # the chunk before it
