@@ -162,9 +162,9 @@ PARITY = {
 }  # at 6,144 steps, trained returns are told from untrained ones
 
 
-def _finals(tmp_path, seeds, pack):
-    """ppo_jax's final and step-0 eval/return of ``seeds`` on gymnax's CartPole-v1 (6,144 steps, PARITY), trained
-    ``pack`` seeds per job."""
+def _finals(tmp_path, seeds, pack, env="gymnax/CartPole-v1", params=PARITY, steps=6144):
+    """ppo_jax's final and step-0 eval/return of ``seeds`` on ``env`` (by default gymnax's CartPole-v1, 6,144
+    steps, PARITY), trained ``pack`` seeds per job."""
     from dataclasses import replace
 
     from test_ppo_packed import finals, make_spec, read_rows
@@ -172,7 +172,7 @@ def _finals(tmp_path, seeds, pack):
     for i in range(0, len(seeds), pack):
         ctxs = []
         for s in seeds[i : i + pack]:
-            spec = make_spec("gymnax/CartPole-v1", PARITY, s, 6144, 6144, 5)
+            spec = make_spec(env, params, s, steps, steps, 5)
             spec = replace(spec, algo="ppo_jax", algo_name="ppo_jax")
             ctxs.append(RunContext(spec=spec, sink=ShardSink(tmp_path / f"jax-{s}", background=False)))
         assert PPOJax.train_packed(ctxs) == {c.seed: None for c in ctxs}
@@ -205,6 +205,23 @@ def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_cartpole(tmp_path
     (tmp_path / "torch").mkdir()
     _, torch_rows = packed(tmp_path / "torch", [make_spec("CartPole-v1", PARITY, 100 + s, 6144, 6144, 5)
                                                 for s in range(6)])  # fmt: skip
+    _compatible(x, np.array([finals(r) for r in torch_rows.values()]), x0)
+
+
+@isolated(deadline_s=420)
+def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_acrobot(tmp_path):
+    """ppo_jax seeds 0..9 on gymnax's Acrobot-v1 (one pack) against packed torch ppo seeds 100..109 on
+    gymnasium's, 50k steps at learning rate 1e-3 (about 50 s of CPU; benchmarks/jax_parity.py prints the
+    figures): equal means not rejected, IQM intervals overlapping, and the finals told apart from step 0."""
+    import torch
+    from test_ppo_packed import finals, make_spec, packed
+
+    torch.set_num_threads(1)
+    params, steps = {"learning_rate": 1e-3}, 50_000
+    x, x0 = _finals(tmp_path, list(range(10)), 10, "gymnax/Acrobot-v1", params, steps)
+    (tmp_path / "torch").mkdir()
+    _, torch_rows = packed(tmp_path / "torch", [make_spec("Acrobot-v1", params, 100 + s, steps, steps, 5)
+                                                for s in range(10)])  # fmt: skip
     _compatible(x, np.array([finals(r) for r in torch_rows.values()]), x0)
 
 
