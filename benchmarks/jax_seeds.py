@@ -14,7 +14,9 @@ the training alone (N x steps / sys/train_s, after the compilation), the compila
 (sys/compile_s: a hit in JAX's persistent cache makes it small), the share of the command's wall time the
 worker spent turning the compiled program's chunks into rows (sys/tracking_s), and the command's wall time.
 
-Each ``rlbench run`` gets a fresh folder and database; JAX's compilation cache is a fresh folder too unless
+While a ``rlbench run`` goes, its progress is printed as its job writes it (the compilation, then each
+evaluation chunk with its seconds and env steps/s), so a run that does not finish still says where the time
+went. Each ``rlbench run`` gets a fresh folder and database; JAX's compilation cache is a fresh folder too unless
 --warm-cache (then the first run of a shape pays for the compilation and later ones do not).
 
     pip install -e ".[jax,bench]"
@@ -63,13 +65,17 @@ def run_rlbench(seeds: int, steps: int, device: str, folder: Path, cache: Path) 
     env = {**os.environ, "RLBENCH_JAX_CACHE": str(cache)}
     db = folder / "r.duckdb"
     t0 = time.perf_counter()
-    proc = subprocess.run(["rlbench", "run", str(suite), "--db", str(db), "--workers", "1"], cwd=folder,
-                          env=env, capture_output=True, text=True)  # fmt: skip
+    print(f"  [{seeds} seeds x {steps:,} steps] rlbench run started", flush=True)
+    with open(folder / "stdout.txt", "w+") as out, open(folder / "stderr.txt", "w+") as err:
+        proc = subprocess.Popen(["rlbench", "run", str(suite), "--db", str(db), "--workers", "1"], cwd=folder,
+                                env=env, stdout=out, stderr=err, text=True)  # fmt: skip
+        follow(proc, folder, t0, f"{seeds} seeds x {steps:,} steps")
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise SystemExit(
-            f"rlbench run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        )
+        raise SystemExit(f"rlbench run failed ({proc.returncode}):\n{stdout[-3000:]}\n{stderr[-3000:]}")
     with duckdb.connect(str(db), read_only=True) as con:
         status = dict(con.execute("SELECT status, count(*) FROM runs GROUP BY status").fetchall())
         final = [v for (v,) in con.execute("""SELECT arg_max(value, step) FROM metrics WHERE name = 'eval/return'
@@ -82,6 +88,30 @@ def run_rlbench(seeds: int, steps: int, device: str, folder: Path, cache: Path) 
     return {"seeds": seeds, "steps": steps, "trained": int(trained or 0), "wall_s": wall, "status": status,
             "final": final, "compile_s": sys_.get("sys/compile_s"), "train_s": sys_.get("sys/train_s"),
             "tracking_s": sys_.get("sys/tracking_s")}  # fmt: skip
+
+
+def follow(proc: subprocess.Popen, folder: Path, t0: float, label: str, every: float = 1.0) -> None:
+    """Until ``proc`` ends, print the progress lines its jobs write to their output.log ("rlbench jax:
+    compiled in ...", "chunk i/n ...: seconds, env steps/s"), each with the seconds since ``t0``: a run that
+    does not finish still says where its time went."""
+    offsets: dict[Path, int] = {}
+
+    def poll() -> None:
+        for log in sorted(folder.glob("runs/*/*/attempt-*/output.log")):
+            with open(log, "rb") as f:
+                f.seek(offsets.get(log, 0))
+                data = f.read()
+            end = data.rfind(b"\n") + 1  # whole lines only
+            offsets[log] = offsets.get(log, 0) + end
+            for line in data[:end].decode(errors="replace").splitlines():
+                if line.startswith("rlbench jax: "):
+                    print(f"  [{label}, {time.perf_counter() - t0:6.1f} s] {line.removeprefix('rlbench jax: ')}",
+                          flush=True)  # fmt: skip
+
+    while proc.poll() is None:
+        time.sleep(every)
+        poll()
+    poll()
 
 
 def iqm(xs: list[float]) -> float:

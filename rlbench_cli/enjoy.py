@@ -5,6 +5,10 @@ The run's ``artifacts`` rows say which files make the policy; each is checked ag
 sha256 before anything is loaded, and ``policy.json`` among them names the loader of its library (ppo's
 state dict, d3rlpy's own file). The episodes use the run's evaluation seeds (``eval_seeds``), so the first
 ``eval_episodes`` returns of the final policy are the ones its last evaluation logged.
+
+A policy of a gymnax task (``ppo_jax``, ``pqn_jax``) plays in gymnax, as its run's evaluations did
+(``algos.gymnax.policy``); gymnax draws no frames, so with ``--video`` it plays in gymnasium's version of the
+task (``envs.gymnax.GYMNASIUM``, classic control) and ``Played.simulator`` says so.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class Played:
     returns: list[float]
     video: Path | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    simulator: str | None = None  # the env played in when it is not the run's own (a gymnax task's video)
 
 
 def policy_folder(store: Store, run_id: str, which: str) -> tuple[Path, int | None]:
@@ -57,9 +62,9 @@ def policy_folder(store: Store, run_id: str, which: str) -> tuple[Path, int | No
         suite, algo = rows[0]
         saved = [a for a in store.artifacts(con, run_id=run_id) if str(a["kind"]).startswith("policy_")]
     if not saved:
-        raise UsageError(f"run {run_id} ({algo}) has no saved policy: runs of ppo, the d3rlpy "
-                         "algorithms, hf_decision_transformer and the text algorithms keep theirs; run it again "
-                         "with this rlbench, or pick another run")  # fmt: skip
+        raise UsageError(f"run {run_id} ({algo}) has no saved policy: runs of ppo, ppo_jax, pqn_jax, the "
+                         "d3rlpy algorithms, hf_decision_transformer and the text algorithms keep theirs; run it "
+                         "again with this rlbench, or pick another run")  # fmt: skip
     files = [a for a in saved if a["kind"] == f"policy_{which}"]
     if not files:
         have = sorted({str(a["kind"])[len("policy_") :] for a in saved})
@@ -97,6 +102,7 @@ def enjoy(
     from .algos.keep import load_saved, offscreen, play_episode, write_transcript, write_video
     from .envs import make_env
     from .envs.families import is_text_env
+    from .envs.gymnax import GYMNASIUM, GYMNAX_ENVS
 
     if episodes < 1:
         raise UsageError(f"--episodes {episodes}: give 1 or more")
@@ -107,6 +113,16 @@ def enjoy(
         dict(info.get("env_kwargs") or {}),
         info.get("env_wrappers") or [],
     )
+    seeds = eval_seeds(int(info.get("seed", 0)), episodes)
+    simulator = None
+    if env_id in GYMNAX_ENVS:  # a JAX env: played by the program's own evaluation, or drawn in gymnasium's
+        if video is None:
+            returns, _ = policy.play(seeds)
+            return Played(run_id, which, step, seeds, [float(r) for r in returns], None, info)
+        if env_id not in GYMNASIUM:
+            raise UsageError(f"--video: gymnax draws no frames and {env_id} has no gymnasium version to draw "
+                             "them in; drop --video")  # fmt: skip
+        env_id = simulator = GYMNASIUM[env_id]
     text = is_text_env(env_id)
     frames = video is not None and not text
     if frames:
@@ -114,7 +130,6 @@ def enjoy(
     env = make_env(env_id, dict(kwargs, render_mode="rgb_array") if frames else kwargs, wrappers=wrappers)
     if frames and "rgb_array" not in (env.unwrapped.metadata.get("render_modes") or []):
         raise UsageError(f"--video: {env_id} does not render rgb_array frames; drop --video")
-    seeds = eval_seeds(int(info.get("seed", 0)), episodes)
     returns, shots, lines = [], [], []
     for s in seeds:
         ep = play_episode(env, s, policy, frames=frames, transcript=text)
@@ -128,4 +143,4 @@ def enjoy(
         video.parent.mkdir(parents=True, exist_ok=True)
         fps = int(env.unwrapped.metadata.get("render_fps") or 30)
         out = write_transcript(video, lines) if text else write_video(video, shots, max(1, min(fps, 60)))
-    return Played(run_id, which, step, seeds, returns, out, info)
+    return Played(run_id, which, step, seeds, returns, out, info, simulator)

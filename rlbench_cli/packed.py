@@ -109,10 +109,19 @@ def packable(specs: list[RunSpec]) -> list[str]:
 def run_job(specs: list[RunSpec], folders: list[Path], device: str = "cpu",
             stop_event: threading.Event | None = None) -> dict[str, Any]:  # fmt: skip
     """What every executor's worker runs for a job: its one run (``run_one``), or the seeds of a pack trained
-    together (``run_packed``) and reported as one record (``pack_outcome``)."""
+    together (``run_packed``) and reported as one record (``pack_outcome``). A job that left its process
+    unfit for another one (``algos.base.spoil_process``: a wedged JAX runtime) says why in
+    ``restart_worker``: its executor replaces the worker."""
+    from .algos.base import process_spoiled
+
     if len(specs) > 1:
-        return pack_outcome(run_packed(specs, folders, device=device, stop_event=stop_event))
-    return run_one(specs[0], folders[0], device=device, stop_event=stop_event)
+        result = pack_outcome(run_packed(specs, folders, device=device, stop_event=stop_event))
+    else:
+        result = run_one(specs[0], folders[0], device=device, stop_event=stop_event)
+    why = process_spoiled()
+    if why is not None:
+        result["restart_worker"] = why
+    return result
 
 
 def pack_outcome(results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -57,7 +57,9 @@ __all__ = [
     "EpisodePolicy",
     "eval_seeds",
     "eval_points",
+    "process_spoiled",
     "resume_together",
+    "spoil_process",
 ]
 
 # obs batch (n, *obs_shape) -> actions (n,) or (n, act_dim); deterministic unless the algorithm says so.
@@ -91,6 +93,21 @@ def eval_points(steps: int, every: int) -> list[int]:
     if not pts or pts[-1] != steps:
         pts.append(steps)
     return pts
+
+
+_SPOILED: list[str] = []  # why this process must run no further job, if it must not
+
+
+def spoil_process(why: str) -> None:
+    """Say that this process must run no further job (a JAX runtime left wedged in a thread that cannot be
+    stopped): ``packed.run_job`` adds ``restart_worker`` to the job's result, and the executor replaces the
+    worker once the job's end is reported."""
+    _SPOILED.append(why)
+
+
+def process_spoiled() -> str | None:
+    """Why this process must run no further job (``spoil_process``), or None."""
+    return _SPOILED[0] if _SPOILED else None
 
 
 PRUNE_FILE = "PRUNE"  # written into a running attempt's folder by rlbench tune's pruner
@@ -531,14 +548,17 @@ class RunContext:
             values["eval/success"] = float(np.concatenate(all_success).mean())
         return self._record_evaluation(step, values, policy, seeds[0])
 
-    def log_evaluation(self, step: int, returns: np.ndarray, lengths: np.ndarray) -> float:
+    def log_evaluation(
+        self, step: int, returns: np.ndarray, lengths: np.ndarray, policy: Any = None
+    ) -> float:
         """Record an evaluation an algorithm ran itself on the run's ``eval_seeds`` episodes (a JAX program
         evaluates inside its compiled training): eval/return, eval/return_std, eval/length logged at the
-        evaluation point ``step`` stands for, as ``evaluate`` logs them; returns the mean return."""
+        evaluation point ``step`` stands for, as ``evaluate`` logs them; returns the mean return.
+        ``policy``: the policy evaluated, kept when it is the best so far (no episode is recorded)."""
         returns, lengths = np.asarray(returns, np.float64), np.asarray(lengths, np.float64)
         values = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std()),
                   "eval/length": float(lengths.mean())}  # fmt: skip
-        return self._record_evaluation(step, values, None, None)
+        return self._record_evaluation(step, values, policy, None)
 
     def _record_evaluation(
         self, step: int, values: dict[str, float], policy: Any, first_seed: int | None
@@ -558,10 +578,10 @@ class RunContext:
         values["eval/actual_step"] = float(step)
         self.sink.log(due[-1] if due else step, **values)
         if self.keep_artifacts and policy is not None:
-            assert self._eval_envs is not None and first_seed is not None
             self.keeper.after_evaluation(due[-1] if due else step, values, policy)
-            self.keeper.maybe_record(due[-1] if due else step, self.evaluations, policy, self._eval_envs[0],
-                                     first_seed)  # fmt: skip
+            if self._eval_envs is not None and first_seed is not None:  # played here: an episode to record
+                self.keeper.maybe_record(due[-1] if due else step, self.evaluations, policy, self._eval_envs[0],
+                                         first_seed)  # fmt: skip
         self.evaluations += 1
         self.last_eval = mean
         self._last_eval_step = step

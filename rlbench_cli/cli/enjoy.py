@@ -27,9 +27,9 @@ def enjoy(
     ] = None,
     db: DbOpt = None,
 ) -> None:
-    """Rebuild a run's saved best or final policy (saved by runs of ppo, the d3rlpy algorithms,
-    hf_decision_transformer and the text algorithms) and play it for N seeded episodes, printing each
-    return; --video writes them as one MP4.
+    """Rebuild a run's saved best or final policy (saved by runs of ppo, ppo_jax, pqn_jax, the d3rlpy
+    algorithms, hf_decision_transformer and the text algorithms) and play it for N seeded episodes, printing
+    each return; --video writes them as one MP4.
 
     Example: rlbench enjoy 46c6566e0c673a93 --which final --episodes 5 --video cartpole.mp4
     """
@@ -40,4 +40,5 @@ def enjoy(
         typer.echo(f"episode seed={seed}  return {ret:g}")
     mean = sum(p.returns) / len(p.returns)
     typer.echo(f"{p.run_id} {p.which} policy (step {p.step}): mean return {mean:g} over {len(p.returns)} episode(s)"
-               + (f"; video in {p.video}" if p.video else ""))  # fmt: skip
+               + (f"; video in {p.video}" if p.video else "")
+               + (f" (played in gymnasium's {p.simulator}: gymnax draws no frames)" if p.simulator else ""))  # fmt: skip

@@ -95,6 +95,8 @@ def _worker_main(
             conn.send(("done", result))
         except (BrokenPipeError, OSError):
             break
+        if result.get("restart_worker"):  # a wedged JAX runtime: the pool starts a fresh worker instead
+            break
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # nothing left to save: skip the interpreter's teardown of torch & co. (~1 s under load)
@@ -344,6 +346,9 @@ class LocalExecutor:
             r = msg[1]
             self._finish(s, queue, on_end, Outcome(r["status"], r.get("exit_code"), r.get("error"),
                                                    r.get("duration_s", 0.0), r))  # fmt: skip
+            if r.get("restart_worker"):  # it ends itself (a wedged JAX runtime): a fresh one takes the next
+                self._kill(s)
+                self._spawn(s)
 
     def _ready(self, s: _Slot) -> None:
         """A worker said it is ready (its imports done): it may take a job, and spawning works again."""

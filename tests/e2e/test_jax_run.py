@@ -1,9 +1,13 @@
 """ppo_jax through the real `rlbench run`: four seeds of gymnax/CartPole-v1 packed in one job
-(``seeds_per_job: 4``) are four runs, each with its own rows, status and evaluations on the suite's grid; a
-param ppo_jax does not take is refused before anything is recorded."""
+(``seeds_per_job: 4``) are four runs, each with its own rows, status, evaluations on the suite's grid and kept
+best and final policies, which ``rlbench enjoy`` plays (in gymnax, with the run's own evaluation returns; in
+gymnasium for a video); a param ppo_jax does not take is refused before anything is recorded; a compiled
+chunk that stalls ends its job through the watchdog, naming the wedge, and the retry finishes it."""
 
 import importlib.util
 import json
+import re
+import subprocess
 
 import duckdb
 import pytest
@@ -32,9 +36,17 @@ def _suite(tmp_path, params=PARAMS):
     return p
 
 
-def test_four_packed_seeds_are_four_runs_with_their_own_rows(tmp_path):
-    db = tmp_path / "jx.duckdb"
-    out = rl("run", _suite(tmp_path), "--db", db, "--workers", "1", "--retries", "1").stdout
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    """The four-seed pack run once: (its folder, its database, what `rlbench run` printed)."""
+    tmp = tmp_path_factory.mktemp("jx")
+    db = tmp / "jx.duckdb"
+    out = rl("run", _suite(tmp), "--db", db, "--workers", "1", "--retries", "1").stdout
+    return tmp, db, out
+
+
+def test_four_packed_seeds_are_four_runs_with_their_own_rows(packed):
+    tmp_path, db, out = packed
     assert out.count("start  ppo_jax") in (4, 8) and "4 finished, 0 failed" in out  # 8: a wedged pack retried
     runs = json.loads(rl("status", "jx", "--db", db, "--json").stdout)["runs"]
     assert sorted(r["seed"] for r in runs) == [0, 1, 2, 3] and {r["status"] for r in runs} == {"finished"}
@@ -73,3 +85,58 @@ def test_the_suites_timeout_ends_a_compiled_pack(tmp_path):
     runs = json.loads(rl("status", "slow", "--db", db, "--json").stdout)["runs"]
     assert [x["status"] for x in runs] == ["failed", "failed"]
     assert all(x["error"].startswith("timeout: killed after 3s") for x in runs), runs
+
+
+def _enjoy(*args):
+    """`rlbench enjoy ARGS`, once more if XLA's CPU runtime wedged the first (JAX plays the episodes)."""
+    try:
+        return rl("enjoy", *args, timeout=150)
+    except subprocess.TimeoutExpired:
+        return rl("enjoy", *args, timeout=150)
+
+
+def test_every_seed_keeps_its_policies_and_enjoy_replays_its_last_evaluation(packed):
+    _, db, _ = packed
+    with duckdb.connect(str(db), read_only=True) as con:
+        kinds = con.execute("""SELECT r.seed, list(DISTINCT a.kind ORDER BY a.kind) FROM artifacts a
+                               JOIN runs r USING (run_id) GROUP BY r.seed ORDER BY r.seed""").fetchall()
+        run_id, last = con.execute("""SELECT r.run_id, m.value FROM metrics m JOIN runs r USING (run_id)
+                                      WHERE r.seed = 2 AND m.name = 'eval/return' AND m.step = 1024""").fetchone()
+    assert kinds == [(s, ["policy_best", "policy_final"]) for s in range(4)]
+    out = _enjoy(run_id, "--which", "final", "--episodes", "3", "--db", db).stdout
+    returns = [float(x) for x in re.findall(r"episode seed=\d+  return (\S+)", out)]
+    assert len(returns) == 3  # the run's 3 evaluation episodes, played again from the saved policy
+    assert sum(returns) / 3 == pytest.approx(last, rel=1e-5), out
+    best = _enjoy(run_id, "--episodes", "2", "--db", db).stdout
+    assert len(re.findall(r"episode seed=", best)) == 2 and "best policy" in best
+
+
+def test_enjoy_draws_a_gymnax_policy_in_gymnasium(packed):
+    tmp_path, db, _ = packed
+    with duckdb.connect(str(db), read_only=True) as con:
+        (run_id,) = con.execute("SELECT run_id FROM runs WHERE seed = 0").fetchone()
+    video = tmp_path / "cartpole.mp4"
+    out = rl("enjoy", run_id, "--which", "final", "--video", video, "--db", db, timeout=150).stdout
+    assert "played in gymnasium's CartPole-v1" in out and video.stat().st_size > 0
+
+
+def test_a_wedged_pack_ends_by_its_watchdog_and_the_retry_finishes_it(tmp_path):
+    """The second chunk of the first attempt stalls (the test hook: a real sleep, once): the watchdog ends
+    the job naming the wedge well before the suite's timeout, the worker is replaced, and --retries runs the
+    pack again to the end."""
+    import os
+
+    db = tmp_path / "jx.duckdb"
+    env = {**os.environ, "RLBENCH_JAX_TEST_STALL": f"2:3600:{tmp_path / 'stalled-once'}",
+           "RLBENCH_JAX_WATCHDOG_FLOOR_S": "5", "RLBENCH_JAX_WATCHDOG_TIMES": "3"}  # fmt: skip
+    suite = _suite(tmp_path)
+    suite.write_text(suite.read_text().replace("timeout: 150", "timeout: 600"))
+    out = rl("run", suite, "--db", db, "--workers", "1", "--retries", "1", env=env, timeout=900).stdout
+    assert "4 finished, 0 failed" in out, out
+    runs = json.loads(rl("status", "jx", "--db", db, "--json").stdout)["runs"]
+    assert {r["attempts"] for r in runs} == {2}
+    for r in runs:
+        first = json.loads((tmp_path / "runs" / "jx" / r["run_id"] / "attempt-1" / "result.json").read_text())
+        assert first["status"] == "failed" and first["error"].startswith("XlaWedged: XLA's runtime wedged"), (
+            first
+        )

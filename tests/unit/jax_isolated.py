@@ -32,8 +32,11 @@ def _child(module: str, name: str, args: tuple, kwargs: dict, out: Any) -> None:
         out.put(traceback.format_exc())
 
 
-def isolated(fn: Callable[..., None]) -> Callable[..., None]:
-    """Decorate a test whose arguments are picklable (``tmp_path``, parameters; not ``monkeypatch``)."""
+def isolated(fn: Callable[..., None] | None = None, *, deadline_s: float = DEADLINE_S) -> Any:
+    """Decorate a test whose arguments are picklable (``tmp_path``, parameters; not ``monkeypatch``);
+    ``@isolated(deadline_s=...)`` for a body that takes longer than ``DEADLINE_S``."""
+    if fn is None:
+        return functools.partial(isolated, deadline_s=deadline_s)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> None:
@@ -42,7 +45,7 @@ def isolated(fn: Callable[..., None]) -> Callable[..., None]:
             out = ctx.Queue()
             proc = ctx.Process(target=_child, args=(fn.__module__, fn.__name__, args, kwargs, out))
             proc.start()
-            proc.join(DEADLINE_S)
+            proc.join(deadline_s)
             if proc.is_alive():
                 proc.kill()
                 proc.join()

@@ -164,9 +164,9 @@ PARITY = {
 }  # at 6,144 steps, trained returns are told from untrained ones
 
 
-def _finals(tmp_path, seeds, pack):
-    """ppo_jax's final and step-0 eval/return of ``seeds`` on gymnax's CartPole-v1 (6,144 steps, PARITY), trained
-    ``pack`` seeds per job."""
+def _finals(tmp_path, seeds, pack, env="gymnax/CartPole-v1", params=PARITY, steps=6144):
+    """ppo_jax's final and step-0 eval/return of ``seeds`` on ``env`` (by default gymnax's CartPole-v1, 6,144
+    steps, PARITY), trained ``pack`` seeds per job."""
     from dataclasses import replace
 
     from test_ppo_packed import finals, make_spec, read_rows
@@ -174,7 +174,7 @@ def _finals(tmp_path, seeds, pack):
     for i in range(0, len(seeds), pack):
         ctxs = []
         for s in seeds[i : i + pack]:
-            spec = make_spec("gymnax/CartPole-v1", PARITY, s, 6144, 6144, 5)
+            spec = make_spec(env, params, s, steps, steps, 5)
             spec = replace(spec, algo="ppo_jax", algo_name="ppo_jax")
             ctxs.append(RunContext(spec=spec, sink=ShardSink(tmp_path / f"jax-{s}", background=False)))
         assert PPOJax.train_packed(ctxs) == {c.seed: None for c in ctxs}
@@ -210,6 +210,23 @@ def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_cartpole(tmp_path
     _compatible(x, np.array([finals(r) for r in torch_rows.values()]), x0)
 
 
+@isolated(deadline_s=420)
+def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_acrobot(tmp_path):
+    """ppo_jax seeds 0..9 on gymnax's Acrobot-v1 (one pack) against packed torch ppo seeds 100..109 on
+    gymnasium's, 50k steps at learning rate 1e-3 (about 50 s of CPU; benchmarks/jax_parity.py prints the
+    figures): equal means not rejected, IQM intervals overlapping, and the finals told apart from step 0."""
+    import torch
+    from test_ppo_packed import finals, make_spec, packed
+
+    torch.set_num_threads(1)
+    params, steps = {"learning_rate": 1e-3}, 50_000
+    x, x0 = _finals(tmp_path, list(range(10)), 10, "gymnax/Acrobot-v1", params, steps)
+    (tmp_path / "torch").mkdir()
+    _, torch_rows = packed(tmp_path / "torch", [make_spec("Acrobot-v1", params, 100 + s, steps, steps, 5)
+                                                for s in range(10)])  # fmt: skip
+    _compatible(x, np.array([finals(r) for r in torch_rows.values()]), x0)
+
+
 @isolated
 def test_packs_of_different_sizes_give_compatible_returns(tmp_path):
     """A seed's numbers may differ in their last bits with the size of its pack (XLA's batched kernels; the
@@ -228,9 +245,8 @@ def test_pqn_jax_trains_every_seed_of_a_pack_with_finite_rows(tmp_path):
         spec = RunSpec(suite="t", algo="pqn_jax", algo_name="pqn_jax", params={"num_envs": 8, "num_steps": 16,
                        "num_minibatches": 4, "update_epochs": 2, "hidden_sizes": [32, 32]}, env_id="gymnax/CartPole-v1",
                        env_kwargs={}, seed=s, budget=dict(BUDGET))  # fmt: skip
-        ctxs.append(
-            RunContext(spec=spec, sink=ShardSink(tmp_path / f"s{s}" / "metrics"), run_dir=tmp_path / f"s{s}")
-        )
+        ctxs.append(RunContext(spec=spec, sink=ShardSink(tmp_path / f"s{s}" / "metrics"), run_dir=tmp_path / f"s{s}",
+                               keep_artifacts=True))  # fmt: skip
     assert PQNJax.train_packed(ctxs) == {s: None for s in range(4)}
     for c in ctxs:
         c.sink.close()
@@ -240,6 +256,16 @@ def test_pqn_jax_trains_every_seed_of_a_pack_with_finite_rows(tmp_path):
         assert all(np.isfinite(v) for _, _, v in r)
         assert {"train/loss/q", "train/q_mean", "train/epsilon"} <= {name for name, _, _ in r}
     assert rows[0] != rows[1]
+    # each seed's kept final policy, rebuilt, plays its last evaluation's episodes again (in gymnax)
+    from rlbench_cli.algos.base import eval_seeds
+    from rlbench_cli.algos.keep import load_saved
+
+    for s in (0, 3):
+        policy, info = load_saved(tmp_path / f"s{s}" / "policy" / "final")
+        assert info["seed"] == s and info["step"] == 1024
+        returns, _ = policy.play(eval_seeds(s, 3))
+        last = [v for name, step, v in rows[s] if name == "eval/return" and step == 1024]
+        assert returns.mean() == pytest.approx(last[0], rel=1e-5)
 
 
 @isolated
@@ -283,3 +309,25 @@ def test_a_policy_trained_in_gymnax_scores_in_gymnasium_what_it_scores_in_gymnax
     assert a.mean() > 200  # trained policies, or the comparison says little
     se = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
     assert abs(a.mean() - b.mean()) <= 3 * se + 1e-9, (a.mean(), b.mean(), se)
+
+
+@isolated
+def test_a_stalled_chunk_ends_the_pack_through_the_watchdog_naming_the_wedge(tmp_path):
+    """A real sleep in the second chunk's thread (the test hook) stands for XLA's wedge: the watchdog gives up
+    on it long before the sleep ends, every seed fails with the cause, the rows before it are kept, and the
+    job says its worker must be replaced."""
+    import os
+
+    from rlbench_cli.algos import base
+    from rlbench_cli.packed import run_job
+
+    os.environ.update(RLBENCH_JAX_TEST_STALL="2:3600", RLBENCH_JAX_WATCHDOG_FLOOR_S="5")
+    specs = [_spec(s) for s in (0, 1, 2, 3)]
+    folders = [tmp_path / s.run_id / "attempt-1" for s in specs]
+    result = run_job(specs, folders)
+    assert result["status"] == "failed" and result["restart_worker"].startswith("XLA's runtime wedged")
+    assert base.process_spoiled() == result["restart_worker"]
+    for r, folder in zip(result["pack_results"], folders):
+        assert r["error"].startswith("XlaWedged: XLA's runtime wedged: the chunk of 4 iteration(s) to step 512 "
+                                     "and its evaluation made no progress for"), r["error"]  # fmt: skip
+        assert [s for name, s, _ in _rows(folder) if name == "eval/return"] == [0]  # the chunk before it

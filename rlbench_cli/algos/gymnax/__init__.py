@@ -29,7 +29,12 @@ Differences from torch ``ppo``: whole iterations only (ceil(steps / batch) of th
 budget by less than one batch; evaluations are logged at the grid's points as every algorithm's are);
 ``train/episode_return`` is one row per iteration (the mean over the episodes that ended in it) rather than
 one per episode; a truncation is the state's ``time`` reaching gymnax's ``max_steps_in_episode`` (gymnax
-0.0.9 reports ``done`` only); no ``target_kl`` and no kept policy files yet.
+0.0.9 reports ``done`` only); no ``target_kl``.
+
+Kept policies: every seed's best (by the suite's score metric) and final policy, its slice of the network the
+program acts with, as ``policy.GymnaxPolicy`` (``policy.npz``); ``rlbench enjoy`` plays it in gymnax with the
+run's evaluation keys, or in gymnasium's version of the task for a video. A compiled call that stalls far
+longer than the earlier ones ends the job (``loop.Watchdog``: XLA's CPU runtime can wedge).
 
 Checkpoints (``budget.checkpoint_every``): at the end of an evaluation interval that reaches the next
 checkpoint step, each seed saves its slice of the whole training state (network, Adam, env states and

@@ -23,12 +23,16 @@ class Program(NamedTuple):
     """An algorithm's program: ``init(seeds, learning_rates)`` -> every seed's state; ``chunk(state, n,
     eval_keys)`` -> (state, rows (max_iters x (len(row) + 3)), eval returns, eval lengths), vmapped over
     seeds; ``row``: the metric names of a row's first columns, ``losses``: those whose non-finite value
-    fails a seed."""
+    fails a seed; ``policy(state)``: the part of a state the policy acts with (a seed's or the pack's: what
+    a kept policy saves), and ``evaluate(policy, eval_keys)`` the chunk's evaluation episodes of it, vmapped
+    over seeds (``policy.GymnaxPolicy.play`` replays a kept policy with it)."""
 
     init: Callable[..., Any]
     chunk: Callable[..., Any]
     row: tuple[str, ...]
     losses: tuple[str, ...]
+    policy: Callable[[Any], Any]
+    evaluate: Callable[..., Any]
 
 
 class Envs:
@@ -129,12 +133,14 @@ def rms_update(rms: tuple[Any, Any, Any], x: Any) -> tuple[Any, Any, Any]:
 
 def program(init: Callable[..., Any], iteration: Callable[[Any], tuple[Any, Any]],
             evaluate: Callable[[Any, Any], tuple[Any, Any]], max_iters: int, row: tuple[str, ...],
-            losses: tuple[str, ...]) -> Program:  # fmt: skip
+            losses: tuple[str, ...], policy: Callable[[Any], Any]) -> Program:  # fmt: skip
     """One seed's ``init(seed, lr)``, ``iteration(state) -> (state, row)`` and ``evaluate(state, keys)`` as
-    a ``Program``: vmapped over seeds and jit-compiled, the chunk taking the state's buffers over."""
+    a ``Program``: vmapped over seeds and jit-compiled, the chunk taking the state's buffers over.
+    ``policy(state)``: the entries of a state that ``evaluate`` reads (it is called with them alone)."""
     chunk = make_chunk(iteration, evaluate, max_iters, len(row) + len(EPISODE_COLUMNS))
-    return Program(init=jax.jit(jax.vmap(init)), row=row, losses=losses,
-                   chunk=jax.jit(jax.vmap(chunk, in_axes=(0, None, 0)), donate_argnums=0))  # fmt: skip
+    return Program(init=jax.jit(jax.vmap(init)), row=row, losses=losses, policy=policy,
+                   chunk=jax.jit(jax.vmap(chunk, in_axes=(0, None, 0)), donate_argnums=0),
+                   evaluate=jax.jit(jax.vmap(evaluate)))  # fmt: skip
 
 
 def make_chunk(iteration: Callable[[Any], tuple[Any, Any]], evaluate: Callable[[Any, Any], tuple[Any, Any]],

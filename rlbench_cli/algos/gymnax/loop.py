@@ -7,6 +7,20 @@ Imported only when such a run starts (it imports JAX): ``XLA_FLAGS`` gets
 ``block_until_ready``), a CPU job sees JAX's CPU platform only, a GPU job does not preallocate the device,
 and compilations are kept in JAX's persistent cache (``RLBENCH_JAX_CACHE``, default
 ``~/.cache/rlbench/jax``) so a later run of the same program skips its compilation (about 6 s on CPU).
+
+The watchdog (``Watchdog``): even so, XLA's CPU runtime can wedge a call for ever (the caller in
+``BlockUntilReady``, every XLA thread idle), and nothing in Python can interrupt it. So each compiled call
+(the init, every chunk) runs in a daemon thread while the job's thread waits for it; a call still running after
+``max(floor, times x the slowest earlier call per unit of work)`` (a chunk of n iterations is n + 1 units: its
+evaluation counts one; floor ``$RLBENCH_JAX_WATCHDOG_FLOOR_S``, default 120 s, times
+``$RLBENCH_JAX_WATCHDOG_TIMES``, default 10) ends the job with ``XlaWedged`` naming the wedge. Every seed still
+running fails with it, so ``--retries`` runs the pack again at once instead of after the suite's timeout, and
+the process is spoiled (``base.spoil_process``): its executor replaces the worker.
+
+Kept policies: where the runs keep artifacts (``RunContext.keep_artifacts``, every run the runner or
+``packed.run_packed`` starts), each seed's best policy (by the suite's score metric) and final one are saved
+as ``policy.GymnaxPolicy`` files (``algos.keep``): its slice of ``Program.policy(state)``, fetched from the
+device only when some seed's policy is saved.
 """
 
 from __future__ import annotations
@@ -14,6 +28,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,9 +38,10 @@ import numpy as np
 
 from ...envs.gymnax import CONTINUOUS, make, set_xla_flags
 from ...sysmon import peak_rss_mb
-from ..base import RunContext, eval_seeds, resume_together
+from ..base import RunContext, eval_seeds, resume_together, spoil_process
+from .policy import GymnaxPolicy, flatten
 
-__all__ = ["cache_dir", "prepare_jax", "train"]
+__all__ = ["Watchdog", "XlaWedged", "cache_dir", "prepare_jax", "say", "train"]
 
 CHECKPOINT_LAYOUT = (
     "packed"  # every seed's checkpoint holds its slice of the pack's state, for one job or many
@@ -57,6 +73,86 @@ def prepare_jax(device: str) -> Any:
     except (OSError, AttributeError):  # a read-only home: compile every time
         pass
     return jax
+
+
+class XlaWedged(RuntimeError):
+    """A compiled call made no progress for far longer than the job's earlier calls took (``Watchdog``)."""
+
+
+WATCHDOG_FLOOR_S = 120.0
+WATCHDOG_TIMES = 10.0
+
+
+class Watchdog:
+    """Runs a job's compiled calls in a daemon thread each and gives up on one that takes far longer than
+    the earlier ones did (see the module docstring). ``$RLBENCH_JAX_TEST_STALL=CALL:SECONDS[:FILE]`` makes the
+    call numbered CALL (0: the init, 1: the first chunk, ...) sleep that long first: a test's wedge (with FILE:
+    only while FILE does not exist, which the stall creates, so a retry goes through)."""
+
+    def __init__(self) -> None:
+        self.floor = float(os.environ.get("RLBENCH_JAX_WATCHDOG_FLOOR_S") or WATCHDOG_FLOOR_S)
+        self.times = float(os.environ.get("RLBENCH_JAX_WATCHDOG_TIMES") or WATCHDOG_TIMES)
+        self.unit = 0.0  # the slowest seconds per unit of work of the calls so far
+        self.calls = 0
+        stall = os.environ.get("RLBENCH_JAX_TEST_STALL", "")
+        call, _, rest = stall.partition(":")
+        seconds, _, once = rest.partition(":")
+        self.stall = (int(call), float(seconds), once) if stall else None
+
+    def call(self, what: str, units: float, fn: Callable[[], Any], learn: bool = True) -> Any:
+        """``fn()`` (which must return host values, or wait for its device values), or XlaWedged when it
+        runs past the limit. ``units``: its work; ``learn``: let its time set the limit of later calls."""
+        limit = max(self.floor, self.times * self.unit * units)
+        number, box = self.calls, {}
+        self.calls += 1
+
+        def target() -> None:
+            try:
+                if self.stall is not None and self.stall[0] == number:
+                    once = self.stall[2]
+                    if not once or not os.path.exists(once):
+                        if once:
+                            Path(once).touch()
+                        time.sleep(self.stall[1])
+                box["out"] = fn()
+            except BaseException as e:  # noqa: BLE001 - raised again in the job's thread
+                box["error"] = e
+
+        t0 = time.perf_counter()
+        thread = threading.Thread(target=target, daemon=True, name=f"rlbench-jax-{number}")
+        thread.start()
+        thread.join(limit)
+        if thread.is_alive():
+            why = (f"XLA's runtime wedged: {what} made no progress for {limit:.0f} s (the limit: {self.times:g}x "
+                   f"the slowest call so far, at least {self.floor:g} s); the job ends so --retries can run it "
+                   "again")  # fmt: skip
+            spoil_process(why)
+            raise XlaWedged(why)
+        if "error" in box:
+            raise box["error"]
+        if learn:
+            self.unit = max(self.unit, (time.perf_counter() - t0) / units)
+        return box["out"]
+
+
+def say(line: str) -> None:
+    """A progress line (the job's output.log; ``benchmarks/jax_seeds.py`` follows them)."""
+    print(f"rlbench jax: {line}", flush=True)
+
+
+def policies(prog: Any, state: Any, meta: dict[str, Any], ctxs: Sequence[RunContext]) -> Callable[[int], Any]:
+    """Seed ``k`` -> its policy in ``state`` (a ``GymnaxPolicy`` reading the pack's policy state from the
+    device once, when some seed's is saved; call before ``state`` is handed to the next chunk)."""
+    import jax  # the caller's
+
+    host: dict[str, Any] = {}
+
+    def fetch(k: int) -> dict[str, np.ndarray]:
+        if "tree" not in host:
+            host["tree"] = flatten(jax.device_get(prog.policy(state)))
+        return {name: np.array(a[k]) for name, a in host["tree"].items()}
+
+    return lambda k: GymnaxPolicy({**meta, "seed": ctxs[k].seed}, fetch=lambda: fetch(k))
 
 
 def check_pack(ctxs: Sequence[RunContext]) -> None:
@@ -123,7 +219,10 @@ def train(ctxs: Sequence[RunContext], program: str, config: Callable[..., Any],
     episodes = int(first.spec.budget["eval_episodes"])
     eval_keys = np.stack([np.asarray(jax.vmap(jax.random.PRNGKey)(np.array(eval_seeds(int(s), episodes))))
                           for s in seeds])  # fmt: skip
-    state = prog.init(seeds.astype(np.int32), lrs)
+    watchdog = Watchdog()
+    init = prog.init.lower(seeds.astype(np.int32), lrs).compile()  # compiled apart: the watchdog times runs
+    state = watchdog.call("the init", 1, lambda: jax.block_until_ready(init(seeds.astype(np.int32), lrs)),
+                          learn=False)  # fmt: skip
     chunk = prog.chunk.lower(state, np.int32(0), eval_keys).compile()
     compile_s = time.perf_counter() - t0
     leaves, treedef = jax.tree_util.tree_flatten(state)
@@ -142,14 +241,32 @@ def train(ctxs: Sequence[RunContext], program: str, config: Callable[..., Any],
     names, m = prog.row, len(prog.row)
     with_episodes = (*names, "train/episode_return", "train/episode_length")
     checked = [names.index(x) for x in prog.losses]
+    keep = any(c.keep_artifacts for c in ctxs)
+    meta: dict[str, Any] = {"program": program, "params": dict(first.params), "env_id": env_id,
+                            "continuous": env_id in CONTINUOUS}  # fmt: skip
+    if env_id in CONTINUOUS:
+        space = env.action_space(env_params)
+        meta.update(low=np.asarray(space.low).tolist(), high=np.asarray(space.high).tolist())
+    policy_of = policies(prog, state, meta, ctxs)
     for c in ctxs:
-        c.keep_artifacts = False  # no policy files kept (yet): the policy lives in the program
         c.sink.log(done * batch, **{"sys/pack_size": float(N), "sys/compile_s": compile_s})
-    for _, n in chunks:
+
+    def run_chunk(state: Any, n: int) -> tuple[Any, ...]:
         state, rows, ret, length = chunk(state, np.int32(n), eval_keys)
-        rows, ret, length = np.asarray(rows), np.asarray(ret), np.asarray(length)
-        t_log = time.perf_counter()
+        return state, np.asarray(rows), np.asarray(ret), np.asarray(length)
+
+    say(f"{program}_jax, {N} seed(s) of {env_id}: compiled in {compile_s:.1f} s; {len(chunks)} chunk(s) to run"
+        + (f" from step {done * batch:,}" if done else ""))  # fmt: skip
+    for number, (_, n) in enumerate(chunks, 1):
         end = done + n
+        what = f"the chunk of {n} iteration(s) to step {end * batch} and its evaluation"
+        t_chunk = time.perf_counter()
+        state, rows, ret, length = watchdog.call(what, n + 1, lambda s=state, n=n: run_chunk(s, n))
+        dt = time.perf_counter() - t_chunk
+        say(f"chunk {number}/{len(chunks)} (to step {end * batch:,}): {dt:.2f} s, "
+            f"{N * n * batch / dt:,.0f} env steps/s, {time.perf_counter() - t0:.1f} s since the start")  # fmt: skip
+        policy_of = policies(prog, state, meta, ctxs)
+        t_log = time.perf_counter()
         for k in list(live):
             ctx, r = ctxs[k], rows[k, :n]
             bad = ~np.isfinite(r[:, checked])
@@ -169,7 +286,7 @@ def train(ctxs: Sequence[RunContext], program: str, config: Callable[..., Any],
                 live.remove(k)
                 continue
             ctx.log_system(end * batch)
-            ctx.log_evaluation(end * batch, ret[k], length[k])
+            ctx.log_evaluation(end * batch, ret[k], length[k], policy_of(k) if keep else None)
         done = end
         tracking_s += time.perf_counter() - t_log
         if live and any(ctxs[k].checkpoint_due(done * batch) for k in live):
@@ -179,6 +296,8 @@ def train(ctxs: Sequence[RunContext], program: str, config: Callable[..., Any],
     elapsed = time.perf_counter() - t0
     for k in live:
         ctx = ctxs[k]
+        if ctx.keep_artifacts and ctx.failure is None:
+            ctx.keeper.final(done * batch, policy_of(k))
         ctx.sink.log(done * batch, **{"sys/sps_overall": done * batch / elapsed, "sys/rss_peak_mb": peak_rss_mb(),
                                       "sys/train_s": elapsed - compile_s, "sys/tracking_s": tracking_s})  # fmt: skip
     return outcome

@@ -177,4 +177,10 @@ def build(cfg: PPOJaxConfig, env: Any, env_params: Any, total_steps: int, max_it
 
         return envs.evaluate(act, keys)
 
-    return program(init, iteration, evaluate, max_iters, ROW, ROW[:3])
+    def policy(st: dict[str, Any]) -> dict[str, Any]:  # what evaluate reads: the actor, the obs statistics
+        kept = {"params": {"actor": st["params"]["actor"]}}
+        if cfg.normalize_obs:
+            kept["obs_rms"] = st["obs_rms"]
+        return kept
+
+    return program(init, iteration, evaluate, max_iters, ROW, ROW[:3], policy)

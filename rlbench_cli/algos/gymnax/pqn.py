@@ -107,4 +107,4 @@ def build(cfg: PQNJaxConfig, env: Any, env_params: Any, total_steps: int, max_it
     def evaluate(st: dict[str, Any], keys: Any) -> tuple[Any, Any]:
         return envs.evaluate(lambda obs: jnp.argmax(q_values(st["params"], obs), -1), keys)
 
-    return program(init, iteration, evaluate, max_iters, ROW, ROW[:1])
+    return program(init, iteration, evaluate, max_iters, ROW, ROW[:1], lambda st: {"params": st["params"]})

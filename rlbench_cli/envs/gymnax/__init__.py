@@ -16,8 +16,8 @@ import importlib.util
 import os
 from typing import Any
 
-__all__ = ["CONTINUOUS", "GYMNAX_ENVS", "NAMESPACE", "PIP", "check_kwargs", "make", "missing", "register",
-           "unknown"]  # fmt: skip
+__all__ = ["CONTINUOUS", "GYMNASIUM", "GYMNAX_ENVS", "NAMESPACE", "PIP", "check_kwargs", "make", "missing",
+           "register", "unknown"]  # fmt: skip
 
 NAMESPACE = "gymnax"
 PIP = 'pip install "rlbench-cli[jax]"'
@@ -31,6 +31,9 @@ _NAMES = (
     "UmbrellaChain-bsuite",
 )  # fmt: skip
 GYMNAX_ENVS: dict[str, str] = {f"{NAMESPACE}/{n}": n for n in _NAMES}
+# gymnasium's env simulating the same task, where gymnax's has one (classic control: the same observations and
+# actions): where a gymnax policy's frames are drawn (gymnax draws none), ``rlbench enjoy --video``
+GYMNASIUM: dict[str, str] = {f"{NAMESPACE}/{n}": n for n in _NAMES[:5]}
 # the tasks with a Box action space (every other one is discrete)
 CONTINUOUS = frozenset({"gymnax/Pendulum-v1", "gymnax/MountainCarContinuous-v0"})
 

@@ -284,6 +284,9 @@ class RayExecutor:
         r = reply["result"]
         self._finish(s, queue, on_end, Outcome(r["status"], r.get("exit_code"), r.get("error"),
                                                r.get("duration_s", 0.0), r))  # fmt: skip
+        if r.get("restart_worker"):  # the job left its actor unfit for another (a wedged JAX runtime)
+            self._kill(ray, s)
+            self._spawn(s)
 
     def _pull(self, ray: Any, slots: list[_Slot], log: bool = False) -> None:
         """Copy the shards these slots' jobs flushed since the last pull into their attempt folders (``log``:
