@@ -138,3 +138,14 @@ def test_the_fresh_seed_suite_holds_lmrl_smalls_ilql_maze_fo_entry_on_untuned_se
     assert (fresh.score, fresh.normalize) == (small.score, small.normalize)
     seeds = fresh.seed_list
     assert len(seeds) == 10 and not set(seeds) & set(range(1000))  # never the seeds the entry was chosen on
+
+
+def test_the_fixed_code_suite_holds_the_same_entry_on_seeds_that_chose_nothing():
+    small, fresh = load_suite(SUITES / "lmrl-small.yaml"), load_suite(SUITES / "lmrl-maze-fresh.yaml")
+    fixed = load_suite(SUITES / "lmrl-maze-fixed.yaml")
+    assert len(fixed.algorithms) == 1 and fixed.algorithms[0].params == _maze_entry(small).params
+    budget = {k: getattr(fixed.budget, k) for k in ("steps", "eval_every", "eval_episodes")}
+    assert budget == {k: getattr(fresh.budget, k) for k in budget}
+    assert (fixed.score, fixed.normalize) == (small.score, small.normalize)
+    seeds = fixed.seed_list
+    assert len(set(seeds)) == 10 and not set(seeds) & (set(range(1000)) | set(fresh.seed_list))
