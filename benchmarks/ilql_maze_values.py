@@ -118,7 +118,10 @@ def main() -> None:
             for c, ctx in zip(cells, ctxs):
                 b = action_batch(tok, [ctx] * 4, [tok.encode(m) for m in moves], "cpu")
                 h = _gather_pos(model(b.ids, b.mask)[1], b.pos)
-                q = model.target_q(h).gather(-1, b.tok[..., None])[..., 0][:, 1]  # at the direction token
+                th = _gather_pos(model.target_hidden(b.ids, b.mask), b.pos)  # the target network's
+                q = model.target_values(th).gather(-1, b.tok[..., None])[..., 0][
+                    :, 1
+                ]  # at the direction token
                 v = float(model.v_head(h)[0, 0, 0])
                 errors.append(v - v_star(c))
                 qs = "  ".join(

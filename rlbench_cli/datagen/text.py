@@ -47,6 +47,8 @@ def _episode(env: Any, policy: Any, seed: int) -> list[dict[str, Any]]:
         nxt, reward, terminated, truncated, info = env.step(action)
         done = bool(terminated or truncated)
         turns.append({"observation": obs, "action": action, "reward": float(reward), "done": done})
+        if truncated and not terminated:  # the time limit's end: no terminal state (ilql bootstraps nothing)
+            turns[-1]["truncated"] = True
         if done:
             return turns
         obs = nxt

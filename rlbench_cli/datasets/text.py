@@ -1,7 +1,8 @@
 """Offline datasets of the text envs: episodes of (observation, action, reward, done) turns, as JSONL.
 
 ``TextEpisodes`` is a list of episodes, each a list of turns ``{"observation": str, "action": str, "reward":
-float, "done": bool}``, plus the env id it comes from and its level. On disk: JSONL, one episode per line,
+float, "done": bool}``, plus the env id it comes from and its level. The last turn of an episode that a time
+limit ended (not a terminal state) also has ``"truncated": true``. On disk: JSONL, one episode per line,
 ``{"env": ..., "level": ..., "turns": [...]}``. This module reads them; ``datagen.text`` builds rlbench's own
 (``<EnvName>-<level>``, ``datasets.names``: ``MazeFO-v0-mixed`` is ``MazeFO-v0-mixed.jsonl``, evaluated in
 ``rlbench/MazeFO-v0``).
@@ -39,6 +40,8 @@ def _turns(path: Path, lineno: int, raw: Any) -> list[dict[str, Any]]:
                     "done": bool(t["done"]),
                 }
             )
+            if t.get("truncated"):
+                out[-1]["truncated"] = True
         except (KeyError, TypeError, ValueError) as e:
             raise ImportInvalid(
                 f"{path}:{lineno}: each turn needs observation, action, reward (a number) and done ({e})"

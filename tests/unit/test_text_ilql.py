@@ -112,9 +112,8 @@ def test_candidates_scored_with_a_shared_context_match_scoring_each_pair(value_m
     model.eval()
     for p in model.target_q.parameters():  # Q values that matter next to the logits
         p.data.normal_()
-    if model.vlm is not None:  # the value transformer starts as a copy of the LM's: make it differ
-        for p in model.vlm.parameters():
-            p.data.add_(torch.randn_like(p) * 0.5)
+    for p in model.target_body.parameters():  # Q reads the target transformer, a copy of the LM's at first
+        p.data.add_(torch.randn_like(p) * 0.5)
     contexts = [context_ids(tok, [], obs, 64, 0) for obs in ("The goal is at position 8, 6.", "a door", "")]
     cands = [["move up", "move down"], ["go", "move up zz", "wait"], ["go"]]  # unequal lengths, unknown words
     got = score_actions(model, tok, contexts, [[tok.encode(a) for a in c] for c in cands], "cpu", beta=2.0)

@@ -83,8 +83,9 @@ def texts_of(episodes: Any) -> list[str]:
 @dataclass
 class Turns:
     """Every turn of a dataset as a training sample: its context and action token ids, reward, whether nothing
-    follows it (``terminal``), the index of the next turn's sample (-1 at an episode's end), its discounted
-    return-to-go and its episode's return and index."""
+    follows it (``terminal``: an episode's last turn), whether that end was a time limit's (``truncated``: the
+    turn's ``"truncated"`` flag in the dataset; no terminal state), the index of the next turn's sample (-1 at
+    an episode's end), its discounted return-to-go and its episode's return and index."""
 
     contexts: list[list[int]]
     actions: list[list[int]]
@@ -94,6 +95,7 @@ class Turns:
     returns_to_go: np.ndarray
     episode_return: np.ndarray
     episode: np.ndarray
+    truncated: np.ndarray
 
     def __len__(self) -> int:
         return len(self.contexts)
@@ -101,7 +103,7 @@ class Turns:
 
 def turn_samples(episodes: Any, tok: Any, settings: dict[str, Any]) -> Turns:
     """``Turns`` of ``episodes``, contexts written as the policy writes them (``policy.context_ids``)."""
-    contexts, actions, rewards, terminal, nxt, rtg, ep_ret, ep_idx = [], [], [], [], [], [], [], []
+    contexts, actions, rewards, terminal, nxt, rtg, ep_ret, ep_idx, cut = [], [], [], [], [], [], [], [], []
     h = settings.get("history")
     limit = int(settings["max_context"])
     act_limit = int(settings["max_action_tokens"])
@@ -116,14 +118,15 @@ def turn_samples(episodes: Any, tok: Any, settings: dict[str, Any]) -> Turns:
             actions.append(tok.encode(t["action"])[:act_limit])
             rewards.append(rs[i])
             last = i == len(ep) - 1
-            terminal.append(1.0 if last else 0.0)  # an episode cut short has no next state to bootstrap from
+            terminal.append(1.0 if last else 0.0)  # nothing to bootstrap from after an episode's last turn
+            cut.append(1.0 if last and t.get("truncated") else 0.0)  # a time limit's end: not terminal either
             nxt.append(-1 if last else len(contexts))
             rtg.append(g[i])
             ep_ret.append(sum(rs))
             ep_idx.append(e)
     return Turns(contexts, actions, np.asarray(rewards, np.float32), np.asarray(terminal, np.float32),
                  np.asarray(nxt, np.int64), np.asarray(rtg, np.float32), np.asarray(ep_ret, np.float32),
-                 np.asarray(ep_idx, np.int64))  # fmt: skip
+                 np.asarray(ep_idx, np.int64), np.asarray(cut, np.float32))  # fmt: skip
 
 
 def normalizer(task: str, env_id: str) -> Any:

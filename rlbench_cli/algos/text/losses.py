@@ -3,7 +3,8 @@
 Token-level ILQL (Snell et al., 2023): an action of k tokens (``<eoa>`` included) is k token decisions; the
 state of decision j is the context plus the action's first j-1 tokens. Inside an action there is no reward
 and no discount, so the Q target of token j < k is V of token j+1; the action's last token gets the turn's
-reward plus the discounted V of the next turn's state (nothing after a terminal turn). V is fitted to the
+reward plus the discounted V of the next turn's state (nothing after a terminal turn; no target at all for the
+last turn of an episode cut by a time limit, ``q_target_mask``). V is fitted to the
 target Q network's values by expectile regression (upper expectile ``tau``: V approaches the best action's Q
 the data supports). ``mc_returns`` regresses Q on the Monte Carlo return-to-go of the turn instead.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["expectile_loss", "ilql_q_targets", "masked_mean", "returns_to_go"]
+__all__ = ["expectile_loss", "ilql_q_targets", "masked_mean", "q_target_mask", "returns_to_go"]
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -49,6 +50,17 @@ def ilql_q_targets(
     rows = torch.arange(v.shape[0], device=v.device)
     shifted[rows, n - 1] = last
     return shifted * valid
+
+
+def q_target_mask(valid: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
+    """Which action tokens (B, K) have a Q target: every real token (``valid``), except the last token of a
+    turn that an episode's time limit cut (``truncated``, B): its next state is not in the data, and it is not
+    a terminal state, so neither a bootstrapped nor a terminal target is right."""
+    n = valid.sum(dim=1).long()
+    rows = torch.arange(valid.shape[0], device=valid.device)
+    mask = valid.clone()
+    mask[rows, (n - 1).clamp_min(0)] *= 1.0 - truncated.to(valid.dtype)
+    return mask
 
 
 def returns_to_go(rewards: list[float], gamma: float) -> list[float]:

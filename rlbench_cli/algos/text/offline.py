@@ -4,9 +4,13 @@
 - ``filtered_bc``: behaviour cloning on the best ``top_fraction`` of the episodes, by return;
 - ``mc_returns``: behaviour cloning plus token Q and V heads regressed on each turn's Monte Carlo
   return-to-go; acting adds ``beta`` times Q to the logits;
-- ``ilql``: implicit language Q-learning (Snell et al., 2023) at the token level (see ``losses``): Q heads
-  trained by TD on V, V by expectile regression on a Polyak-averaged target Q, a CQL-style cross-entropy on
-  Q, and the language model's cross-entropy (the behaviour policy); acting adds ``beta`` times the target Q.
+- ``ilql``: implicit language Q-learning (Snell et al., 2023) at the token level (see ``losses``): two Q
+  heads trained by TD on V, V by expectile regression on the target network's Q (the smaller of two target
+  heads, read from a target copy of the value transformer, all Polyak-averaged, as LMRL-Gym's ILQL), a
+  CQL-style cross-entropy on Q, and the language model's cross-entropy (the behaviour policy); acting adds
+  ``beta`` times the target Q. The last turn of an episode cut by the time limit (``"truncated"`` in the
+  dataset) has no next state to bootstrap from and is no terminal state either: its last token gets no Q
+  target (a terminal target there would claim that the walk ends, with its last reward as its whole value).
 
 The value heads read the language model's hidden states (``value_model: shared``) or those of a transformer of
 their own, a copy of the LM's body trained only by the value losses (``value_model: separate``, LMRL-Gym's
@@ -28,7 +32,7 @@ import torch.nn.functional as F
 
 from ..base import RunContext
 from .common import TextParams, Turns, adamw, load_episodes, normalizer, settings_of, texts_of, turn_samples
-from .losses import expectile_loss, ilql_q_targets, masked_mean
+from .losses import expectile_loss, ilql_q_targets, masked_mean, q_target_mask
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer
 
 __all__ = ["TextBC", "FilteredBC", "MCReturns", "ILQL"]
@@ -37,6 +41,7 @@ __all__ = ["TextBC", "FilteredBC", "MCReturns", "ILQL"]
 class _OfflineText(TextParams):
     name: ClassVar[str] = "bc"
     values: ClassVar[bool] = False
+    twin_q: ClassVar[bool] = False  # two Q heads (clipped double Q)
     own: ClassVar[dict[str, Any]] = {}
 
     def setup(self, ctx: RunContext) -> tuple[Any, ...]:
@@ -58,7 +63,7 @@ class _OfflineText(TextParams):
         settings, tok, turns = self.setup(ctx)
         torch.manual_seed(ctx.seed)
         device = ctx.device
-        model = build_model(settings, tok, values=self.values).to(device)
+        model = build_model(settings, tok, values=self.values, twin_q=self.twin_q).to(device)
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         optim = adamw(params, settings)
@@ -141,12 +146,14 @@ class FilteredBC(_OfflineText):
 class ILQL(_OfflineText):
     name: ClassVar[str] = "ilql"
     values: ClassVar[bool] = True
+    twin_q: ClassVar[bool] = True
+    bootstraps: ClassVar[bool] = True  # V is fitted to the target network's Q (mc_returns: to returns)
     own: ClassVar[dict[str, Any]] = {
         "tau": 0.7,  # expectile of V
         "beta": 4.0,  # weight of Q in the policy's logits when acting
         "cql_weight": 0.01,  # cross-entropy on the Q logits (keeps Q low off the data)
         "bc_weight": 1.0,  # the language model's cross-entropy (the behaviour policy acting adds Q to)
-        "polyak": 0.005,  # target Q update rate
+        "polyak": 0.005,  # target network (Q heads and their transformer) update rate
         "reward_scale": 1.0,  # rewards are multiplied by this for the value heads
         # "separate": Q and V on a transformer of their own, as LMRL-Gym's ILQL (they learn what the LM's
         # hidden states do not carry, e.g. the maze position; twice the compute); "shared": on the LM's
@@ -158,16 +165,19 @@ class ILQL(_OfflineText):
         b = action_batch(tok, [turns.contexts[i] for i in batch], [turns.actions[i] for i in batch], device)
         logits, hidden = model(b.ids, b.mask)
         h = _gather_pos(hidden, b.pos)  # (B, K, width)
-        q_all = model.q_head(h)
-        q = q_all.gather(-1, b.tok[..., None])[..., 0]
+        q_alls = model.q_values(h)
+        qs = [q.gather(-1, b.tok[..., None])[..., 0] for q in q_alls]
         v = model.v_head(h)[..., 0]
-        with torch.no_grad():
-            q_target = model.target_q(h).gather(-1, b.tok[..., None])[..., 0]
+        q_target = None
+        if self.bootstraps:
+            with torch.no_grad():
+                th = _gather_pos(model.target_hidden(b.ids, b.mask), b.pos)
+                q_target = model.target_values(th).gather(-1, b.tok[..., None])[..., 0]
         out = {"bc": float(settings["bc_weight"]) * _token_ce(_gather_pos(logits, b.pos), b.tok, b.valid)}
-        out.update(self.value_losses(model, tok, turns, batch, settings, device, b, q, v, q_target, q_all))
+        out.update(self.value_losses(model, tok, turns, batch, settings, device, b, qs, v, q_target, q_alls))
         return out
 
-    def value_losses(self, model, tok, turns, batch, settings, device, b, q, v, q_target, q_all):  # noqa: ANN001
+    def value_losses(self, model, tok, turns, batch, settings, device, b, qs, v, q_target, q_alls):  # noqa: ANN001
         scale = float(settings["reward_scale"])
         rewards = torch.as_tensor(turns.rewards[batch] * scale, device=device)
         nxt = turns.next_index[batch]
@@ -185,22 +195,25 @@ class ILQL(_OfflineText):
                     nh[torch.arange(len(rows)), nb.first]
                 )[:, 0]
         target = ilql_q_targets(v.detach(), b.valid, rewards, terminal, v_next, float(settings["gamma"]))
+        q_mask = q_target_mask(b.valid, torch.as_tensor(turns.truncated[batch], device=device))
         return {
-            "q": masked_mean((q - target).pow(2), b.valid),
+            "q": sum(masked_mean((q - target).pow(2), q_mask) for q in qs),
             "v": expectile_loss(q_target - v, float(settings["tau"]), b.valid),
-            "cql": float(settings["cql_weight"]) * _token_ce(q_all, b.tok, b.valid),
+            "cql": float(settings["cql_weight"]) * sum(_token_ce(q_all, b.tok, b.valid) for q_all in q_alls),
         }
 
 
 class MCReturns(ILQL):
     name: ClassVar[str] = "mc_returns"
+    twin_q: ClassVar[bool] = False
+    bootstraps: ClassVar[bool] = False
     own: ClassVar[dict[str, Any]] = {"beta": 1.0, "bc_weight": 1.0, "polyak": 1.0, "reward_scale": 1.0,
                                      "tau": 0.5, "cql_weight": 0.0, "value_model": "shared"}  # fmt: skip
 
-    def value_losses(self, model, tok, turns, batch, settings, device, b, q, v, q_target, q_all):  # noqa: ANN001
+    def value_losses(self, model, tok, turns, batch, settings, device, b, qs, v, q_target, q_alls):  # noqa: ANN001
         g = torch.as_tensor(turns.returns_to_go[batch] * float(settings["reward_scale"]), device=device)
         target = g[:, None] * b.valid
         return {
-            "q": masked_mean((q - target).pow(2), b.valid),
+            "q": masked_mean((qs[0] - target).pow(2), b.valid),
             "v": masked_mean((v - target).pow(2), b.valid),
         }

@@ -7,8 +7,9 @@ cut on the left to ``max_context`` tokens (``history`` keeps only the last turns
 tokens and ``<eoa>``. Acting: where the env lists its valid actions (``env.unwrapped.valid_actions()``, at
 most ``max_candidates`` of them) every candidate is scored by its log-likelihood and the best one taken (or one
 sampled, for online training); otherwise the action is decoded greedily (or sampled) token by token, up to
-``max_action_tokens``. Value-based algorithms (``ilql``, ``mc_returns``) add ``beta`` times their token Q
-values to the logits before the softmax (ILQL's policy extraction, pi_beta(a|s) exp(beta (Q - V))).
+``max_action_tokens``. Value-based algorithms (``ilql``, ``mc_returns``) add ``beta`` times their target
+network's token Q values (target heads on the target body) to the logits before the softmax (ILQL's policy
+extraction, pi_beta(a|s) exp(beta (Q - V))).
 
 Nothing is downloaded: the tokenizer is built from the task's text (``algos.text.tokenizer``) and the model
 from its config, unless ``pretrained`` names a local folder that ``transformers`` can load (model and
@@ -69,26 +70,41 @@ def build_tokenizer(settings: dict[str, Any], texts: list[str]) -> Any:
 
 
 class TextModel(torch.nn.Module):
-    """A causal LM and, for value-based algorithms, token Q and V heads on its last hidden states (with a
-    target copy of the Q head, updated by Polyak averaging). With ``separate_values`` the heads read the hidden
-    states of a transformer of their own (a copy of the LM's body, as LMRL-Gym's ILQL keeps its value model
-    apart from the behaviour policy): the LM's loss and the value losses then do not share a representation."""
+    """A causal LM and, for value-based algorithms, token Q and V heads on its last hidden states, with a
+    target network: a copy of the Q head(s) AND of the transformer body they read (``target_body``), both
+    updated by Polyak averaging, so that a target Q value is a past Q function's value, as in LMRL-Gym's ILQL
+    (``target_base_params`` beside its target heads), not today's features read by yesterday's head. With
+    ``separate_values`` the heads read the hidden states of a transformer of their own (a copy of the LM's
+    body, as LMRL-Gym's ILQL keeps its value model apart from the behaviour policy): the LM's loss and the
+    value losses then do not share a representation. With ``twin_q`` there are two Q heads, and the target
+    value is the smaller of the two target heads' (clipped double Q, LMRL-Gym's ``min(target_q1, target_q2)``)."""
 
-    def __init__(self, lm: Any, values: bool, separate_values: bool = False):
+    def __init__(self, lm: Any, values: bool, separate_values: bool = False, twin_q: bool = False):
         super().__init__()
         self.lm = lm
         width = lm.config.hidden_size if hasattr(lm.config, "hidden_size") else lm.config.n_embd
         vocab = lm.get_output_embeddings().weight.shape[0]
         self.values = values
+        self.twin_q = bool(values and twin_q)
         self.vlm = copy.deepcopy(lm.base_model) if values and separate_values else None
         if values:
-            self.q_head = torch.nn.Sequential(
-                torch.nn.Linear(width, 2 * width), torch.nn.ReLU(), torch.nn.Linear(2 * width, vocab)
-            )
-            self.v_head = torch.nn.Sequential(
-                torch.nn.Linear(width, 2 * width), torch.nn.ReLU(), torch.nn.Linear(2 * width, 1)
-            )
+
+            def head(out: int) -> torch.nn.Module:
+                return torch.nn.Sequential(
+                    torch.nn.Linear(width, 2 * width), torch.nn.ReLU(), torch.nn.Linear(2 * width, out)
+                )
+
+            self.q_head = head(vocab)
+            self.v_head = head(1)
             self.target_q = copy.deepcopy(self.q_head).requires_grad_(False)
+            if self.twin_q:
+                self.q2_head = head(vocab)
+                self.target_q2 = copy.deepcopy(self.q2_head).requires_grad_(False)
+            self.target_body = copy.deepcopy(self.value_body()).requires_grad_(False)
+
+    def value_body(self) -> Any:
+        """The transformer whose hidden states the value heads read: the value model, or the LM's body."""
+        return self.vlm if self.vlm is not None else self.lm.base_model
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The LM's logits and the hidden states the value heads read (B, L, width)."""
@@ -101,15 +117,34 @@ class TextModel(torch.nn.Module):
             return self.lm(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1]
         return self.vlm(input_ids=ids, attention_mask=mask).last_hidden_state
 
+    def target_hidden(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The target body's hidden states (B, L, width): what the target Q heads read."""
+        return self.target_body(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    def q_values(self, h: torch.Tensor) -> list[torch.Tensor]:
+        """The online Q heads' values (one or two) of hidden states ``h`` (..., vocab)."""
+        return [self.q_head(h), self.q2_head(h)] if self.twin_q else [self.q_head(h)]
+
+    def target_values(self, h: torch.Tensor) -> torch.Tensor:
+        """The target Q of the target body's hidden states ``h`` (..., vocab): the smaller of the two target
+        heads' with ``twin_q``."""
+        q = self.target_q(h)
+        return torch.minimum(q, self.target_q2(h)) if self.twin_q else q
+
     @torch.no_grad()
     def update_target(self, tau: float) -> None:
-        for t, s in zip(self.target_q.parameters(), self.q_head.parameters()):
-            t.mul_(1.0 - tau).add_(s, alpha=tau)
+        """Polyak: every target parameter moves ``tau`` of the way to its online one (heads and body)."""
+        pairs = [(self.target_q, self.q_head), (self.target_body, self.value_body())]
+        if self.twin_q:
+            pairs.append((self.target_q2, self.q2_head))
+        for target, online in pairs:
+            for t, s in zip(target.parameters(), online.parameters()):
+                t.mul_(1.0 - tau).add_(s, alpha=tau)
 
 
-def build_model(settings: dict[str, Any], tok: Any, values: bool = False) -> TextModel:
+def build_model(settings: dict[str, Any], tok: Any, values: bool = False, twin_q: bool = False) -> TextModel:
     """A GPT-2 from its config sized by ``settings`` (or the pretrained checkpoint), with value heads (on a
-    transformer of their own where ``settings["value_model"]`` is "separate")."""
+    transformer of their own where ``settings["value_model"]`` is "separate"; two Q heads with ``twin_q``)."""
     if settings.get("pretrained"):
         from transformers import AutoModelForCausalLM
 
@@ -137,7 +172,7 @@ def build_model(settings: dict[str, Any], tok: Any, values: bool = False) -> Tex
     kind = settings.get("value_model", "shared")
     if kind not in ("shared", "separate"):
         raise ValueError(f"value_model must be 'shared' or 'separate', got {kind!r}")
-    return TextModel(lm, values, separate_values=kind == "separate")
+    return TextModel(lm, values, separate_values=kind == "separate", twin_q=twin_q)
 
 
 def context_ids(
@@ -191,11 +226,11 @@ def _gather_pos(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 
 def action_logits(model: TextModel, b: ActionBatch, beta: float = 0.0) -> torch.Tensor:
     """The policy's logits (B, K, vocab) at each action token's position: the LM's, plus ``beta`` times the
-    target Q head's for value-based policies."""
-    logits, hidden = model(b.ids, b.mask)
+    target network's Q for value-based policies."""
+    logits = model.lm(input_ids=b.ids, attention_mask=b.mask).logits
     out = _gather_pos(logits, b.pos)
     if beta and model.values:
-        out = out + beta * model.target_q(_gather_pos(hidden, b.pos))
+        out = out + beta * model.target_values(_gather_pos(model.target_hidden(b.ids, b.mask), b.pos))
     return out
 
 
@@ -221,9 +256,8 @@ def score_actions(model: TextModel, tok: Any, contexts: list[list[int]], cands: 
         ids[r, : len(c)] = torch.as_tensor(c)
         mask[r, : len(c)] = 1
     ids, mask = ids.to(device), mask.to(device)
-    q_values = bool(beta and model.values)
-    shared = q_values and model.vlm is None  # the Q head reads the LM's own hidden states
-    out = model.lm(input_ids=ids, attention_mask=mask, use_cache=True, output_hidden_states=shared)
+    q_values = bool(beta and model.values)  # the target Q heads read the target body's hidden states
+    out = model.lm(input_ids=ids, attention_mask=mask, use_cache=True)
     rows = torch.arange(n, device=device)
     owner = torch.as_tensor([i for i, c in enumerate(cands) for _ in c], dtype=torch.long, device=device)
     seqs = [a + [tok.eoa_id] for c in cands for a in c]
@@ -242,19 +276,16 @@ def score_actions(model: TextModel, tok: Any, contexts: list[list[int]], cands: 
         cache = first.past_key_values
         cache.batch_select_indices(owner)
         return body(input_ids=new, attention_mask=both_mask, position_ids=positions, past_key_values=cache,
-                    use_cache=True, output_hidden_states=shared)  # fmt: skip
+                    use_cache=True)  # fmt: skip
 
     out2 = candidates(model.lm, out)
     # the output that predicts candidate token j: the context's last for j = 0, else the candidate's token j-1
     logits = torch.cat([out.logits[rows, lens - 1][owner, None], out2.logits[:, : k - 1]], dim=1)
     if q_values:
-        if shared:
-            h1, h2 = out.hidden_states[-1], out2.hidden_states[-1]
-        else:
-            v1 = model.vlm(input_ids=ids, attention_mask=mask, use_cache=True)
-            h1, h2 = v1.last_hidden_state, candidates(model.vlm, v1).last_hidden_state
+        t1 = model.target_body(input_ids=ids, attention_mask=mask, use_cache=True)
+        h1, h2 = t1.last_hidden_state, candidates(model.target_body, t1).last_hidden_state
         hidden = torch.cat([h1[rows, lens - 1][owner, None], h2[:, : k - 1]], dim=1)
-        logits = logits + beta * model.target_q(hidden)
+        logits = logits + beta * model.target_values(hidden)
     logp = F.log_softmax(logits.float(), dim=-1).gather(-1, new[..., None])[..., 0]
     total = (logp * new_mask).sum(dim=1).cpu().numpy()
     sizes = np.cumsum([len(c) for c in cands])[:-1]
@@ -395,12 +426,12 @@ def decode_tokens(model: TextModel, tok: Any, contexts: list[list[int]], limit: 
             ids[r, : len(s)] = torch.as_tensor(s)
             mask[r, : len(s)] = 1
         ids, mask = ids.to(device), mask.to(device)
-        logits, hidden = model(ids, mask)
+        logits = model.lm(input_ids=ids, attention_mask=mask).logits
         last = torch.as_tensor([len(s) - 1 for s in seqs], device=device)
         rows = torch.arange(len(seqs), device=device)
         lg = logits[rows, last].float()
         if beta and model.values:
-            lg = lg + beta * model.target_q(hidden[rows, last]).float()
+            lg = lg + beta * model.target_values(model.target_hidden(ids, mask)[rows, last]).float()
         lg[:, banned] = -torch.inf
         lp = F.log_softmax(lg, dim=-1)
         nxt = torch.multinomial(lp.exp(), 1)[:, 0] if sample else lp.argmax(dim=-1)
@@ -437,7 +468,8 @@ def _save(policy: TextPolicy, path: Any) -> None:
     if heads:
         torch.save(heads, folder / "heads.pt")
     meta = {"tokenizer": policy.tok.to_dict(), "settings": policy.settings, "beta": policy.beta,
-            "values": model.values, "separate_values": model.vlm is not None}  # fmt: skip
+            "values": model.values, "separate_values": model.vlm is not None,
+            "twin_q": model.twin_q}  # fmt: skip
     (folder / _SAVED).write_text(json.dumps(meta, indent=1, default=str) + "\n")
 
 
@@ -455,8 +487,13 @@ def load_policy(path: Any, device: str = "cpu") -> TextPolicy:
     else:
         tok = HFTokenizer(AutoTokenizer.from_pretrained(str(folder / "tokenizer"), local_files_only=True))
     lm = AutoModelForCausalLM.from_pretrained(str(folder / "lm"), local_files_only=True)
-    model = TextModel(lm, bool(meta["values"]), separate_values=bool(meta["separate_values"]))
+    model = TextModel(lm, bool(meta["values"]), separate_values=bool(meta["separate_values"]),
+                      twin_q=bool(meta.get("twin_q", False)))  # fmt: skip
     if (folder / "heads.pt").is_file():
-        model.load_state_dict(torch.load(folder / "heads.pt", weights_only=True), strict=False)
+        heads = torch.load(folder / "heads.pt", weights_only=True)
+        model.load_state_dict(heads, strict=False)
+        if model.values and not any(k.startswith("target_body.") for k in heads):
+            # saved before the target network had a body of its own: its target Q read the value body
+            model.target_body.load_state_dict(model.value_body().state_dict())
     model.to(device).eval()
     return TextPolicy(model, tok, meta["settings"], device, beta=float(meta["beta"]))
