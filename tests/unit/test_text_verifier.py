@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlbench_cli.algos import check_params, get_algorithm
-from rlbench_cli.algos.base import RunContext
+from rlbench_cli.algos.base import RunContext, _episodes
 from rlbench_cli.algos.text.policy import TextPolicy, build_model, build_tokenizer
 from rlbench_cli.algos.text.verifier import check_verifier, play_verified, predicted_failure
 from rlbench_cli.envs import make_env
@@ -58,12 +58,15 @@ def test_an_exact_world_model_vetoes_only_bad_actions_and_replaces_them_with_the
     )  # an exact model vetoes no good action
 
 
-def test_a_judge_that_predicts_failure_everywhere_leaves_the_agents_first_choice():
+def test_a_judge_that_predicts_failure_everywhere_leaves_the_agent_as_it_plays_alone():
     settings = {**check_verifier({**TINY, "tries": 3}), "history": 0}
     envs = [make_env("rlbench/MazeFO-v0", {"max_steps": 5}, s) for s in range(2)]
     always = lambda obs, actions: [(o, -1.0, False) for o in obs]  # noqa: E731 - nothing ever changes
-    out = play_verified(envs, [0, 1], _policy(settings), always, settings)
+    policy = _policy(settings)
+    out = play_verified(envs, [0, 1], policy, always, settings)
     assert out["vetoes"] == 0 and out["calls"] == 3 * out["turns"]
+    returns, lengths, _, _, _ = _episodes(envs, [0, 1], policy)  # the agent alone, as eval/return plays it
+    assert out["returns"].tolist() == returns.tolist() and out["lengths"].tolist() == lengths.tolist()
 
 
 def test_a_bc_run_logs_the_agent_with_and_without_the_verifier(tmp_path):
