@@ -39,7 +39,14 @@ def check_params(name: str, env_id: str | None, params: dict[str, Any]) -> None:
     it cannot take), without running anything. An adapter takes part through a ``check_params(params)``
     classmethod; one without it (``random``) takes any params. Imports the adapter: torch, d3rlpy or
     transformers, seconds each."""
-    check = getattr(get_algorithm(name, env_id), "check_params", None)
+    adapter = get_algorithm(name, env_id)
+    if "verifier" in params and not getattr(adapter, "takes_verifier", False):
+        if env_id is not None and not is_text_env(env_id):
+            raise ValueError(f"verifier: a world model checks actions only on a text task (rlbench/MazeFO-v0, "
+                             f"...); {env_id} is not one: remove verifier")  # fmt: skip
+        raise ValueError(f"verifier: {name} does not take it; it is an option of bc, filtered_bc, mc_returns "
+                         "and ilql on a text task")  # fmt: skip
+    check = getattr(adapter, "check_params", None)
     if check is not None:
         check(dict(params))
 

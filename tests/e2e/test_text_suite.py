@@ -73,3 +73,34 @@ def test_random_on_a_text_env_plays_valid_moves(tmp_path):
     episodes = json.loads(rl("fetch", "--suite", "text-random", "--metric", "train/episode_return", "--format",
                              "json", "--db", db).stdout)  # fmt: skip
     assert episodes and all(-11.0 <= r["value"] < 0 for r in episodes)
+
+
+def test_bc_with_a_world_model_verifier_logs_both_numbers(tmp_path):
+    """One suite entry gives the agent without the verifier (eval/return) and with it (eval/verified/*)."""
+    verifier = f"verifier: {{{TINY}, world_model_steps: 3, max_outcome_tokens: 40}}"
+    suite = _suite(tmp_path, f"  - {{name: bc, params: {{{TINY}, {verifier}}}}}\n")
+    db = tmp_path / "r.duckdb"
+    rl("run", suite, "--db", db, "--workers", "1")
+
+    def fetch(metric):
+        return json.loads(rl("fetch", "--suite", "text-tiny", "--metric", metric, "--format", "json", "--db",
+                             db).stdout)  # fmt: skip
+
+    assert [r["step"] for r in fetch("eval/return")] == [0, 2, 4]
+    for metric in ("eval/verified/return", "eval/verified/success", "eval/verified/calls_per_step",
+                   "eval/verified/veto_rate", "eval/verified/normalized_return"):  # fmt: skip
+        rows = fetch(metric)
+        assert [r["step"] for r in rows] == [4], metric
+    assert 1.0 <= fetch("eval/verified/calls_per_step")[0]["value"] <= 3.0
+
+
+def test_a_verifier_on_an_algorithm_without_one_is_a_one_line_error(tmp_path):
+    suite = _suite(tmp_path, f"  - {{name: mc_returns, params: {{{TINY}}}}}\n"
+                             "  - {name: text_world_model, params: {verifier: {world_model_steps: 10}}}\n")  # fmt: skip
+    r = rl("run", suite, "--db", tmp_path / "r.duckdb", check=False)
+    assert r.returncode == 2
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in r.stderr
+    assert "algorithms[1]" in err or "text_world_model" in err
+    assert "verifier: text_world_model does not take it" in err
+    assert not (tmp_path / "r.duckdb").exists()

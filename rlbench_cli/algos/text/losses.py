@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["expectile_loss", "ilql_q_targets", "masked_mean", "q_target_mask", "returns_to_go"]
+__all__ = ["expectile_loss", "ilql_q_targets", "masked_mean", "q_target_mask", "returns_to_go", "token_ce"]
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum() / mask.sum().clamp_min(1.0)
+
+
+def token_ce(logits: torch.Tensor, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """The tokens' cross-entropy (B, K) given their logits (B, K, vocab), averaged where ``valid``."""
+    import torch.nn.functional as F
+
+    ce = F.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten(), reduction="none").view_as(valid)
+    return masked_mean(ce, valid)
 
 
 def expectile_loss(diff: torch.Tensor, tau: float, mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -28,12 +28,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..base import RunContext
 from .common import TextParams, Turns, adamw, load_episodes, normalizer, settings_of, texts_of, turn_samples
-from .losses import expectile_loss, ilql_q_targets, masked_mean, q_target_mask
+from .losses import expectile_loss, ilql_q_targets, masked_mean, q_target_mask, token_ce
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer
+from .verifier import check_verifier, verified_metrics, without_verifier
 
 __all__ = ["TextBC", "FilteredBC", "MCReturns", "ILQL"]
 
@@ -43,9 +43,16 @@ class _OfflineText(TextParams):
     values: ClassVar[bool] = False
     twin_q: ClassVar[bool] = False  # two Q heads (clipped double Q)
     own: ClassVar[dict[str, Any]] = {}
+    takes_verifier: ClassVar[bool] = True  # ``verifier:`` (``algos.text.verifier``)
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        if "verifier" in params:
+            check_verifier(params["verifier"])
+        settings_of(cls.name, without_verifier(params), cls.own)
 
     def setup(self, ctx: RunContext) -> tuple[Any, ...]:
-        settings = settings_of(self.name, ctx.params, self.own)
+        settings = settings_of(self.name, without_verifier(ctx.params), self.own)
         episodes = load_episodes(ctx)
         ctx._dataset = episodes  # what ctx.dataset() returns from now on
         if not len(episodes):
@@ -109,17 +116,17 @@ class _OfflineText(TextParams):
         if count:
             ctx.sink.log(step, **{f"train/loss/{k}": v / count for k, v in sums.items()})
         ctx.finish(step, policy)
+        verifier = ctx.params.get("verifier")
+        if (
+            verifier is not None and not ctx.should_stop()
+        ):  # the agent with a world model checking its actions
+            ctx.sink.log(step, **verified_metrics(ctx, policy, verifier))
 
     def losses(self, model: Any, tok: Any, turns: Turns, batch: np.ndarray, settings: dict[str, Any],
                device: str) -> dict[str, torch.Tensor]:  # fmt: skip
         b = action_batch(tok, [turns.contexts[i] for i in batch], [turns.actions[i] for i in batch], device)
         logits, _ = model(b.ids, b.mask)
-        return {"bc": _token_ce(_gather_pos(logits, b.pos), b.tok, b.valid)}
-
-
-def _token_ce(logits: torch.Tensor, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    ce = F.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten(), reduction="none").view_as(valid)
-    return masked_mean(ce, valid)
+        return {"bc": token_ce(_gather_pos(logits, b.pos), b.tok, b.valid)}
 
 
 class TextBC(_OfflineText):
@@ -173,7 +180,7 @@ class ILQL(_OfflineText):
             with torch.no_grad():
                 th = _gather_pos(model.target_hidden(b.ids, b.mask), b.pos)
                 q_target = model.target_values(th).gather(-1, b.tok[..., None])[..., 0]
-        out = {"bc": float(settings["bc_weight"]) * _token_ce(_gather_pos(logits, b.pos), b.tok, b.valid)}
+        out = {"bc": float(settings["bc_weight"]) * token_ce(_gather_pos(logits, b.pos), b.tok, b.valid)}
         out.update(self.value_losses(model, tok, turns, batch, settings, device, b, qs, v, q_target, q_alls))
         return out
 
@@ -199,7 +206,7 @@ class ILQL(_OfflineText):
         return {
             "q": sum(masked_mean((q - target).pow(2), q_mask) for q in qs),
             "v": expectile_loss(q_target - v, float(settings["tau"]), b.valid),
-            "cql": float(settings["cql_weight"]) * sum(_token_ce(q_all, b.tok, b.valid) for q_all in q_alls),
+            "cql": float(settings["cql_weight"]) * sum(token_ce(q_all, b.tok, b.valid) for q_all in q_alls),
         }
 
 

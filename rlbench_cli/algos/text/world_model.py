@@ -40,7 +40,7 @@ import torch
 
 from ..base import RunContext, eval_seeds
 from .common import TextParams, adamw, load_episodes, normalizer, settings_of, texts_of
-from .offline import _token_ce
+from .losses import token_ce
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer, decode_tokens
 
 __all__ = ["TextWorldModel", "outcome_ids", "parse_outcome", "world_model_metrics"]
@@ -123,14 +123,7 @@ class TextWorldModel(TextParams):
         logging_steps = int(settings["logging_steps"])
         for step in range(first + 1, ctx.steps + 1):
             rows = rng.integers(len(samples), size=int(settings["batch_size"]))
-            b = action_batch(tok, [samples[i][0] for i in rows], [samples[i][1] for i in rows], device)
-            logits, _ = model(b.ids, b.mask)
-            lg = _gather_pos(logits, b.pos)
-            n_act = torch.as_tensor([samples[i][2] for i in rows], device=device)
-            k = torch.arange(b.valid.shape[1], device=device)[None, :]
-            act_mask = b.valid * (k <= n_act[:, None])  # the action and its <eoa>
-            wm_mask = b.valid - act_mask
-            l_pi, l_wm = _token_ce(lg, b.tok, act_mask), _token_ce(lg, b.tok, wm_mask)
+            l_pi, l_wm = self.losses(model, tok, samples, rows, device)
             loss = l_pi + l_wm
             optim.zero_grad(set_to_none=True)
             loss.backward()
@@ -160,6 +153,20 @@ class TextWorldModel(TextParams):
             ctx.sink.log(step, **self.evaluate(ctx, model, tok, held, settings))
 
     @staticmethod
+    def losses(
+        model: Any, tok: Any, samples: list[tuple[list[int], list[int], int]], rows: np.ndarray, device: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The agent's and the world model's cross-entropy on the ``samples`` at ``rows``: (action tokens,
+        outcome tokens)."""
+        b = action_batch(tok, [samples[i][0] for i in rows], [samples[i][1] for i in rows], device)
+        logits, _ = model(b.ids, b.mask)
+        lg = _gather_pos(logits, b.pos)
+        n_act = torch.as_tensor([samples[i][2] for i in rows], device=device)
+        k = torch.arange(b.valid.shape[1], device=device)[None, :]
+        act_mask = b.valid * (k <= n_act[:, None])  # the action and its <eoa>
+        return token_ce(lg, b.tok, act_mask), token_ce(lg, b.tok, b.valid - act_mask)
+
+    @staticmethod
     def first_episodes(train_eps: list[Any], n: int, dataset: str) -> list[Any]:
         """The first ``n`` training episodes (all of them for 0): the data size a scaling suite sweeps. The
         held-out episodes stay the same whatever ``n`` is, so EM is measured on the same turns."""
@@ -184,7 +191,8 @@ class TextWorldModel(TextParams):
                 out.append((ctx_ids, act + [tok.eoa_id] + tail, len(act)))
         return out
 
-    def predict(self, model: Any, tok: Any, obs: list[str], actions: list[str], settings: dict[str, Any],
+    @staticmethod
+    def predict(model: Any, tok: Any, obs: list[str], actions: list[str], settings: dict[str, Any],
                 device: str) -> list[tuple[str, float, bool]]:  # fmt: skip
         limit = int(settings["max_context"])
         contexts = [([tok.bos_id, *tok.encode(o), tok.act_id])[-limit:] + tok.encode(a) + [tok.eoa_id]

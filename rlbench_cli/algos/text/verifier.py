@@ -1,0 +1,239 @@
+"""Verification, the first agent-utility channel of a text world model: before a text agent's action is
+executed, a world model predicts its outcome, and an action predicted to fail is replaced by the agent's
+next choice.
+
+``verifier: {world_model_steps: N, tries: K, ...}`` on ``bc``, ``filtered_bc``, ``mc_returns`` or ``ilql``
+(on a text task): after the agent has trained, the run trains a world model on the same dataset with
+``text_world_model``'s code (``TextWorldModel.samples``, ``.losses``, ``.predict``: its outcome tokens only,
+``N`` steps; the model and training settings are the text algorithms' own, given inside ``verifier``,
+e.g. ``n_embd``, ``learning_rate``), then plays the run's evaluation episodes (the same seeds as
+``eval/return``) with the verifier. Each turn the agent ranks the env's valid actions (an env that lists none:
+its one decoded action); the world model predicts the outcome of the best, and while the prediction is a
+failure, of the next, up to ``K`` of them; the first one not predicted to fail is executed, and the agent's
+first choice when all ``K`` are. A predicted failure (``predicted_failure``): an end of the episode with a
+reward below ``success_reward`` (a loss, or the end without success), or, the episode going on, a next
+observation equal to the current one (a wall, an invalid move: nothing changes) or to one seen earlier in the
+episode (a loop, a repeated guess).
+
+Logged once at the end of training, at the run's last step, beside the final ``eval/return`` (which stays
+the agent WITHOUT the verifier): ``eval/verified/return``, ``eval/verified/success`` (where the env reports
+it), ``eval/verified/normalized_return`` (where the run has a normaliser), ``eval/verified/length``,
+``eval/verified/calls_per_step`` (world-model predictions per executed turn), ``eval/verified/veto_rate``
+(turns whose executed action is not the agent's first choice), ``eval/verified/false_veto_rate`` (of those,
+the share whose first choice was in fact good: replayed in a copy of the real env, it did not fail by the
+same rule, the env's ``invalid`` flag counting as a failure; over the vetoes whose env could be copied) and
+``eval/verified/world_model_loss`` (the outcome tokens' cross-entropy over the last 10% of its steps).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..base import RunContext, eval_seeds
+from .common import adamw, settings_of, texts_of
+from .policy import TextPolicy, build_model, build_tokenizer
+from .world_model import TextWorldModel
+
+__all__ = ["VERIFIER_OWN", "check_verifier", "without_verifier", "predicted_failure", "verified_metrics"]
+
+VERIFIER_OWN: dict[str, Any] = {
+    "world_model_steps": 300,  # gradient steps of the world model, trained after the agent
+    "tries": 3,  # the agent's ranked actions the world model checks each turn, at most
+    "success_reward": 0.0,  # an end predicted with at least this reward is a success (the mazes' goal: 0)
+    "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
+}
+MAX_WORLD_MODEL_STEPS = 1_000_000
+
+
+def without_verifier(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` less ``verifier``: what the agent's own settings are read from."""
+    return {k: v for k, v in params.items() if k != "verifier"}
+
+
+def check_verifier(value: Any) -> dict[str, Any]:
+    """The verifier's settings (world model, training and ``VERIFIER_OWN``, defaults filled in); ValueError
+    naming the field for a value it cannot take."""
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"verifier must be a mapping, e.g. {{world_model_steps: 300, tries: 3}}; got {value!r}"
+        )
+    settings = settings_of("verifier", value, VERIFIER_OWN)
+    n = int(settings["world_model_steps"])
+    if not 1 <= n <= MAX_WORLD_MODEL_STEPS:
+        raise ValueError(f"verifier.world_model_steps must be 1 to {MAX_WORLD_MODEL_STEPS}, got {n}")
+    tries, most = int(settings["tries"]), int(settings["max_candidates"])
+    if not 2 <= tries <= most:
+        raise ValueError(f"verifier.tries must be 2 to max_candidates ({most}), got {tries}: the agent's first "
+                         "choice and at least one alternative")  # fmt: skip
+    return settings
+
+
+def predicted_failure(
+    obs: str, seen: set[str], outcome: tuple[str, float, bool], success_reward: float
+) -> bool:
+    """Whether an outcome (next observation, reward, done) is a failure: an end with a reward below
+    ``success_reward``, or, going on, the same observation again or one ``seen`` earlier in the episode."""
+    nxt, reward, done = outcome
+    if done:
+        return reward < success_reward
+    return nxt == obs or nxt in seen
+
+
+def real_failure(env: Any, action: str, obs: str, seen: set[str]) -> bool | None:
+    """Whether ``action`` fails in a copy of the real ``env`` by ``predicted_failure``'s rule (an invalid
+    action, an end without success, no new observation); None when the env cannot be copied."""
+    try:
+        twin = copy.deepcopy(env)
+    except Exception:  # noqa: BLE001 - an env holding a process or a socket (Stockfish) is not checked
+        return None
+    o, _, term, trunc, info = twin.step(action)
+    info = info if isinstance(info, dict) else {}
+    if info.get("invalid"):
+        return True
+    if term or trunc:
+        return not bool(info.get("success", False))
+    return str(o) == obs or str(o) in seen
+
+
+def train_world_model(
+    episodes: Any, settings: dict[str, Any], seed: int, device: str
+) -> tuple[Any, Any, float]:
+    """A world model of ``episodes``: (model, tokenizer, mean outcome loss over the last 10% of its steps)."""
+    tok = build_tokenizer(settings, texts_of(episodes))
+    samples = TextWorldModel.samples(tok, list(episodes), settings)
+    torch.manual_seed(seed)
+    model = build_model(settings, tok).to(device)
+    model.train()
+    optim = adamw(model.parameters(), settings)
+    rng = np.random.default_rng(seed)
+    steps = int(settings["world_model_steps"])
+    tail: list[float] = []
+    for step in range(steps):
+        rows = rng.integers(len(samples), size=int(settings["batch_size"]))
+        _, loss = TextWorldModel.losses(model, tok, samples, rows, device)
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), float(settings["max_grad_norm"]))
+        optim.step()
+        if step >= steps - max(1, steps // 10):
+            tail.append(float(loss.detach()))
+    model.eval()
+    return model, tok, float(np.mean(tail))
+
+
+def ranked_actions(
+    policy: TextPolicy, contexts: list[list[int]], cands: list[list[str] | None]
+) -> list[list[str]]:
+    """Each context's candidate actions, the agent's first choice first (as ``TextPolicy.choose`` picks it),
+    then by falling log-likelihood; a context without candidates gets its one decoded action."""
+    out: list[list[str]] = [[] for _ in contexts]
+    scored = [j for j, c in enumerate(cands) if c]
+    if scored:
+        scores = policy._score([contexts[j] for j in scored], [cands[j] for j in scored])  # type: ignore[misc]
+        for j, sc in zip(scored, scores):
+            out[j] = [cands[j][m] for m in np.argsort(-sc, kind="stable")]  # type: ignore[index]
+    rest = [j for j, c in enumerate(cands) if not c]
+    if rest:
+        acts, _ = policy.choose([contexts[j] for j in rest], [None] * len(rest))
+        for j, a in zip(rest, acts):
+            out[j] = [a]
+    return out
+
+
+def play_verified(
+    envs: list[Any], seeds: list[int], policy: TextPolicy, judge: Any, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """One seeded episode in each env with the verifier: returns, lengths, successes (None where an env does
+    not report them) and the verifier's counts. ``judge(obs, actions)`` predicts each pair's outcome."""
+    n, tries, goal = len(envs), int(settings["tries"]), float(settings["success_reward"])
+    policy.bind(envs)
+    policy.reset(n)
+    obs = [str(env.reset(seed=s)[0]) for env, s in zip(envs, seeds)]
+    seen = [{o} for o in obs]
+    returns, lengths = np.zeros(n), np.zeros(n, np.int64)
+    success: list[Any] = [None] * n
+    counts = {"calls": 0, "turns": 0, "vetoes": 0, "checked": 0, "false_vetoes": 0}
+    alive = list(range(n))
+    was = policy.model.training
+    policy.model.eval()
+    try:
+        while alive:
+            contexts = [policy.context(i, obs[i]) for i in alive]
+            ranked = ranked_actions(policy, contexts, [policy.candidates(i) for i in alive])
+            chosen = [r[0] for r in ranked]
+            pending = list(range(len(alive)))
+            for k in range(tries):
+                todo = [j for j in pending if k < len(ranked[j])]
+                if not todo:
+                    break
+                pred = judge([obs[alive[j]] for j in todo], [ranked[j][k] for j in todo])
+                counts["calls"] += len(todo)
+                pending = []
+                for j, outcome in zip(todo, pred):
+                    i = alive[j]
+                    if predicted_failure(obs[i], seen[i], outcome, goal):
+                        pending.append(j)
+                    else:
+                        chosen[j] = ranked[j][k]
+            still = []
+            for j, i in enumerate(alive):
+                a = chosen[j]
+                if a != ranked[j][0]:
+                    counts["vetoes"] += 1
+                    bad = real_failure(envs[i], ranked[j][0], obs[i], seen[i])
+                    if bad is not None:
+                        counts["checked"] += 1
+                        counts["false_vetoes"] += int(not bad)
+                policy.turns[i].append((obs[i], a))
+                o, r, term, trunc, info = envs[i].step(a)
+                counts["turns"] += 1
+                returns[i] += r
+                lengths[i] += 1
+                obs[i] = str(o)
+                seen[i].add(obs[i])
+                if term or trunc:
+                    success[i] = info.get("success") if isinstance(info, dict) else None
+                else:
+                    still.append(i)
+            alive = still
+    finally:
+        policy.model.train(was)
+    return {"returns": returns, "lengths": lengths, "success": success, **counts}
+
+
+def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, Any]) -> dict[str, float]:
+    """Train the world model on the run's dataset, play the run's evaluation episodes with the verifier, and
+    return the ``eval/verified/*`` metrics (see the module docstring)."""
+    settings = check_verifier(verifier)
+    device = ctx.device
+    model, tok, loss = train_world_model(ctx.dataset(), settings, ctx.seed, device)
+
+    def judge(obs: list[str], actions: list[str]) -> list[tuple[str, float, bool]]:
+        return TextWorldModel.predict(model, tok, obs, actions, settings, device)
+
+    seeds = eval_seeds(ctx.seed, int(ctx.spec.budget["eval_episodes"]))
+    envs = [ctx.make_env(seed=s) for s in seeds]
+    try:
+        out = play_verified(envs, seeds, policy, judge, settings)
+    finally:
+        for env in envs:
+            env.close()
+    mean = float(out["returns"].mean())
+    values = {
+        "eval/verified/return": mean,
+        "eval/verified/length": float(out["lengths"].mean()),
+        "eval/verified/calls_per_step": out["calls"] / max(1, out["turns"]),
+        "eval/verified/veto_rate": out["vetoes"] / max(1, out["turns"]),
+        "eval/verified/world_model_loss": loss,
+    }
+    if out["checked"]:
+        values["eval/verified/false_veto_rate"] = out["false_vetoes"] / out["checked"]
+    if all(s is not None for s in out["success"]):
+        values["eval/verified/success"] = float(np.mean([bool(s) for s in out["success"]]))
+    if ctx.score_normalizer is not None:
+        values["eval/verified/normalized_return"] = float(ctx.score_normalizer(mean))
+    return values

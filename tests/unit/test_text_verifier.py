@@ -1,0 +1,120 @@
+"""The world-model verifier of text agents (``algos.text.verifier``): its veto rule, its veto logic on Maze FO
+with a tiny untrained agent and a judge that knows the maze (an exact world model: the real env replayed from
+the observed cell), the ``eval/verified/*`` metrics of a tiny bc run, and its bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rlbench_cli.algos import check_params, get_algorithm
+from rlbench_cli.algos.base import RunContext, _episodes
+from rlbench_cli.algos.text.policy import TextPolicy, build_model, build_tokenizer
+from rlbench_cli.algos.text.verifier import check_verifier, play_verified, predicted_failure
+from rlbench_cli.envs import make_env
+from rlbench_cli.envs.text.maze import FREE, GOAL, MazeFO, describe_fo
+from rlbench_cli.suite.grid import RunSpec
+
+TINY = {"n_embd": 16, "n_layer": 1, "n_head": 1, "batch_size": 4, "max_context": 96}
+
+
+def test_the_veto_rule():
+    seen = {"a", "b"}
+    assert predicted_failure("a", seen, ("a", -1.0, False), 0.0)  # nothing changes: a wall
+    assert predicted_failure("b", seen, ("a", -1.0, False), 0.0)  # back to a seen observation: a loop
+    assert not predicted_failure("b", seen, ("c", -1.0, False), 0.0)  # somewhere new
+    assert not predicted_failure("b", seen, ("a", 0.0, True), 0.0)  # the goal reached (0 in the mazes)
+    assert predicted_failure("b", seen, ("c", -2.0, True), 0.0)  # the end without success
+
+
+def _maze_judge(obs: list[str], actions: list[str]) -> list[tuple[str, float, bool]]:
+    """Maze FO's exact outcome: the real env started at the cell the observation names."""
+    cell = {describe_fo(p): p for p in FREE if p != GOAL}
+    out = []
+    for o, a in zip(obs, actions):
+        env = MazeFO()
+        env.reset(seed=0, options={"init_position": cell[o]})
+        nxt, r, term, trunc, _ = env.step(a)
+        out.append((nxt, r, term or trunc))
+    return out
+
+
+def _policy(settings):
+    torch.manual_seed(0)
+    texts = [describe_fo(p) for p in FREE] + ["move up", "move down", "move left", "move right"]
+    tok = build_tokenizer(settings, texts)
+    return TextPolicy(build_model(settings, tok), tok, settings, "cpu")
+
+
+def test_an_exact_world_model_vetoes_only_bad_actions_and_replaces_them_with_the_next_choice():
+    settings = {**check_verifier({**TINY, "tries": 4}), "history": 0}
+    envs = [make_env("rlbench/MazeFO-v0", {"max_steps": 12}, s) for s in range(4)]
+    out = play_verified(envs, list(range(4)), _policy(settings), _maze_judge, settings)
+    assert out["turns"] == int(out["lengths"].sum())
+    assert out["turns"] <= out["calls"] <= 4 * out["turns"]
+    assert out["vetoes"] > 0  # an untrained agent walks into walls and back
+    assert (
+        out["checked"] == out["vetoes"] and out["false_vetoes"] == 0
+    )  # an exact model vetoes no good action
+
+
+def test_a_judge_that_predicts_failure_everywhere_leaves_the_agent_as_it_plays_alone():
+    settings = {**check_verifier({**TINY, "tries": 3}), "history": 0}
+    envs = [make_env("rlbench/MazeFO-v0", {"max_steps": 5}, s) for s in range(2)]
+    always = lambda obs, actions: [(o, -1.0, False) for o in obs]  # noqa: E731 - nothing ever changes
+    policy = _policy(settings)
+    out = play_verified(envs, [0, 1], policy, always, settings)
+    assert out["vetoes"] == 0 and out["calls"] == 3 * out["turns"]
+    returns, lengths, _, _, _ = _episodes(envs, [0, 1], policy)  # the agent alone, as eval/return plays it
+    assert out["returns"].tolist() == returns.tolist() and out["lengths"].tolist() == lengths.tolist()
+
+
+def test_a_bc_run_logs_the_agent_with_and_without_the_verifier(tmp_path):
+    from rlbench_cli.datagen.text import build_text_dataset, save_text_dataset
+
+    path = tmp_path / "MazeFO-v0-mixed.jsonl"
+    save_text_dataset(build_text_dataset("rlbench/MazeFO-v0", "mixed", 6, seed=0), path)
+    torch.set_num_threads(1)
+    params = {**TINY, "verifier": {**TINY, "world_model_steps": 2, "max_outcome_tokens": 40}}
+    spec = RunSpec(suite="t", algo="bc", algo_name="bc", params=params, env_id="rlbench/MazeFO-v0",
+                   env_kwargs={"max_steps": 5}, seed=0, budget={"steps": 2, "eval_every": 2, "eval_episodes": 2},
+                   dataset="MazeFO-v0-mixed", dataset_path=str(path))  # fmt: skip
+
+    rows: list[tuple[int, dict]] = []
+
+    class Sink:
+        def log(self, step, **values):
+            rows.append((step, values))
+
+    get_algorithm("bc", spec.env_id)().train(RunContext(spec=spec, sink=Sink()))
+    last = {k: v for _, row in rows for k, v in row.items()}
+    assert {"eval/return", "eval/success", "eval/verified/return", "eval/verified/success",
+            "eval/verified/normalized_return", "eval/verified/world_model_loss"} <= set(last)  # fmt: skip
+    assert 1.0 <= last["eval/verified/calls_per_step"] <= 3.0  # tries: 3 by default
+    assert 0.0 <= last["eval/verified/veto_rate"] <= 1.0
+    assert [s for s, row in rows if "eval/verified/return" in row] == [2]
+
+
+@pytest.mark.parametrize(
+    ("algo", "env", "verifier", "says"),
+    [
+        ("bc", "CartPole-v1", {"world_model_steps": 10}, "only on a text task"),
+        ("ppo", "rlbench/MazeFO-v0", {"world_model_steps": 10}, "ppo does not take it"),
+        ("text_world_model", "rlbench/MazeFO-v0", {}, "text_world_model does not take it"),
+        ("bc", "rlbench/MazeFO-v0", {"world_model_steps": 0}, "verifier.world_model_steps must be 1 to"),
+        (
+            "ilql",
+            "rlbench/MazeFO-v0",
+            {"world_model_steps": 10**7},
+            "verifier.world_model_steps must be 1 to",
+        ),
+        ("bc", "rlbench/MazeFO-v0", {"tries": 1}, "verifier.tries must be 2 to"),
+        ("filtered_bc", "rlbench/MazeFO-v0", {"steps": 3}, "unknown parameter(s) for verifier: steps"),
+        ("bc", "rlbench/MazeFO-v0", 300, "verifier must be a mapping"),
+    ],
+)
+def test_bad_verifiers_are_refused(algo, env, verifier, says):
+    with pytest.raises(ValueError, match=None) as e:
+        check_params(algo, env, {"verifier": verifier})
+    assert says in str(e.value) and "\n" not in str(e.value)
+    check_params("ilql", "rlbench/MazeFO-v0", {"verifier": {"world_model_steps": 10, "tries": 2}})
