@@ -33,6 +33,10 @@ ENGINE_EXECUTORS = {"ray", "slurm"}
 # Every test of one engine runs on one xdist worker (`--dist loadgroup` in pyproject.toml): one Ray head and one
 # Slurm cluster a session instead of one per worker, and never two clusters of an engine competing for the cores
 ENGINE_OF_FIXTURE = {"ray_head": "ray", "slurm": "slurm"}
+# The modules whose tests train with JAX on the local CPU share a worker too: two XLA CPU runtimes training at
+# once on two cores made the watchdog's test see false wedges (a chunk 3x slower than the one before it) and
+# once a real one
+JAX_MODULES = {"test_ppo_jax.py", "test_jax_run.py", "test_bench_jax_seeds.py"}
 TESTS = Path(__file__).parent
 BENCH = TESTS / "bench"
 NEEDS_GPU = re.compile(r"\b(GPU|CUDA)\b")
@@ -157,9 +161,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         params = getattr(item, "callspec", None)
         if fixtures & ENGINE_FIXTURES or (params and params.params.get("executor") in ENGINE_EXECUTORS):
             item.add_marker("engine")
-        engine = _engine_of(item, fixtures, params)
-        if engine:
-            item.add_marker(pytest.mark.xdist_group(engine))
+        group = _engine_of(item, fixtures, params) or ("jax" if item.path.name in JAX_MODULES else None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
         if fixtures & APT_FIXTURES:
             item.add_marker("apt")
         left_out = _fast_but(item.path)

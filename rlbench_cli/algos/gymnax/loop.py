@@ -102,7 +102,10 @@ class Watchdog:
     def call(self, what: str, units: float, fn: Callable[[], Any], learn: bool = True) -> Any:
         """``fn()`` (which must return host values, or wait for its device values), or XlaWedged when it
         runs past the limit. ``units``: its work; ``learn``: let its time set the limit of later calls."""
-        limit = max(self.floor, self.times * self.unit * units)
+        # before any call has been timed there is nothing to compare with: only the default floor says wedged
+        # (a lower $RLBENCH_JAX_WATCHDOG_FLOOR_S applies once a call has set the pace)
+        floor = self.floor if self.unit > 0 else max(self.floor, WATCHDOG_FLOOR_S)
+        limit = max(floor, self.times * self.unit * units)
         number, box = self.calls, {}
         self.calls += 1
 
@@ -124,7 +127,7 @@ class Watchdog:
         thread.join(limit)
         if thread.is_alive():
             why = (f"XLA's runtime wedged: {what} made no progress for {limit:.0f} s (the limit: {self.times:g}x "
-                   f"the slowest call so far, at least {self.floor:g} s); the job ends so --retries can run it "
+                   f"the slowest call so far, at least {floor:g} s); the job ends so --retries can run it "
                    "again")  # fmt: skip
             spoil_process(why)
             raise XlaWedged(why)
