@@ -10,7 +10,8 @@ and compilations are kept in JAX's persistent cache (``RLBENCH_JAX_CACHE``, defa
 
 The watchdog (``Watchdog``): even so, XLA's CPU runtime can wedge a call for ever (the caller in
 ``BlockUntilReady``, every XLA thread idle), and nothing in Python can interrupt it. So each compiled call
-(the init, every chunk) runs in a daemon thread while the job's thread waits for it; a call still running after
+(the init, every chunk) runs, with ``$RLBENCH_JAX_WATCHDOG=1`` (opt-in), in a daemon thread while the job's
+thread waits for it; a call still running after
 ``max(floor, times x the slowest earlier call per unit of work)`` (a chunk of n iterations is n + 1 units: its
 evaluation counts one; floor ``$RLBENCH_JAX_WATCHDOG_FLOOR_S``, default 120 s, times
 ``$RLBENCH_JAX_WATCHDOG_TIMES``, default 10) ends the job with ``XlaWedged`` naming the wedge. Every seed still
