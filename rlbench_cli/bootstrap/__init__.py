@@ -66,6 +66,7 @@ from rlbench_cli.bootstrap.curves import (
     curve_interval,
     run_counts,
     run_curve_interval,
+    run_curve_intervals,
 )
 from rlbench_cli.bootstrap.poi import poi_distribution, poi_interval, probability_of_improvement
 from rlbench_cli.bootstrap.profiles import performance_profile
@@ -95,6 +96,7 @@ __all__ = [
     "curve_interval",
     "run_counts",
     "run_curve_interval",
+    "run_curve_intervals",
     "map_independent",
     "workers",
 ]

@@ -193,3 +193,80 @@ def run_curve_interval(
         dist /= high - low
     lower, upper = percentile_interval(dist, point, confidence, "percentile")
     return Interval(point, lower, upper)
+
+
+_GEMM_RUNS = 32  # up to this many runs, a replicate's cumulative counts come from one matrix product
+_BATCH_CELLS = 1 << 22  # replicate x point x run cells of the blocks computed together (32 MB of float64)
+
+
+def run_curve_intervals(
+    blocks: list[np.ndarray],
+    keys: list[str],
+    stat: str = "iqm",
+    reps: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> list[Interval]:
+    """``run_curve_interval`` of each block (with its key), the same intervals to the bit, faster for many
+    small blocks (a UI's 500 groups of 20 seeds): blocks of one shape with at most ``_GEMM_RUNS`` runs are
+    stacked and each replicate's cumulative counts (``E`` in ``run_curve_interval``) come from one batched
+    matrix product of its counts with each point's "ranked at or below" table, instead of a gather and a
+    cumulative sum per block, and their percentiles are taken together from sorted replicates. Other blocks go
+    one by one.
+
+    Args:
+        blocks: Each of shape (num_runs, num_points), finite.
+        keys: Each block's key (``derive_rng(seed, key)`` draws its replicates).
+        stat: ``iqm`` or ``mean``.
+        reps: Replicates.
+        confidence: Coverage of the percentile intervals.
+        seed: Integer seed.
+
+    Returns:
+        One ``Interval`` per block, in order.
+    """
+    reps = _check_common(reps, confidence, "percentile")
+    out: list[Interval | None] = [None] * len(blocks)
+    shapes: dict[tuple[int, int], list[int]] = {}
+    for i, block in enumerate(blocks):
+        shape = np.shape(block)
+        if stat == "iqm" and len(shape) == 2 and 2 <= shape[0] <= _GEMM_RUNS and shape[1] >= 1:
+            shapes.setdefault(shape, []).append(i)
+        else:
+            out[i] = run_curve_interval(block, stat, reps, confidence, seed, key=keys[i])
+    for (n, points), members in shapes.items():
+        per = max(1, _BATCH_CELLS // (reps * points * n))
+        for start in range(0, len(members), per):
+            chunk = members[start : start + per]
+            stack = _check_curves(
+                np.stack([blocks[i] for i in chunk]).transpose(1, 0, 2)
+            )  # (runs, G, points)
+            counts = np.stack([run_counts(_rng(seed, keys[i]), n, reps) for i in chunk]).astype(np.float64)
+            for i, est in zip(chunk, _stacked_iqm_bands(stack.transpose(1, 0, 2), counts, confidence)):
+                out[i] = est
+    return out  # type: ignore[return-value]
+
+
+def _stacked_iqm_bands(arr: np.ndarray, counts: np.ndarray, confidence: float) -> list[Interval]:
+    """``run_curve_interval``'s IQM for G blocks of one shape (G, runs, points) with their counts (G, reps,
+    runs): ``E[g, p, r, k]`` (runs drawn among the k+1 smallest at point p) is counts[g, r] @ below[g, p]."""
+    g, n, points = arr.shape
+    low, high = _iqm_cuts(n)
+    order = np.argsort(arr, axis=1, kind="stable")
+    ranked = np.take_along_axis(arr, order, axis=1)
+    point = ranked[:, low:high].mean(axis=1)
+    gaps = (ranked[:, :-1] - ranked[:, 1:]).transpose(0, 2, 1)[..., None]  # (G, points, runs - 1, 1)
+    ends = high * ranked[:, -1] - low * ranked[:, 0]  # (G, points)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(n)[None, :, None], axis=1)
+    below = (rank.transpose(0, 2, 1)[..., None] <= np.arange(n - 1)).astype(np.float64)  # (G, points, n, n-1)
+    cum = np.matmul(counts[:, None], below)  # (G, points, reps, runs - 1)
+    np.clip(cum, low, high, out=cum)
+    dist = np.matmul(cum, gaps)[..., 0]  # (G, points, reps)
+    dist += ends[..., None]
+    dist /= high - low
+    # sorted first (each point's replicates are contiguous): the same percentiles, at a third of the cost
+    lower, upper = percentile_interval(
+        np.sort(dist, axis=-1).transpose(2, 0, 1), point, confidence, "percentile"
+    )
+    return [Interval(point[b], lower[b], upper[b]) for b in range(g)]

@@ -37,12 +37,13 @@ def smooth(matrix: np.ndarray, weight: float) -> np.ndarray:
 def _rows(table: Any, num_runs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(run position, step, value, wall seconds since the run's first row) of each finite row, one row per
     run and step (the last of several), in run and step order."""
-    position = table.column("run").to_numpy(zero_copy_only=False).astype(np.int64)
-    steps = table.column("step").to_numpy(zero_copy_only=False).astype(np.int64)
-    values = table.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
-    wall = table.column("wall_time").to_numpy(zero_copy_only=False).astype(np.float64)
+    position = table.column("run").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    steps = table.column("step").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    values = table.column("value").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    wall = table.column("wall_time").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
     keep = np.isfinite(values)
-    position, steps, values, wall = position[keep], steps[keep], values[keep], wall[keep]
+    if not keep.all():
+        position, steps, values, wall = position[keep], steps[keep], values[keep], wall[keep]
     key = position * (int(steps.max()) + 1 if len(steps) else 1) + (
         steps - (steps.min() if len(steps) else 0)
     )
@@ -56,7 +57,8 @@ def _rows(table: Any, num_runs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
             key[order],
         )
     last = np.r_[key[1:] != key[:-1], True] if len(key) else keep[:0]
-    position, steps, values, wall = position[last], steps[last], values[last], wall[last]
+    if not last.all():
+        position, steps, values, wall = position[last], steps[last], values[last], wall[last]
     first = np.full(num_runs, np.inf)
     if len(position):
         starts = np.flatnonzero(np.r_[True, position[1:] != position[:-1]])
@@ -73,38 +75,59 @@ _CACHE_SIZE = 512  # groups' bands kept: while a suite runs, only the groups who
 _LOCK = threading.Lock()
 
 
-def _band(matrix: np.ndarray, stat: str, reps: int, seed: int, label: str) -> tuple[np.ndarray, ...]:
-    """Point, lower and upper at every column; the columns with the same runs present share one bootstrap
-    (live, runs are at different steps). The same group's same values give the same band: it is kept."""
+def _key(matrix: np.ndarray, stat: str, reps: int, seed: int, label: str) -> bytes:
     digest = hashlib.blake2b(f"{stat}|{reps}|{seed}|{label}|{matrix.shape}".encode(), digest_size=16)
     digest.update(np.ascontiguousarray(matrix).tobytes())
-    key = digest.digest()
+    return digest.digest()
+
+
+def _bands(built: list[tuple], stat: str, reps: int, seed: int) -> list[tuple[np.ndarray, ...]]:
+    """Each group's point, lower and upper at every column; the columns with the same runs present share one
+    bootstrap (live, runs are at different steps). The same group's same values give the same band: it is
+    kept. The missing bands are computed together (``bootstrap.run_curve_intervals``: blocks of one shape at
+    once, on threads), each block resampled from ``derive_rng(seed, its group's label)``."""
+    keys = [_key(b[4], stat, reps, seed, b[0]) for b in built]
     with _LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-    out = _compute_band(matrix, stat, reps, seed, label)
+        found = {k: _CACHE[k] for k in keys if k in _CACHE}
+        for k in found:
+            _CACHE.move_to_end(k)
+    todo = [i for i, k in enumerate(keys) if k not in found]
+    jobs: list[tuple[int, np.ndarray, str, np.ndarray, np.ndarray]] = []  # group, columns, label, rows, block
+    for i in todo:
+        matrix = built[i][4]
+        for cols in _patterns(~np.isnan(matrix)):
+            rows = np.flatnonzero(~np.isnan(matrix[:, cols[0]]))
+            if len(rows):
+                jobs.append((i, cols, built[i][0], rows, matrix[np.ix_(rows, cols)]))
+    share = max(1, -(-len(jobs) // bootstrap.workers(len(jobs))))  # one slice of the blocks per thread
+    slices = [jobs[s : s + share] for s in range(0, len(jobs), share)]
+    done = bootstrap.map_independent(
+        lambda js: bootstrap.run_curve_intervals(
+            [j[4] for j in js], [j[2] for j in js], stat, reps, seed=seed
+        ),
+        slices,
+        int(seed),
+    )
+    computed = {i: tuple(np.full(built[i][4].shape[1], np.nan) for _ in range(3)) for i in todo}
+    for js, ests in zip(slices, done):
+        for (i, cols, _, _, _), est in zip(js, ests):
+            point, lower, upper = computed[i]
+            point[cols], lower[cols], upper[cols] = est.point, est.lower, est.upper
     with _LOCK:
-        _CACHE[key] = out
+        for i in todo:
+            _CACHE[keys[i]] = computed[i]
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
-    return out
+    return [found[k] if k in found else computed[i] for i, k in enumerate(keys)]
 
 
-def _compute_band(matrix: np.ndarray, stat: str, reps: int, seed: int, label: str) -> tuple[np.ndarray, ...]:
-    point, lower, upper = (np.full(matrix.shape[1], np.nan) for _ in range(3))
-    present = ~np.isnan(matrix)
-    patterns: dict[bytes, list[int]] = {}
-    for p in range(matrix.shape[1]):
-        patterns.setdefault(np.packbits(present[:, p]).tobytes(), []).append(p)
-    for cols in patterns.values():
-        rows = np.flatnonzero(present[:, cols[0]])
-        if len(rows):
-            est = bootstrap.run_curve_interval(
-                matrix[np.ix_(rows, cols)], stat, reps=reps, seed=seed, key=label
-            )
-            point[cols], lower[cols], upper[cols] = est.point, est.lower, est.upper
-    return point, lower, upper
+def _patterns(present: np.ndarray) -> list[np.ndarray]:
+    """The columns of each distinct pattern of runs present (one pattern when every run has every column)."""
+    if present.all():
+        return [np.arange(present.shape[1])]
+    _, inverse = np.unique(np.packbits(present, axis=0), axis=1, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return [np.flatnonzero(inverse == u) for u in np.unique(inverse)]
 
 
 def group_curves(
@@ -150,10 +173,15 @@ def group_curves(
     row_group = group_of[position]
     order = np.argsort(row_group, kind="stable")  # rows by group, each run's rows still in step order
     bounds = np.searchsorted(row_group[order], np.arange(len(keys) + 1))
+    all_steps, step_col = np.unique(steps, return_inverse=True)  # once, not a sort per group
+    in_group = np.zeros(len(all_steps), bool)
     built = []
     for g, k in enumerate(keys):
         sel = order[bounds[g] : bounds[g + 1]]
-        xs, col = np.unique(steps[sel], return_inverse=True)
+        in_group[:] = False
+        in_group[step_col[sel]] = True
+        xs = all_steps[in_group]
+        col = (np.cumsum(in_group) - 1)[step_col[sel]]
         who = members[k]
         row_of = np.full(len(run_ids), -1)
         row_of[who] = np.arange(len(who))
@@ -163,7 +191,7 @@ def group_curves(
         walls[row_of[position[sel]], col] = wall[sel]
         built.append((_label(group_by, k), k, who, xs, smooth(matrix, smoothing), walls))
     # each group resamples from its own generator (derive_rng(seed, label)): on threads, the same bands
-    bands = bootstrap.map_independent(lambda b: _band(b[4], stat, reps, seed, b[0]), built, int(seed))
+    bands = _bands(built, stat, reps, seed)
     out, lines_left = [], MAX_RUN_LINES
     for (label, k, who, xs, matrix, walls), (point, lower, upper) in zip(built, bands):
         wall_x = np.median(walls, axis=0) if not np.isnan(walls).any() else np.nanmedian(walls, axis=0)

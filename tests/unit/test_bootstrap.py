@@ -397,3 +397,50 @@ def test_run_curve_interval_is_the_bootstrap_of_whole_runs(stat):
         assert (
             np.allclose(est.point, point) and np.allclose(est.lower, lower) and np.allclose(est.upper, upper)
         )
+
+
+@pytest.mark.parametrize("stat", ["iqm", "mean"])
+def test_run_curve_intervals_are_run_curve_interval_of_each_block_to_the_bit(stat):
+    """The UI's many bands at once (blocks of one shape stacked, each replicate's cumulative counts from one
+    matrix product, percentiles from sorted replicates) equal ``run_curve_interval`` of each block, exactly:
+    ties, one run, more runs than the stacked path takes, one point, shapes mixed in any order."""
+    from rlbench_cli.bootstrap.curves import _GEMM_RUNS, run_curve_interval, run_curve_intervals
+
+    rng = np.random.default_rng(11)
+    shapes = [(20, 30)] * 7 + [(2, 1), (1, 4), (_GEMM_RUNS, 3), (_GEMM_RUNS + 1, 3), (5, 9), (20, 30), (3, 2)]
+    blocks = [np.round(rng.normal(size=s), 1) for s in shapes]  # rounded: many ties
+    keys = [f"group {i}" for i in range(len(blocks))]
+    for reps in (50, 1000):
+        got = run_curve_intervals(blocks, keys, stat, reps, seed=5)
+        for block, key, est in zip(blocks, keys, got):
+            want = run_curve_interval(block, stat, reps, seed=5, key=key)
+            for a, b in zip(est, want):
+                assert a.shape == b.shape and np.array_equal(a, b)
+
+
+def test_a_live_groups_band_resamples_at_each_step_the_runs_present_there():
+    """Live, runs are at different steps: each step's band resamples the runs that have it (the steps with
+    the same runs present share one bootstrap), seeded by the group's label, whichever path computes it."""
+    import pyarrow as pa
+
+    from rlbench_cli.bootstrap.curves import run_curve_interval
+    from rlbench_cli.ui import curves as ui_curves
+
+    rng = np.random.default_rng(2)
+    lengths = [6, 6, 4, 2, 6]  # runs 2 and 3 are behind
+    rows = [(r, 10 * s, float(rng.normal()), float(s)) for r, n in enumerate(lengths) for s in range(n)]
+    table = pa.table(
+        {k: [row[i] for row in rows] for i, k in enumerate(("run", "step", "value", "wall_time"))}
+    )
+    runs = [(f"run{r}", r, "running", "ppo") for r in range(len(lengths))]
+    ui_curves._CACHE.clear()
+    (group,) = ui_curves.group_curves(table, runs, ["algo"], "iqm", reps=300, seed=4)["groups"]
+    assert group["label"] == "algo=ppo" and group["step"] == [0, 10, 20, 30, 40, 50]
+    values = np.full((5, 6), np.nan)
+    for r, s, v, _ in rows:
+        values[r, s // 10] = v
+    for cols, present in (([0, 1], [0, 1, 2, 3, 4]), ([2, 3], [0, 1, 2, 4]), ([4, 5], [0, 1, 4])):
+        want = run_curve_interval(values[np.ix_(present, cols)], "iqm", 300, seed=4, key="algo=ppo")
+        assert group["y"][cols[0] : cols[-1] + 1] == want.point.tolist()
+        assert group["lower"][cols[0] : cols[-1] + 1] == want.lower.tolist()
+        assert group["upper"][cols[0] : cols[-1] + 1] == want.upper.tolist()
