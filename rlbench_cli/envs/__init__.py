@@ -17,6 +17,23 @@ from .families import family_of, namespace_problem, register_all
 __all__ = ["known_env", "known_wrapper", "make_env", "env_ids", "wrapper_class", "wrapper_kwargs_problem"]
 
 
+# The ids gymnasium 1.0 registers itself (pyproject pins it; tests/unit/test_env_ids.py checks each is still
+# registered): a suite of these, or of rlbench's own families, is checked without importing gymnasium (0.4 s of
+# every `rlbench run`'s coordinator, which never makes an env). Any other id is looked up in the registry.
+GYMNASIUM_IDS = frozenset(
+    f"{name}-v{v}"
+    for name, versions in {
+        "Acrobot": "1", "CartPole": "01", "MountainCar": "0", "MountainCarContinuous": "0", "Pendulum": "1",
+        "Blackjack": "1", "CliffWalking": "0", "FrozenLake": "1", "FrozenLake8x8": "1", "Taxi": "3",
+        "LunarLander": "3", "LunarLanderContinuous": "3", "BipedalWalker": "3", "BipedalWalkerHardcore": "3",
+        "CarRacing": "3", "Ant": "2345", "HalfCheetah": "2345", "Hopper": "2345", "Humanoid": "2345",
+        "HumanoidStandup": "245", "InvertedDoublePendulum": "245", "InvertedPendulum": "245", "Pusher": "245",
+        "Reacher": "245", "Swimmer": "2345", "Walker2d": "2345",
+    }.items()
+    for v in versions
+)  # fmt: skip
+
+
 def env_ids() -> list[str]:
     import gymnasium
 
@@ -29,7 +46,9 @@ def known_env(env_id: str) -> str | None:
     """None if ``env_id`` is registered with gymnasium or is an env of a family that is not gymnasium's
     (``gymnax/...``), else a one-line problem with a suggestion."""
     family = family_of(env_id)
-    if family is not None and family.jax:
+    if (
+        family is not None or env_id in GYMNASIUM_IDS
+    ):  # one of its envs (registered when made), or gymnasium's
         return None
     problem = namespace_problem(env_id)
     if problem:

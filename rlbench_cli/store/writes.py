@@ -108,10 +108,12 @@ class Writes(Connections):
         todo = [(k, p) for k, p in want.items() if k not in done]
         if not todo:
             return 0
-        import pyarrow.parquet as pq
-
-        counts = [pq.read_metadata(p).num_rows for _, p in todo]
         files = [str(p) for _, p in todo]
+        # the footers' row counts, read by DuckDB: the coordinator never imports pyarrow for them (0.3 s a run)
+        rows = dict(
+            con.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [files]).fetchall()
+        )
+        counts = [int(rows[f]) for f in files]
         runs = {k[0] for k, _ in todo}
         with self._transaction(con):
             if len(runs) == 1:  # one run's shards (a run's end, an import): read in the order given, no join

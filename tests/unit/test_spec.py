@@ -194,3 +194,25 @@ def test_executor_settings_have_defaults_and_are_read():
     assert s.budget.checkpoint_every == "2.5m"
     d = parse_suite({"name": "x", "envs": ["CartPole-v1"], "algorithms": ["random"]})
     assert (d.resources.executor, d.budget.checkpoint_every) == ("local", None)
+
+
+def test_gymnasiums_own_ids_are_known_without_importing_it_and_each_is_registered():
+    """A suite of gymnasium's ids is checked without importing gymnasium (the coordinator never makes an
+    env); each id so known is registered by the gymnasium installed, and others still go to its registry."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from rlbench_cli.envs import known_env; "
+            "assert known_env('CartPole-v1') is None and known_env('rlbench/MazeFO-v0') is None; "
+            "print('gymnasium' in sys.modules)")  # fmt: skip
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        == "False\n"
+    )
+    from gymnasium.envs.registration import registry
+
+    from rlbench_cli.envs import GYMNASIUM_IDS, known_env
+
+    assert GYMNASIUM_IDS <= set(registry) and "CartPole-v1" in GYMNASIUM_IDS
+    assert known_env("phys2d/CartPole-v1") is None  # registered by gymnasium, not in the list
+    assert "did you mean CartPole-v1" in known_env("CartPole-v9")
