@@ -12,6 +12,21 @@ from rlbench_cli.envs.gymnax import set_xla_flags
 set_xla_flags()
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Where Python writes no bytecode (PYTHONDONTWRITEBYTECODE, set in many CI images), each of the ~400
+    `rlbench` processes the tests start, and each of their workers, would compile rlbench_cli's modules from
+    source again (about 0.1 s of CPU each): the session's first process compiles them once. Not in xdist's
+    workers, which the first process starts after this."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        import compileall
+
+        import rlbench_cli
+
+        compileall.compile_dir(Path(rlbench_cli.__file__).parent, quiet=1)
+
+
 # Ray reads these when it is imported: set before any test imports it, so every Ray node a test starts in this
 # process (ray.cluster_utils.Cluster) advertises loopback and the driver never waits on usage stats or auth
 for _key, _value in {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
