@@ -168,10 +168,6 @@ def test_every_seed_of_a_pack_records_its_own_episode_videos(videos):
     assert all((tmp / "bundle" / r["file"]).is_file() for r in carried)
 
 
-@pytest.mark.skip(
-    reason="the watchdog is opt-in (RLBENCH_JAX_WATCHDOG=1): in CI its threaded calls wedged "
-    "the init and aborted a process at exit (#42)"
-)
 def test_a_wedged_pack_ends_by_its_watchdog_and_the_retry_finishes_it(tmp_path):
     """The second chunk of the first attempt stalls (the test hook: a real sleep, once): the watchdog ends
     the job naming the wedge well before the suite's timeout, the worker is replaced, and --retries runs the

@@ -342,10 +342,6 @@ def test_a_policy_trained_in_gymnax_scores_in_gymnasium_what_it_scores_in_gymnax
     assert abs(a.mean() - b.mean()) <= 3 * se + 1e-9, (a.mean(), b.mean(), se)
 
 
-@pytest.mark.skip(
-    reason="the watchdog is opt-in (RLBENCH_JAX_WATCHDOG=1): in CI its threaded calls wedged "
-    "the init and aborted a process at exit (#42)"
-)
 @isolated
 def test_a_stalled_chunk_ends_the_pack_through_the_watchdog_naming_the_wedge(tmp_path):
     """A real sleep in the second chunk's thread (the test hook) stands for XLA's wedge: the watchdog gives up
