@@ -8,7 +8,7 @@ state dict, d3rlpy's own file). The episodes use the run's evaluation seeds (``e
 
 A policy of a gymnax task (``ppo_jax``, ``pqn_jax``) plays in gymnax, as its run's evaluations did
 (``algos.gymnax.policy``); gymnax draws no frames, so with ``--video`` it plays in gymnasium's version of the
-task (``envs.gymnax.GYMNASIUM``, classic control) and ``Played.simulator`` says so.
+task (``envs.gymnax.drawn_in``, classic control) and ``Played.simulator`` says so.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def enjoy(
     from .algos.keep import load_saved, offscreen, play_episode, write_transcript, write_video
     from .envs import make_env
     from .envs.families import is_text_env
-    from .envs.gymnax import GYMNASIUM, GYMNAX_ENVS
+    from .envs.gymnax import GYMNAX_ENVS, drawn_in
 
     if episodes < 1:
         raise UsageError(f"--episodes {episodes}: give 1 or more")
@@ -119,10 +119,10 @@ def enjoy(
         if video is None:
             returns, _ = policy.play(seeds)
             return Played(run_id, which, step, seeds, [float(r) for r in returns], None, info)
-        if env_id not in GYMNASIUM:
-            raise UsageError(f"--video: gymnax draws no frames and {env_id} has no gymnasium version to draw "
-                             "them in; drop --video")  # fmt: skip
-        env_id = simulator = GYMNASIUM[env_id]
+        try:
+            env_id = simulator = drawn_in(env_id)
+        except ValueError as e:
+            raise UsageError(f"--video: {e}; drop --video") from None
     text = is_text_env(env_id)
     frames = video is not None and not text
     if frames:

@@ -554,11 +554,13 @@ class RunContext:
         """Record an evaluation an algorithm ran itself on the run's ``eval_seeds`` episodes (a JAX program
         evaluates inside its compiled training): eval/return, eval/return_std, eval/length logged at the
         evaluation point ``step`` stands for, as ``evaluate`` logs them; returns the mean return.
-        ``policy``: the policy evaluated, kept when it is the best so far (no episode is recorded)."""
+        ``policy``: the policy evaluated (one that acts on a batch of observations), kept when it is the best
+        so far and recorded (``budget.video_every``) playing the first evaluation seed's episode in the env
+        ``keep.Keeper.maybe_record`` plays it in."""
         returns, lengths = np.asarray(returns, np.float64), np.asarray(lengths, np.float64)
         values = {"eval/return": float(returns.mean()), "eval/return_std": float(returns.std()),
                   "eval/length": float(lengths.mean())}  # fmt: skip
-        return self._record_evaluation(step, values, policy, None)
+        return self._record_evaluation(step, values, policy, eval_seeds(self.seed, 1)[0])
 
     def _record_evaluation(
         self, step: int, values: dict[str, float], policy: Any, first_seed: int | None
@@ -579,9 +581,9 @@ class RunContext:
         self.sink.log(due[-1] if due else step, **values)
         if self.keep_artifacts and policy is not None:
             self.keeper.after_evaluation(due[-1] if due else step, values, policy)
-            if self._eval_envs is not None and first_seed is not None:  # played here: an episode to record
-                self.keeper.maybe_record(due[-1] if due else step, self.evaluations, policy, self._eval_envs[0],
-                                         first_seed)  # fmt: skip
+            if first_seed is not None:  # an episode to record (in one of the run's eval envs, if any)
+                env = self._eval_envs[0] if self._eval_envs else None
+                self.keeper.maybe_record(due[-1] if due else step, self.evaluations, policy, env, first_seed)
         self.evaluations += 1
         self.last_eval = mean
         self._last_eval_step = step

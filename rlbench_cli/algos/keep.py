@@ -23,10 +23,17 @@ Episode videos
 With ``budget.video_every: K`` every K-th evaluation (the K-th, the 2K-th, ...; 1: each) also plays one
 seeded episode (the first evaluation seed) in a separate env: as MP4 (imageio with imageio-ffmpeg) where the
 env renders ``rgb_array``, as a text transcript in a text env, nothing otherwise. The episode is played
-without frames (a step costs what an evaluation step costs); a forked process replays its actions from the
+without frames (a step costs what an evaluation step costs); a child process replays its actions from the
 same seed in an ``rgb_array`` env and draws and encodes the frames while training goes on (drawing is
 the expensive part: milliseconds a frame). The global random generators are put back afterwards, so the
 run's metrics are what they would have been without it.
+
+A JAX program (``ppo_jax``, ``pqn_jax``) evaluates inside its compiled training, in gymnax, which draws no
+frames: its seeds' episodes are played and drawn in the task's gymnasium version (``envs.gymnax.drawn_in``,
+as ``rlbench enjoy --video`` plays them) by the seed's policy at that step acting through its NumPy forward
+pass. The child drawing the frames is then a fresh interpreter (``python -m rlbench_cli.algos.keep``), not a
+fork: JAX's runtime threads make forking its process unsafe. Every run of a pack has its own Keeper; at
+most one child per CPU core draws at a time in a process (the next waits for the oldest).
 """
 
 from __future__ import annotations
@@ -36,7 +43,9 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,7 +107,8 @@ class Keeper:
         self.video_every = int(ctx.spec.budget.get("video_every") or 0)
         self._video_env: Any = None
         self._video_kind: str | None = None
-        self._pending: list[tuple[int, Path, int]] = []  # (pid of the child drawing a video, its file, step)
+        # (the child drawing a video: its exit code when it has ended, waiting for it or not; its file, step)
+        self._pending: list[tuple[Callable[[bool], int | None], Path, int]] = []
 
     # -- policies ------------------------------------------------------------------------------------
     def metric(self, values: dict[str, float]) -> tuple[str, float]:
@@ -144,31 +154,38 @@ class Keeper:
     def maybe_record(self, step: int, evaluation: int, policy: Any, eval_env: Any, seed: int) -> None:
         """Record one episode when ``evaluation`` (0-based: the first is 0) is a K-th one (K = video_every).
 
-        The episode is played here without frames (its actions kept); its frames are drawn and encoded in a
-        forked process that replays those actions from the same seed (``render_replay``), so training goes on
-        meanwhile. At most one video is in the making: the next waits for it. A finished video is listed at
-        the next evaluation or at ``close``."""
+        The episode is played here without frames (its actions kept) in the env ``envs.gymnax.drawn_in`` names;
+        its frames are drawn and encoded in a child process that replays those actions from the same seed
+        (``render_replay``), so training goes on meanwhile. At most one video of a run is in the making: the
+        next waits for it. A finished video is listed at the next evaluation or at ``close``. ``eval_env``: one
+        of the run's evaluation envs (None where the program evaluated inside itself: a JAX one)."""
+        from ..envs import make_env
+        from ..envs.gymnax import drawn_in
+
         self._collect(wait=False)
-        if self.video_every <= 0 or (evaluation + 1) % self.video_every:
-            return
-        if self._video_kind is None:
-            self._video_kind = _kind_of(self.ctx.spec.env_id, eval_env)
-        if self._video_kind == "none":
+        if self.video_every <= 0 or (evaluation + 1) % self.video_every or self._video_kind == "none":
             return
         state = _rng_state()
         try:
             spec = self.ctx.spec
+            drawn = drawn_in(spec.env_id)
             if self._video_env is None:
-                self._video_env = _episode_env(spec)
+                self._video_env = make_env(drawn, spec.env_kwargs, wrappers=spec.env_wrappers)
+            if self._video_kind is None:
+                self._video_kind = _kind_of(drawn, eval_env if eval_env is not None else self._video_env)
+            if self._video_kind == "none":
+                return
             folder = self.ctx.run_dir / "videos"
             folder.mkdir(parents=True, exist_ok=True)
             if self._video_kind == "video":
                 episode = play_episode(self._video_env, seed, policy)
                 self._collect(wait=True)
+                _room()
                 out = folder / f"eval-{step:09d}.mp4"
-                pid = _fork(render_replay, out, spec.env_id, spec.env_kwargs, spec.env_wrappers, seed,
-                            episode.actions)  # fmt: skip
-                self._pending.append((pid, out, step))
+                args = (out, drawn, spec.env_kwargs, spec.env_wrappers, seed, episode.actions)
+                self._pending.append((_spawn(*args) if "jax" in sys.modules else _fork(render_replay, *args),
+                                      out, step))  # fmt: skip
+                _DRAWING.append(self)
             else:
                 episode = play_episode(self._video_env, seed, policy, transcript=True)
                 out = write_transcript(folder / f"eval-{step:09d}.txt", episode.lines)
@@ -181,14 +198,17 @@ class Keeper:
     def _collect(self, wait: bool) -> None:
         """List the videos whose process has ended (``wait``: waiting for each)."""
         left = []
-        for pid, out, step in self._pending:
-            done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
-            if not done:
-                left.append((pid, out, step))
-            elif os.waitstatus_to_exitcode(status) == 0 and out.is_file():
+        for ended, out, step in self._pending:
+            code = ended(wait)
+            if code is None:
+                left.append((ended, out, step))
+                continue
+            if self in _DRAWING:
+                _DRAWING.remove(self)
+            if code == 0 and out.is_file():
                 self.log.add(step, "video", [out])
             else:
-                self._off(RuntimeError(f"drawing {out.name} ended with {os.waitstatus_to_exitcode(status)}"))
+                self._off(RuntimeError(f"drawing {out.name} ended with {code}"))
         self._pending = left
 
     def close(self) -> None:
@@ -200,13 +220,34 @@ class Keeper:
         self._video_kind = "none"
 
 
-def _fork(fn: Any, *args: Any) -> int:
+# the Keepers of this process whose child is drawing a video, oldest first: at most MAX_DRAWING at a time
+_DRAWING: list[Keeper] = []
+MAX_DRAWING = max(1, os.cpu_count() or 1)
+
+
+def _room() -> None:
+    """Wait for the oldest videos in the making until fewer than ``MAX_DRAWING`` are (a pack of many seeds
+    records them all at one evaluation)."""
+    while len(_DRAWING) >= MAX_DRAWING:
+        oldest = _DRAWING[0]
+        oldest._collect(wait=True)
+        if oldest in _DRAWING:  # nothing left in the making (it leaves the list when its child has ended)
+            _DRAWING.remove(oldest)
+
+
+def _fork(fn: Any, *args: Any) -> Callable[[bool], int | None]:
     """Run ``fn(*args)`` in a forked child (a plain fork: the worker is a daemonic process, which
     multiprocessing lets have no children); the child exits 0 when it returns, 1 on any error, without
-    running the parent's exit handlers or flushing its buffers. Returns the child's pid."""
+    running the parent's exit handlers or flushing its buffers. Returns ``ended(wait)``: the child's exit
+    code, or None while it runs (``wait``: wait for it)."""
     pid = os.fork()
     if pid:
-        return pid
+
+        def ended(wait: bool) -> int | None:
+            done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
+            return os.waitstatus_to_exitcode(status) if done else None
+
+        return ended
     code = 1
     try:
         fn(*args)
@@ -215,6 +256,33 @@ def _fork(fn: Any, *args: Any) -> int:
         pass
     finally:
         os._exit(code)
+
+
+def _spawn(path: Path, env_id: str, kwargs: dict[str, Any], wrappers: list[dict[str, Any]], seed: int,
+           actions: list[Any]) -> Callable[[bool], int | None]:  # fmt: skip
+    """``render_replay`` in a fresh interpreter (``main``), its arguments in a JSON file beside ``path``
+    (removed when it has ended). Returns ``ended(wait)`` as ``_fork`` does."""
+    job = path.with_name(f".{path.name}.replay.json")
+    acts = [np.asarray(a).tolist() for a in actions]
+    job.write_text(json.dumps({"path": str(path), "env_id": env_id, "kwargs": kwargs, "wrappers": wrappers,
+                               "seed": seed, "actions": acts}, default=str))  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", __name__, str(job)], stdin=subprocess.DEVNULL)
+
+    def ended(wait: bool) -> int | None:
+        code = proc.wait() if wait else proc.poll()
+        if code is not None:
+            job.unlink(missing_ok=True)
+        return code
+
+    return ended
+
+
+def main(argv: list[str]) -> int:
+    """``python -m rlbench_cli.algos.keep JOB.json``: ``render_replay`` of what ``_spawn`` wrote."""
+    job = json.loads(Path(argv[0]).read_text())
+    actions = [np.asarray(a, np.float32) if isinstance(a, list) else a for a in job["actions"]]
+    render_replay(Path(job["path"]), job["env_id"], job["kwargs"], job["wrappers"], int(job["seed"]), actions)
+    return 0
 
 
 def render_replay(path: Path, env_id: str, kwargs: dict[str, Any], wrappers: list[dict[str, Any]], seed: int,
@@ -241,12 +309,6 @@ def _kind_of(env_id: str, env: Any) -> str:
         return "transcript"
     modes = getattr(getattr(env, "unwrapped", env), "metadata", {}).get("render_modes") or []
     return "video" if "rgb_array" in modes else "none"
-
-
-def _episode_env(spec: Any) -> Any:
-    from ..envs import make_env
-
-    return make_env(spec.env_id, spec.env_kwargs, wrappers=spec.env_wrappers)
 
 
 def offscreen() -> None:
@@ -344,3 +406,7 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     np.random.set_state(state["numpy"])
     if "torch" in state:
         sys.modules["torch"].set_rng_state(state["torch"])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

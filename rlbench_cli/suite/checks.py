@@ -10,6 +10,7 @@ from typing import Any
 
 from ..envs import known_env, known_wrapper, wrapper_kwargs_problem
 from ..envs.families import is_text_env, kwargs_problem
+from ..envs.gymnax import drawn_in
 from ..errors import SuiteInvalid
 from .models import Suite, WrapperSpec
 
@@ -46,6 +47,24 @@ def _check_wrappers(wrappers: list[WrapperSpec], where: str) -> None:
             raise SuiteInvalid(f"{where}[{j}].kwargs': {printable(problem)}")
 
 
+def _check_videos(suite: Suite, path: str) -> None:
+    """``video_every`` only where frames can be drawn: a gymnax task's in its gymnasium version
+    (``envs.gymnax.drawn_in``); the field named is the budget that sets it (an algorithm's, an env's, the
+    suite's)."""
+    for i, a in enumerate(suite.algorithms):
+        for j, env in enumerate(suite.envs):
+            if not a.runs_on(env) or not suite.run_budget(a, env).get("video_every"):
+                continue
+            try:
+                drawn_in(env.id)
+            except ValueError as e:
+                where = next((f"{name}.budget.video_every" for name, b in
+                              ((f"algorithms[{i}]", a.budget), (f"envs[{j}]", env.budget))
+                              if b is not None and b.video_every), "budget.video_every")  # fmt: skip
+                raise SuiteInvalid(f"{path}: field '{where}': {e}; set video_every in the budget: of the tasks "
+                                   "that have one, or remove it") from None  # fmt: skip
+
+
 def check_suite(suite: Suite, path: str) -> None:
     """Raise SuiteInvalid for the first env, dataset env, env kwargs, wrapper or pretrained folder of ``suite``
     that its registry refuses; ``path`` is the suite file's, for the message."""
@@ -69,6 +88,7 @@ def check_suite(suite: Suite, path: str) -> None:
             raise SuiteInvalid(f"{path}: field 'datasets[{i}].wrappers': {kind} takes no wrappers; wrap a "
                                "gymnasium env's dataset, or remove wrappers:")  # fmt: skip
         _check_wrappers(ds.wrappers, f"{path}: field 'datasets[{i}].wrappers")
+    _check_videos(suite, path)
     for i, a in enumerate(suite.algorithms):  # a local pretrained checkpoint (text policies) must exist
         problem = check_pretrained(a.params.get("pretrained"), f"algorithms[{i}].params.pretrained")
         if problem:

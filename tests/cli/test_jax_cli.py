@@ -72,3 +72,25 @@ def test_without_the_jax_extra_the_pip_command_is_named(tmp_path, monkeypatch, m
     monkeypatch.setitem(sys.modules, module, None)  # what Python does for a package that is not installed
     line = _one_line(runner.invoke(app, ["validate", str(_suite(tmp_path, "gymnax/CartPole-v1", "ppo_jax"))]))
     assert f"need {module}" in line and 'pip install "rlbench-cli[jax]"' in line
+
+
+@pytest.mark.parametrize(
+    "budget, algos, field",
+    [
+        ("video_every: 1", "ppo_jax", "'budget.video_every'"),
+        ("", "{name: ppo_jax, budget: {video_every: 2}}", "'algorithms[0].budget.video_every'"),
+    ],
+)
+def test_videos_of_a_task_gymnax_cannot_draw_are_refused_by_field(tmp_path, budget, algos, field):
+    """gymnax draws no frames: a video is drawn in the task's gymnasium version, which MinAtar has none of."""
+    suite = _suite(tmp_path, "gymnax/Breakout-MinAtar, gymnax/CartPole-v1", algos)
+    suite.write_text(
+        suite.read_text().replace("eval_episodes: 2", f"eval_episodes: 2, {budget}".rstrip(", "))
+    )
+    line = _one_line(runner.invoke(app, ["run", str(suite), "--db", str(tmp_path / "r.duckdb"), "--dry-run"]))
+    assert field in line and "gymnax/Breakout-MinAtar has no gymnasium version" in line, line
+    assert "remove it" in line and not (tmp_path / "r.duckdb").exists()
+    suite.write_text(
+        suite.read_text().replace("gymnax/Breakout-MinAtar, ", "")
+    )  # CartPole: drawn in gymnasium's
+    assert runner.invoke(app, ["validate", str(suite)]).exit_code == 0

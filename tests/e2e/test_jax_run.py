@@ -1,8 +1,9 @@
 """ppo_jax through the real `rlbench run`: four seeds of gymnax/CartPole-v1 packed in one job
 (``seeds_per_job: 4``) are four runs, each with its own rows, status, evaluations on the suite's grid and kept
 best and final policies, which ``rlbench enjoy`` plays (in gymnax, with the run's own evaluation returns; in
-gymnasium for a video); a param ppo_jax does not take is refused before anything is recorded; a compiled
-chunk that stalls ends its job through the watchdog, naming the wedge, and the retry finishes it."""
+gymnasium for a video); with ``video_every`` each seed of a pack records its own episode videos, drawn in
+gymnasium's CartPole; a param ppo_jax does not take is refused before anything is recorded; a compiled chunk
+that stalls ends its job through the watchdog, naming the wedge, and the retry finishes it."""
 
 import importlib.util
 import json
@@ -10,6 +11,7 @@ import re
 import subprocess
 
 import duckdb
+import numpy as np
 import pytest
 from e2e_cli import rl
 
@@ -120,10 +122,52 @@ def test_enjoy_draws_a_gymnax_policy_in_gymnasium(packed):
     assert "played in gymnasium's CartPole-v1" in out and video.stat().st_size > 0
 
 
-@pytest.mark.skip(
-    reason="the watchdog is opt-in (RLBENCH_JAX_WATCHDOG=1): in CI its threaded calls wedged "
-    "the init and aborted a process at exit (#42)"
-)
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory):
+    """Two seeds packed in one job with ``video_every: 1``: (its folder, its database)."""
+    tmp = tmp_path_factory.mktemp("jxv")
+    suite = _suite(tmp)
+    suite.write_text(suite.read_text().replace("name: jx", "name: jxv").replace("seeds: 4", "seeds: 2")
+                     .replace("seeds_per_job: 4", "seeds_per_job: 2").replace("timeout: 150", "timeout: 150, "
+                                                                               "video_every: 1"))  # fmt: skip
+    db = tmp / "jxv.duckdb"
+    assert "2 finished, 0 failed" in rl("run", suite, "--db", db, "--workers", "1", "--retries", "1").stdout
+    return tmp, db
+
+
+def test_every_seed_of_a_pack_records_its_own_episode_videos(videos):
+    """Each seed's policy at each evaluation plays the seed's first evaluation episode in gymnasium's CartPole
+    (gymnax draws no frames): its own MP4s, listed in the store and carried by `rlbench fetch` into a bundle;
+    the last one is what `rlbench enjoy --video` draws of the final policy."""
+    import hashlib
+
+    import imageio.v3 as iio
+    import pyarrow.parquet as pq
+
+    tmp, db = videos
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("""SELECT r.seed, r.run_id, a.step, a.path, a.bytes, a.sha256 FROM artifacts a
+                              JOIN runs r USING (run_id) WHERE a.kind = 'video' ORDER BY ALL""").fetchall()
+    assert [(seed, step) for seed, _, step, *_ in rows] == [(s, p) for s in (0, 1) for p in (0, 512, 1024)]
+    assert len({run_id for _, run_id, *_ in rows}) == 2
+    for _, run_id, _, path, size, digest in rows:
+        f = tmp / "runs" / "jxv" / run_id / path
+        assert f.stat().st_size == size and hashlib.sha256(f.read_bytes()).hexdigest() == digest
+        frames = iio.imread(f)
+        assert frames.ndim == 4 and frames.shape[1:] == (400, 600, 3) and len(frames) > 1
+    seed, run_id, _, path, *_ = rows[-1]  # seed 1 at its last evaluation: the final policy
+    enjoyed = tmp / "enjoyed.mp4"
+    out = rl("enjoy", run_id, "--which", "final", "--episodes", "1", "--video", enjoyed, "--db", db).stdout
+    assert "played in gymnasium's CartPole-v1" in out
+    assert np.array_equal(iio.imread(enjoyed), iio.imread(tmp / "runs" / "jxv" / run_id / path))
+    rl("fetch", "--suite", "jxv", "--format", "bundle", "--with-videos", "-o", tmp / "bundle", "--db", db)
+    carried = [
+        r for r in pq.read_table(tmp / "bundle" / "artifacts.parquet").to_pylist() if r["kind"] == "video"
+    ]
+    assert sorted((r["run_id"], r["step"]) for r in carried) == sorted((rid, st) for _, rid, st, *_ in rows)
+    assert all((tmp / "bundle" / r["file"]).is_file() for r in carried)
+
+
 def test_a_wedged_pack_ends_by_its_watchdog_and_the_retry_finishes_it(tmp_path):
     """The second chunk of the first attempt stalls (the test hook: a real sleep, once): the watchdog ends
     the job naming the wedge well before the suite's timeout, the worker is replaced, and --retries runs the

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["EPISODE_COLUMNS", "Envs", "Program", "epochs", "make_chunk", "program", "mlp", "mlp_init",
+__all__ = ["EPISODE_COLUMNS", "Envs", "Program", "epochs", "make_chunk", "program", "mlp", "mlp_init", "orthogonal",
            "rms_init", "rms_update"]  # fmt: skip
 
 # the last columns of every iteration's row: the training episodes that ended in it (count, sums)
@@ -98,13 +98,39 @@ class Envs:
         return ret, length
 
 
+def orthogonal(key: Any, shape: tuple[int, int], gain: float) -> Any:
+    """``jax.nn.initializers.orthogonal(gain)(key, shape, float32)`` without LAPACK: the same normal draws,
+    and the Q of their QR with R's diagonal positive (which is what jax's sign correction gives), by
+    Gram-Schmidt with a second pass (equal to jax's up to rounding).
+
+    Why not jax's: on CPU, jaxlib 0.10's batched LAPACK kernels (its QR, vmapped over a pack's seeds) split
+    their batch over XLA's intra-op thread pool and block until the pieces are done; when as many of them run
+    at once as the pool has threads (one per core: 2 here), every thread waits for pieces no thread is free to
+    run, and the init hangs for ever (seen in gdb: both ``tf_XLAEigen`` threads in ``jax::ParallelBatchMap``,
+    under ``lapack_sgeqrf_ffi`` and ``lapack_sorgqr_ffi``; 256 seeds hung 2 runs of 2, 8 seeds did not)."""
+    rows, cols = shape
+    m, n = max(rows, cols), min(rows, cols)
+    a = jax.random.normal(key, (m, n), jnp.float32)
+    mask = jnp.arange(n)
+
+    def column(j: Any, q: Any) -> Any:
+        v, earlier = q[:, j], (mask < j).astype(q.dtype)
+        for _ in range(2):  # twice: orthogonal to working precision
+            v = v - q @ ((q.T @ v) * earlier)
+        return q.at[:, j].set(v / jnp.linalg.norm(v))
+
+    q = jax.lax.fori_loop(0, n, column, a)
+    return gain * (q.T if rows < cols else q)
+
+
 def mlp_init(key: Any, dims: list[int], head_gain: float) -> list[tuple[Any, Any]]:
-    """Orthogonal weights (gain sqrt 2, the last layer ``head_gain``), zero biases: CleanRL's layer_init."""
+    """Orthogonal weights (gain sqrt 2, the last layer ``head_gain``; ``orthogonal``), zero biases: CleanRL's
+    layer_init."""
     keys = jax.random.split(key, len(dims) - 1)
     layers = []
     for j, (k, a, b) in enumerate(zip(keys, dims[:-1], dims[1:])):
         gain = head_gain if j == len(dims) - 2 else math.sqrt(2)
-        layers.append((jax.nn.initializers.orthogonal(gain)(k, (a, b), jnp.float32), jnp.zeros(b)))
+        layers.append((orthogonal(k, (a, b), gain), jnp.zeros(b)))
     return layers
 
 

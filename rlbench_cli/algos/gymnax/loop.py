@@ -8,15 +8,21 @@ Imported only when such a run starts (it imports JAX): ``XLA_FLAGS`` gets
 and compilations are kept in JAX's persistent cache (``RLBENCH_JAX_CACHE``, default
 ``~/.cache/rlbench/jax``) so a later run of the same program skips its compilation (about 6 s on CPU).
 
-The watchdog (``Watchdog``): even so, XLA's CPU runtime can wedge a call for ever (the caller in
-``BlockUntilReady``, every XLA thread idle), and nothing in Python can interrupt it. So each compiled call
+The wedge that flag was meant for was jaxlib 0.10's batched LAPACK QR (jax's orthogonal init, vmapped over
+the seeds) deadlocking XLA's intra-op pool (``common.orthogonal`` says how); the programs now call no LAPACK.
+The watchdog (``Watchdog``): should XLA's CPU runtime wedge a call for ever anyway (the caller in
+``BlockUntilReady``), nothing in Python can interrupt it. So each compiled call
 (the init, every chunk) runs, with ``$RLBENCH_JAX_WATCHDOG=1`` (opt-in), in a daemon thread while the job's
 thread waits for it; a call still running after
 ``max(floor, times x the slowest earlier call per unit of work)`` (a chunk of n iterations is n + 1 units: its
 evaluation counts one; floor ``$RLBENCH_JAX_WATCHDOG_FLOOR_S``, default 120 s, times
 ``$RLBENCH_JAX_WATCHDOG_TIMES``, default 10) ends the job with ``XlaWedged`` naming the wedge. Every seed still
 running fails with it, so ``--retries`` runs the pack again at once instead of after the suite's timeout, and
-the process is spoiled (``base.spoil_process``): its executor replaces the worker.
+the process is spoiled (``base.spoil_process``): its executor replaces the worker. Opt-in because a thread
+left inside an XLA call aborts the process at interpreter exit ("terminate called ... FATAL: exception not
+rethrown": jax's atexit clean-up wakes it and Python unwinds it through C++ frames); the local worker ends
+with ``os._exit`` and a Ray actor is killed, so only a process that exits normally (a Slurm task, a caller's
+own) meets it.
 
 Kept policies: where the runs keep artifacts (``RunContext.keep_artifacts``, every run the runner or
 ``packed.run_packed`` starts), each seed's best policy (by the suite's score metric) and final one are saved

@@ -16,8 +16,8 @@ import importlib.util
 import os
 from typing import Any
 
-__all__ = ["CONTINUOUS", "GYMNASIUM", "GYMNAX_ENVS", "NAMESPACE", "PIP", "check_kwargs", "make", "missing",
-           "register", "unknown"]  # fmt: skip
+__all__ = ["CONTINUOUS", "GYMNASIUM", "GYMNAX_ENVS", "NAMESPACE", "PIP", "check_kwargs", "drawn_in", "make",
+           "missing", "register", "unknown"]  # fmt: skip
 
 NAMESPACE = "gymnax"
 PIP = 'pip install "rlbench-cli[jax]"'
@@ -32,10 +32,25 @@ _NAMES = (
 )  # fmt: skip
 GYMNAX_ENVS: dict[str, str] = {f"{NAMESPACE}/{n}": n for n in _NAMES}
 # gymnasium's env simulating the same task, where gymnax's has one (classic control: the same observations and
-# actions): where a gymnax policy's frames are drawn (gymnax draws none), ``rlbench enjoy --video``
+# actions): where a gymnax policy's frames are drawn (gymnax draws none): ``drawn_in``
 GYMNASIUM: dict[str, str] = {f"{NAMESPACE}/{n}": n for n in _NAMES[:5]}
 # the tasks with a Box action space (every other one is discrete)
 CONTINUOUS = frozenset({"gymnax/Pendulum-v1", "gymnax/MountainCarContinuous-v0"})
+
+
+def drawn_in(env_id: str) -> str:
+    """The env whose frames show a policy of ``env_id`` (``rlbench enjoy --video``, ``budget.video_every``):
+    a gymnax task's gymnasium version (``GYMNASIUM``), any other env itself.
+
+    Raises:
+        ValueError: a gymnax task without a gymnasium version (one line, for the caller to name its setting).
+    """
+    if env_id not in GYMNAX_ENVS:
+        return env_id
+    if env_id not in GYMNASIUM:
+        raise ValueError(f"gymnax draws no frames and {env_id} has no gymnasium version to draw them in (those "
+                         f"with one: {', '.join(GYMNASIUM)})")  # fmt: skip
+    return GYMNASIUM[env_id]
 
 
 def register() -> None:
