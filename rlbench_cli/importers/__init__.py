@@ -213,6 +213,9 @@ def metrics_table(runs: Sequence[ImportedRun], run_ids: Sequence[str]) -> Any:
     n = int(sum(counts))
 
     def joined(parts: list[Any], dtype: Any) -> Any:
+        view = _adjacent(parts)  # the bulk-parsed CSVs of d3rlpy logs: already one array
+        if view is not None:
+            return view
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
     def indices(of: list[int]) -> Any:
@@ -237,3 +240,32 @@ def metrics_table(runs: Sequence[ImportedRun], run_ids: Sequence[str]) -> Any:
         ],
         names=["run_id", "step", "name", "value", "wall_time"],
     )
+
+
+def _adjacent(parts: Sequence[Any]) -> Any:
+    """``np.concatenate(parts)`` without a copy when the parts already lie one after the other in the memory
+    of one 1-D array (the CSVs of ``d3rlpy_logs``, parsed in bulk and split per file): the view of that stretch
+    of it, the same numbers; else None."""
+    import numpy as np
+
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return None
+    root = parts[0]
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.c_contiguous:
+        return None
+    root = root.reshape(-1)  # pyarrow's to_numpy keeps a (1, n) array below its 1-D view
+    start = root.__array_interface__["data"][0]
+    at = parts[0].__array_interface__["data"][0]
+    for p in parts:
+        if p.dtype != root.dtype or p.ndim != 1 or not p.flags.c_contiguous:
+            return None
+        if p.__array_interface__["data"][0] != at:
+            return None
+        at += p.nbytes
+    first, end = parts[0].__array_interface__["data"][0] - start, at - start
+    if first < 0 or end > root.nbytes or first % root.itemsize:
+        return None
+    return root[first // root.itemsize : end // root.itemsize]
