@@ -221,22 +221,25 @@ def metrics_table(runs: Sequence[ImportedRun], run_ids: Sequence[str]) -> Any:
     def indices(of: list[int]) -> Any:
         return numbers(np.repeat(np.asarray(of, dtype=np.int32), np.asarray(counts, dtype=np.int64)))
 
-    wall = np.full(n, np.nan)  # NULL unless the tool logged them (most do not)
     if walls:
+        wall = np.full(n, np.nan)  # NULL unless the tool logged them (most do not)
         starts = np.concatenate([[0], np.cumsum(counts)])
         for series, w in walls:
             wall[starts[series] : starts[series + 1]] = w
-    null = np.isnan(wall)
-    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+        null = np.isnan(wall)
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+        wall_time = pa.Array.from_buffers(
+            pa.float64(), n, [validity, pa.py_buffer(wall)], null_count=int(null.sum())
+        )
+    else:  # none logged: all NULL, without building a column of NaN to find that out
+        wall_time = pa.nulls(n, pa.float64())
     return pa.Table.from_arrays(
         [
             pa.DictionaryArray.from_arrays(indices(run_of), strings(list(run_ids))),
             numbers(joined(steps, np.int64)),
             pa.DictionaryArray.from_arrays(indices(name_of), strings(list(names))),
             numbers(joined(values, np.float64)),
-            pa.Array.from_buffers(
-                pa.float64(), n, [validity, pa.py_buffer(wall)], null_count=int(null.sum())
-            ),
+            wall_time,
         ],
         names=["run_id", "step", "name", "value", "wall_time"],
     )
