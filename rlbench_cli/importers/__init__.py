@@ -247,8 +247,8 @@ def metrics_table(runs: Sequence[ImportedRun], run_ids: Sequence[str]) -> Any:
 
 def _adjacent(parts: Sequence[Any]) -> Any:
     """``np.concatenate(parts)`` without a copy when the parts already lie one after the other in the memory
-    of one 1-D array (the CSVs of ``d3rlpy_logs``, parsed in bulk and split per file): the view of that stretch
-    of it, the same numbers; else None."""
+    of one 1-D array (the CSVs of ``d3rlpy_logs``, parsed in bulk and split per file): the view of that
+    stretch of it, the same numbers; else None."""
     import numpy as np
 
     parts = [p for p in parts if len(p)]

@@ -239,7 +239,19 @@ def _parse_bulk(data: bytes | memoryview, rows: int) -> tuple[object, object] | 
         return None
     if table.num_rows != rows or any(table.column(c).null_count for c in _COLUMNS):
         return None
-    return table.column("step").to_numpy(), table.column("value").to_numpy()
+    return _numpy(table.column("step")), _numpy(table.column("value"))
+
+
+def _numpy(column: Any) -> Any:
+    """A chunked int64 / float64 column without nulls as one numpy array: each chunk's values buffer read as
+    it is, joined when there are several (pyarrow's ``to_numpy`` imports pandas first: 0.3-0.8 s)."""
+    import numpy as np
+
+    dtype = np.dtype(np.int64 if str(column.type) == "int64" else np.float64)
+    chunks = [np.frombuffer(c.buffers()[1], dtype)[c.offset : c.offset + len(c)] for c in column.chunks]
+    if len(chunks) == 1:
+        return chunks[0]
+    return np.concatenate(chunks) if chunks else np.zeros(0, dtype)
 
 
 def _clip(text: str, limit: int = 40) -> str:
