@@ -46,17 +46,22 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_fetch_scores_without_pandas(db: Path) -> None:
+def _rlbench(*argv: str) -> subprocess.CompletedProcess:
+    """``rlbench ARGV`` in a fresh interpreter, which says on stderr whether it imported pandas."""
     code = (
         "import sys\nfrom rlbench_cli.cli.app import main\n"
-        f"sys.argv = ['rlbench', 'fetch', '--db', {str(db)!r}, '--scores', '--score', 'mean_last:2', "
-        "'--format', 'csv']\n"
+        f"sys.argv = ['rlbench', *{list(argv)!r}]\n"
         "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         "print('PANDAS' if 'pandas' in sys.modules else 'NO-PANDAS', file=sys.stderr)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_fetch_scores_without_pandas(db: Path) -> None:
+    proc = _rlbench("fetch", "--db", str(db), "--scores", "--score", "mean_last:2", "--format", "csv")
     assert "NO-PANDAS" in proc.stderr, proc.stderr
     assert "Dropped 1 non-finite value(s) (NaN/inf) from 1 run(s): r011" in proc.stderr
 
@@ -85,16 +90,7 @@ def test_fetch_from_d3rlpy_without_pandas(tmp_path: Path) -> None:
     (run / "environment.csv").write_text("1,1000,10.5\n2,2000,20.25\n")
     (run / "loss.csv").write_text("1,1000,0.1\n2,2000,0.30000000000000004")
     db = tmp_path / "db.duckdb"
-    code = (
-        "import sys\nfrom rlbench_cli.cli.app import main\n"
-        f"sys.argv = ['rlbench', 'fetch', '--from', 'd3rlpy:' + {str(tmp_path / 'logs')!r}, '--into', 'd4rl', "
-        f"'--db', {str(db)!r}]\n"
-        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-        "print('PANDAS' if 'pandas' in sys.modules else 'NO-PANDAS', file=sys.stderr)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    proc = _rlbench("fetch", "--from", f"d3rlpy:{tmp_path / 'logs'}", "--into", "d4rl", "--db", str(db))
     assert "NO-PANDAS" in proc.stderr, proc.stderr
     with Store(db).reader() as con:
         rows = con.execute("SELECT name, step, value FROM metrics ORDER BY name, step").fetchall()
