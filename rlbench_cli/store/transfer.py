@@ -184,8 +184,13 @@ class Transfer(Connections):
                         ],
                         names=["run_id", "suite", "algo", "algo_name", "env", "seed", "config", "source"],
                     )
-                    mask = pc.is_in(metrics["run_id"], value_set=new_runs["run_id"])
-                    keep = metrics if pc.all(mask).as_py() else metrics.filter(mask)  # all kept: no copy
+                    if _only_of(metrics["run_id"], {r["run_id"] for r in new}):
+                        keep = (
+                            metrics  # every row is a new run's (the importers' tables): no row-by-row check
+                        )
+                    else:
+                        mask = pc.is_in(metrics["run_id"], value_set=new_runs["run_id"])
+                        keep = metrics if pc.all(mask).as_py() else metrics.filter(mask)  # all kept: no copy
                     con.register("_rlbench_import_runs", new_runs)
                     con.register("_rlbench_import_metrics", keep)
                     views += ["_rlbench_import_runs", "_rlbench_import_metrics"]
@@ -265,3 +270,13 @@ class Transfer(Connections):
         finally:
             con.execute(f"DETACH {alias}")
         return int(new_runs), int(new_rows)
+
+
+def _only_of(column: Any, ids: set[str]) -> bool:
+    """Whether a dictionary-encoded run_id column without nulls can only hold ``ids``: every chunk's dictionary
+    (the values its rows may take) is among them. False for a column of plain strings (not checked here)."""
+    import pyarrow as pa
+
+    if not pa.types.is_dictionary(column.type) or column.null_count:
+        return False
+    return all(set(chunk.dictionary.to_pylist()) <= ids for chunk in column.chunks)
