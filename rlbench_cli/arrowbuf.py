@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["numbers", "strings", "repeated_text"]
+__all__ = ["numbers", "strings", "repeated_text", "optional_strings", "optional_int32"]
 
 _NUMERIC = ("int32", "int64", "float64")
 
@@ -47,3 +47,36 @@ def repeated_text(text: str, k: int) -> Any:
     data = text.encode("utf-8")
     offsets = np.arange(k + 1, dtype=np.int32) * len(data)
     return pa.Array.from_buffers(pa.string(), k, [None, pa.py_buffer(offsets), pa.py_buffer(data * k)])
+
+
+def _validity(missing: Sequence[bool]) -> tuple[Any, int]:
+    """(Arrow validity bitmap or None, null count) of a null mask."""
+    import numpy as np
+    import pyarrow as pa
+
+    mask = np.asarray(missing, dtype=bool)
+    nulls = int(mask.sum())
+    return (pa.py_buffer(np.packbits(~mask, bitorder="little")) if nulls else None), nulls
+
+
+def optional_strings(texts: Sequence[str | None]) -> Any:
+    """An Arrow string array of ``texts``, None as null."""
+    import numpy as np
+    import pyarrow as pa
+
+    encoded = [b"" if t is None else t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(encoded) + 1, np.int32)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    validity, nulls = _validity([t is None for t in texts])
+    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    return pa.Array.from_buffers(pa.string(), len(encoded), buffers, null_count=nulls)
+
+
+def optional_int32(values: Sequence[int | None]) -> Any:
+    """An Arrow int32 array of ``values``, None as null."""
+    import numpy as np
+    import pyarrow as pa
+
+    data = np.array([0 if v is None else v for v in values], dtype=np.int32)
+    validity, nulls = _validity([v is None for v in values])
+    return pa.Array.from_buffers(pa.int32(), len(data), [validity, pa.py_buffer(data)], null_count=nulls)

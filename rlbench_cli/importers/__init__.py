@@ -213,27 +213,62 @@ def metrics_table(runs: Sequence[ImportedRun], run_ids: Sequence[str]) -> Any:
     n = int(sum(counts))
 
     def joined(parts: list[Any], dtype: Any) -> Any:
+        view = _adjacent(parts)  # the bulk-parsed CSVs of d3rlpy logs: already one array
+        if view is not None:
+            return view
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
     def indices(of: list[int]) -> Any:
         return numbers(np.repeat(np.asarray(of, dtype=np.int32), np.asarray(counts, dtype=np.int64)))
 
-    wall = np.full(n, np.nan)  # NULL unless the tool logged them (most do not)
     if walls:
+        wall = np.full(n, np.nan)  # NULL unless the tool logged them (most do not)
         starts = np.concatenate([[0], np.cumsum(counts)])
         for series, w in walls:
             wall[starts[series] : starts[series + 1]] = w
-    null = np.isnan(wall)
-    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+        null = np.isnan(wall)
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+        wall_time = pa.Array.from_buffers(
+            pa.float64(), n, [validity, pa.py_buffer(wall)], null_count=int(null.sum())
+        )
+    else:  # none logged: all NULL, without building a column of NaN to find that out
+        wall_time = pa.nulls(n, pa.float64())
     return pa.Table.from_arrays(
         [
             pa.DictionaryArray.from_arrays(indices(run_of), strings(list(run_ids))),
             numbers(joined(steps, np.int64)),
             pa.DictionaryArray.from_arrays(indices(name_of), strings(list(names))),
             numbers(joined(values, np.float64)),
-            pa.Array.from_buffers(
-                pa.float64(), n, [validity, pa.py_buffer(wall)], null_count=int(null.sum())
-            ),
+            wall_time,
         ],
         names=["run_id", "step", "name", "value", "wall_time"],
     )
+
+
+def _adjacent(parts: Sequence[Any]) -> Any:
+    """``np.concatenate(parts)`` without a copy when the parts already lie one after the other in the memory
+    of one 1-D array (the CSVs of ``d3rlpy_logs``, parsed in bulk and split per file): the view of that
+    stretch of it, the same numbers; else None."""
+    import numpy as np
+
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return None
+    root = parts[0]
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.c_contiguous:
+        return None
+    root = root.reshape(-1)  # pyarrow's to_numpy keeps a (1, n) array below its 1-D view
+    start = root.__array_interface__["data"][0]
+    at = parts[0].__array_interface__["data"][0]
+    for p in parts:
+        if p.dtype != root.dtype or p.ndim != 1 or not p.flags.c_contiguous:
+            return None
+        if p.__array_interface__["data"][0] != at:
+            return None
+        at += p.nbytes
+    first, end = parts[0].__array_interface__["data"][0] - start, at - start
+    if first < 0 or end > root.nbytes or first % root.itemsize:
+        return None
+    return root[first // root.itemsize : end // root.itemsize]

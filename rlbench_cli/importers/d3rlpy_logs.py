@@ -144,6 +144,18 @@ def _read_csvs(paths: list[Path]) -> list[tuple[Any, Any] | None]:
     of them is tried alone and the ones that still fail are None: the caller reads those with ``_read_csv``,
     so the numbers and the errors are the same."""
     out: list = [None] * len(paths)
+    whole = _read_whole(paths)
+    if whole is not None:  # every file read into one buffer, and every one of them plain
+        buf, spans = whole
+        rows = [buf.count(b"\n", start, end) for start, end in spans]
+        parsed = _parse_bulk(memoryview(buf), sum(rows)) if buf else None
+        if parsed is not None:
+            steps, values = parsed
+            start = 0
+            for i, n in enumerate(rows):
+                out[i] = (steps[start : start + n], values[start : start + n])
+                start += n
+            return out
     chunks: list[bytes] = []
     plain: list[tuple[int, int]] = []  # (index into paths, rows)
     for i, path in enumerate(paths):
@@ -171,7 +183,41 @@ def _read_csvs(paths: list[Path]) -> list[tuple[Any, Any] | None]:
     return out
 
 
-def _parse_bulk(data: bytes, rows: int) -> tuple[object, object] | None:
+def _read_whole(paths: list[Path]) -> tuple[bytearray, list[tuple[int, int]]] | None:
+    """The files one after the other in ONE buffer, read straight into it (no copy per file, none to join
+    them), each ending in a newline (one added where a file ends without), with each file's (start, end) in
+    it; None unless every file reads as its size said and is plain (``_plain``), for ``_read_csvs``' file by
+    file way, which sorts out the others."""
+    try:
+        sizes = [os.stat(p).st_size for p in paths]
+    except OSError:
+        return None
+    buf = bytearray(sum(sizes) + len(paths))
+    view = memoryview(buf)
+    spans, at = [], 0
+    try:
+        for path, size in zip(paths, sizes, strict=True):
+            with open(path, "rb", buffering=0) as f:
+                if f.readinto(view[at : at + size]) != size or f.read(1):
+                    return None  # changed since its size was read
+            if size and buf[at] == 10:  # starts with a blank line: not plain
+                return None
+            if size and buf[at + size - 1] != 10:
+                buf[at + size] = 10
+                size += 1
+            spans.append((at, at + size))
+            at += size
+    except OSError:
+        return None
+    finally:
+        view.release()
+    del buf[at:]
+    if buf.translate(None, _PLAIN) or b"\n\n" in buf:
+        return None
+    return buf, spans
+
+
+def _parse_bulk(data: bytes | memoryview, rows: int) -> tuple[object, object] | None:
     """Steps and values (numpy) of concatenated ``epoch,step,value`` lines, or None if pyarrow finds any
     line ``_read_csv`` would reject (or reads another number of rows)."""
     import pyarrow as pa
@@ -193,7 +239,19 @@ def _parse_bulk(data: bytes, rows: int) -> tuple[object, object] | None:
         return None
     if table.num_rows != rows or any(table.column(c).null_count for c in _COLUMNS):
         return None
-    return table.column("step").to_numpy(), table.column("value").to_numpy()
+    return _numpy(table.column("step")), _numpy(table.column("value"))
+
+
+def _numpy(column: Any) -> Any:
+    """A chunked int64 / float64 column without nulls as one numpy array: each chunk's values buffer read as
+    it is, joined when there are several (pyarrow's ``to_numpy`` imports pandas first: 0.3-0.8 s)."""
+    import numpy as np
+
+    dtype = np.dtype(np.int64 if str(column.type) == "int64" else np.float64)
+    chunks = [np.frombuffer(c.buffers()[1], dtype)[c.offset : c.offset + len(c)] for c in column.chunks]
+    if len(chunks) == 1:
+        return chunks[0]
+    return np.concatenate(chunks) if chunks else np.zeros(0, dtype)
 
 
 def _clip(text: str, limit: int = 40) -> str:
@@ -226,7 +284,11 @@ def read_run(folder: Path) -> ImportedRun:
 
 
 def _csv_files(folder: Path) -> list[Path]:
-    return [csv for csv in sorted(folder.glob("*.csv")) if csv.is_file()]
+    """The files ``*.csv`` of a folder (links to files included), sorted: ``sorted(folder.glob("*.csv"))``
+    that are files, from one directory read (the entries' types, without a ``stat`` per file)."""
+    with os.scandir(folder) as entries:
+        names = sorted(e.name for e in entries if e.name.endswith(".csv") and e.is_file())
+    return [folder / name for name in names]
 
 
 def _metric_name(csv: Path) -> str:

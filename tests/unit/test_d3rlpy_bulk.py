@@ -82,3 +82,24 @@ def test_bulk_read_errors_like_line_by_line(tmp_path, name):
     with pytest.raises(ImportInvalid) as bulk:
         d.read(tmp_path)
     assert str(bulk.value) == str(slow.value)
+
+
+def test_plain_files_read_into_one_buffer_equal_line_by_line(tmp_path):
+    """When every file is plain they are read straight into one buffer (``_read_whole``) and parsed once; the
+    numbers are those of the line-by-line reader, and ``metrics_table`` takes them without copying."""
+    from rlbench_cli.importers import metrics_table
+
+    plain = ("plain", "no_final_newline", "empty", "long")  # "signs": pyarrow reads them one by one
+    for i, name in enumerate(plain):
+        _folder(tmp_path, i, {"environment": GOOD[name], name: GOOD[name], "loss": GOOD["no_final_newline"]})
+    csvs = [c for f in d.find_run_folders(tmp_path) for c in d._csv_files(f)]
+    assert d._read_whole(csvs) is not None
+    bulk = d.read(tmp_path)
+    slow = [d.read_run(f) for f in d.find_run_folders(tmp_path)]
+    for a, b in zip(bulk, slow, strict=True):
+        _same(a, b)
+    ids = [f"r{i}" for i in range(len(bulk))]
+    fast, copied = metrics_table(bulk, ids), metrics_table(slow, ids)
+    assert fast.equals(copied)
+    steps = fast.column("step").chunk(0)
+    assert np.shares_memory(steps.to_numpy(zero_copy_only=True), bulk[0].metrics["loss"][0])  # no copy

@@ -46,3 +46,27 @@ def test_rows_come_back_sorted_whatever_their_insertion_order(tmp_path):
         one = store.query_metrics(con, suite="a", algos=["dqn"], metrics=["eval/return"])
         assert one["run_id"].to_pylist() == [e[0] for e in expected if e[2] == "eval/return" and
                                              by_id[e[0]]["algo"] == "dqn"]  # fmt: skip
+
+
+def test_parquet_export_has_the_rows_of_query_metrics_with_filters_quotes_and_nulls(tmp_path):
+    """The export casts the text columns to ENUMs on the way (``_enum_types``): every column, filter and odd
+    value (a quote, NULL env and seed, a name or algorithm that no run has) reads back as ``query_metrics``
+    returns it."""
+    runs = [{"run_id": f"r'{i}", "suite": "s", "algo": algo, "algo_name": algo, "env": env, "seed": seed,
+             "config": {}} for i, (algo, env, seed) in enumerate([("o'brien", "Pong", 0), ("dqn", None, None),
+                                                                   ("dqn", "Alien's", 1)])]  # fmt: skip
+    rows = [(r["run_id"], step, name, float(step), 1.5 if step % 2 else None)
+            for r in runs for name in ("it's/x", "eval/return") for step in (1, 2, 3)]  # fmt: skip
+    store = Store(tmp_path / "db.duckdb")
+    with store.writer() as con:
+        store.import_runs(con, "s", "", runs, pa.table(dict(zip(["run_id", "step", "name", "value", "wall_time"],
+                                                                 map(list, zip(*rows))))))  # fmt: skip
+    columns = ["run_id", "suite", "algo", "env", "seed", "step", "name", "value", "wall_time"]
+    with store.reader() as con:
+        for filters in ({}, {"suite": "s", "algos": ["o'brien"]}, {"metrics": ["it's/x"], "step_min": 2},
+                        {"envs": ["Alien's"], "seeds": [1]}, {"algos": ["nosuch"]}, {"run_ids": ["r'1"]}):  # fmt: skip
+            path = tmp_path / "out.parquet"
+            n = store.metrics_to_parquet(con, path, columns, **filters)
+            expected = store.query_metrics(con, **filters).select(columns).to_pylist()
+            assert n == len(expected)
+            assert pq.read_table(path).to_pylist() == expected, filters
