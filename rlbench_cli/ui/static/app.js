@@ -350,9 +350,18 @@ function bandColor(c, a) {
 function drawCurves(div, out, st) {
   div.setAttribute("data-groups", out.groups.length);
   div.setAttribute("data-points", out.groups.reduce((n, g) => n + g.step.length, 0));
-  const layout = JSON.stringify([st.x, st.log, out.metric, out.groups.map((g) => [g.label, g.runs, g.lines.map((l) => l.seed)])]);
+  const layout = JSON.stringify([st.x, st.log, out.metric, out.groups.map((g) => [g.label, g.lines.map((l) => l.seed)])]);
   if (out.groups.length && div.chart && state.charts.includes(div.chart) && div.layout === layout) {
-    div.chart.setData(curveData(out, st).data); // the same series: new points only, no new chart
+    const { data, series } = curveData(out, st);
+    div.chart.setData(data); // the same series: new points only, no new chart
+    // a group's run count (n=) in its legend row, changed in place
+    const u = div.chart, rows = u.root.querySelectorAll(".u-legend .u-series"), skip = series.length - rows.length;
+    series.forEach((s, k) => {
+      if (k < skip || s.band || u.series[k].label === s.label) return;
+      u.series[k].label = s.label;
+      const label = rows[k - skip].querySelector(".u-label");
+      if (label) label.textContent = s.label;
+    });
     return;
   }
   destroyCharts();
@@ -506,7 +515,8 @@ async function runView(main, runId) {
 
   async function tail() {
     const log = await api("/api/run/" + encodeURIComponent(runId) + "/log");
-    logBox.textContent = log.text || "(empty)";
+    const text = log.text || "(empty)";
+    if (logBox.textContent !== text) logBox.textContent = text; // the same text: no new layout
   }
 
   async function load() {
@@ -587,9 +597,11 @@ async function compareView(main, ids) {
 // The page holds one long poll on /api/changes, answered when the database (db) or, on a run's page, the run's
 // folder (files: a new metric shard, its log) changes: an idle page costs nothing. A view is { refresh, live,
 // run }: a new shard calls live() (a run's new points only); a database change calls refresh() (the whole
-// view), spaced by at least REFRESH_GAP_MS and REFRESH_COST times what the last refresh took, so a heavy view
-// over a busy store never keeps the server or the browser busy; a hidden tab refreshes nothing.
+// view), spaced by REFRESH_COST times what the last refresh took (1 to 5 s; 5 s on a run's page, whose points
+// come live), so a heavy view over a busy store never keeps the server or the browser busy; a hidden tab
+// refreshes nothing.
 const REFRESH_GAP_MS = 1000;
+const REFRESH_GAP_MAX_MS = 5000; // however slow the last one was (a loaded machine), the next within 5 s
 const REFRESH_GAP_LIVE_MS = 5000; // a view whose live() shows what is new (a run's points) refreshes the rest slower
 const REFRESH_COST = 8;
 const KEYS_EVERY_MS = 10000; // a suite's keys and metric names, on a live refresh
@@ -634,7 +646,8 @@ async function refreshView(view, now) {
   if (view !== state.view) return;
   state.seen = { db: now.db, files: now.files };
   const took = performance.now() - t0;
-  state.due = performance.now() + Math.max(view.live ? REFRESH_GAP_LIVE_MS : REFRESH_GAP_MS, REFRESH_COST * took);
+  const gap = view.live ? REFRESH_GAP_LIVE_MS : Math.min(REFRESH_GAP_MAX_MS, Math.max(REFRESH_GAP_MS, REFRESH_COST * took));
+  state.due = performance.now() + gap;
   document.body.setAttribute("data-refreshed", String(Date.now()));
 }
 
@@ -662,8 +675,10 @@ async function watch() {
         await refreshView(view, { db: latest.db, files: latest.files }); // a refresh shows the files too
         continue;
       }
-      // wait for the next change (a part already changed but not due yet: only until it is due)
-      const q = { db: latest.db };
+      // wait for the next change; a database change already seen is not waited for again (its refresh is
+      // due at state.due), nor is a new shard before state.liveDue
+      if (whole && !view.run) { await sleep(state.due - t); continue; }
+      const q = whole ? {} : { db: latest.db };
       let wait = whole ? state.due - t : 30000;
       if (view.run) {
         q.run = view.run; q.files = latest.files;
