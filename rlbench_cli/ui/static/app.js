@@ -600,8 +600,8 @@ async function compareView(main, ids) {
 // view), spaced by REFRESH_COST times what the last refresh took (4 to 8 s; 5 s on a run's page, whose points
 // come live), so a heavy view over a busy store never keeps the server or the browser busy; a hidden tab
 // refreshes nothing.
-// a suite's refresh costs ~0.1 s of server CPU and almost as much of the browser's: every 4 s keeps an open
-// page under 2% of a 2-core machine while rlbench run writes (benchmarks/ui_live.py)
+// a suite's refresh costs ~0.1 s of server CPU and almost as much of the browser's: at most every 4 s while
+// rlbench run writes (benchmarks/ui_live.py: the run's wall time with the suite's page open, x1.04)
 const REFRESH_GAP_MS = 4000;
 const REFRESH_GAP_MAX_MS = 8000; // however slow the last one was (a loaded machine), the next within 8 s
 const REFRESH_GAP_LIVE_MS = 5000; // a view whose live() shows what is new (a run's points) refreshes the rest slower
