@@ -3,15 +3,21 @@
     live lag: a metric row logged by a run is on screen within 2 s
     rlbench run's wall time with the UI open and refreshing vs closed: within 5%
 
-Lag: one `command:` run logs ``eval/return`` every --every seconds through rlbench's JSON-lines client; the
-browser shows that run's page (its curve refreshes on the page's own polling) and this script reads the number
-of points on screen every 50 ms. A point's lag is the time it appeared on screen minus its ``wall_time`` in the
-store (when the script logged it): the run's flush (1 s), the page's poll (0.5 s) and its redraw. The UI reads a
-running run's flushed shards before the coordinator ingests them (``rlbench_cli/ui/live.py``).
+Lag: one `command:` run logs ``eval/return`` every --every seconds through rlbench's JSON-lines client, from
+the moment the browser shows that run's page (before, the script waits: a point logged before the page is
+open would measure the browser's start, not the lag); the browser shows that run's page (new points appended as the page's long poll on /api/changes reports a new
+shard) and this script reads the number of points on screen every 50 ms. A point's lag is the time it appeared
+on screen minus its ``wall_time`` in the store (when the run read the script's line): the run's flush (at most
+1 s after the last shard), the change seen (0.1 s), the new points fetched from the shard and drawn. The UI
+reads a running run's shards itself, not what the coordinator ingested (``rlbench_cli/ui/watch.py``).
 
 Wall time: the same suite (``random`` on CartPole-v1, --runs runs) timed with no UI, then with the UI open on
 the suite's page (curves grouped by algorithm, the table, the leaderboard not asked), alternating, --repeat
 times each; medians and their ratio.
+
+Load: the CPU seconds the UI server and the browser (every Chromium process) use per minute of an open page,
+on the run's page during the lag run and on the suite's page during the wall-time runs: a figure the other
+processes of a shared machine hardly move, unlike wall times.
 
     python benchmarks/ui_live.py
     python benchmarks/ui_live.py --repeat 1 --runs 8 --points 6     # quick
@@ -33,13 +39,47 @@ from ui_scale import browser, start_ui  # noqa: E402
 
 BIN = Path(sys.executable).parent
 LOGGER = """\
-import sys, time
+import os, sys, time
 from rlbench_cli import client
-points, every = int(sys.argv[1]), float(sys.argv[2])
+points, every, go = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+deadline = time.time() + 300
+while not os.path.exists(go) and time.time() < deadline:  # the run's page open first
+    time.sleep(0.05)
 for k in range(points):
     client.log(k * 100, **{"eval/return": float(k)})
     time.sleep(every)
 """
+
+
+def cpu_seconds(pid: int, tree: bool = False) -> float:
+    """User + system CPU seconds of process ``pid`` (and of its descendants, ``tree``) so far."""
+    import psutil
+
+    procs = [psutil.Process(pid)]
+    if tree:
+        procs += procs[0].children(recursive=True)
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:  # ended meanwhile
+            pass
+    return total
+
+
+class Load:
+    """CPU seconds of the UI server and of the browser from ``start()`` to ``stop()``, per minute."""
+
+    def __init__(self, ui: subprocess.Popen, driver) -> None:
+        self.ui, self.browser = ui.pid, driver.service.process.pid
+        self.t0 = time.monotonic()
+        self.ui0, self.browser0 = cpu_seconds(self.ui), cpu_seconds(self.browser, tree=True)
+
+    def stop(self) -> tuple[float, float]:
+        minutes = (time.monotonic() - self.t0) / 60
+        return ((cpu_seconds(self.ui) - self.ui0) / minutes,
+                (cpu_seconds(self.browser, tree=True) - self.browser0) / minutes)  # fmt: skip
 
 
 def close(driver, ui: subprocess.Popen | None) -> None:
@@ -66,21 +106,22 @@ def wait_until(check, timeout: float) -> object:
 def page_state(driver) -> object:
     """What the page's live polling is doing, for a failure's message."""
     return driver.execute_script(
-        "const x = new XMLHttpRequest(); x.open('GET', '/api/version', false); x.send();"
-        "return {hash: location.hash, fingerprint: state.fingerprint, now: x.responseText,"
+        "const x = new XMLHttpRequest(); x.open('GET', '/api/changes?wait=0', false); x.send();"
+        "return {hash: location.hash, seen: state.seen, now: x.responseText,"
         " live: document.getElementById('live').className, refreshed: document.body.getAttribute('data-refreshed'),"
         " chart: !!document.getElementById('run-chart'), error: (document.querySelector('.error') || {}).textContent}"
     )
 
 
-def lag(work: Path, points: int, every: float) -> list[float]:
-    """Seconds from each logged row's wall_time to its point on screen."""
+def lag(work: Path, points: int, every: float) -> tuple[list[float], tuple[float, float]]:
+    """Seconds from each logged row's wall_time to its point on screen; the UI's and the browser's CPU
+    seconds per minute on the run's page."""
     import duckdb
 
     (work / "logger.py").write_text(LOGGER)
     suite = work / "lag.yaml"
     suite.write_text(f"name: lag\nseeds: 1\nbudget: {{steps: {points * 100}}}\nenvs: [CartPole-v1]\nalgorithms:\n"
-                     f"  - {{name: logger, command: '{sys.executable} {work}/logger.py {points} {every}'}}\n")  # fmt: skip
+                     f"  - {{name: logger, command: '{sys.executable} {work}/logger.py {points} {every} {work}/go'}}\n")  # fmt: skip
     db = work / "lag.duckdb"
     run = subprocess.Popen([str(BIN / "rlbench"), "run", str(suite), "--db", str(db)], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)  # fmt: skip
@@ -92,10 +133,15 @@ def lag(work: Path, points: int, every: float) -> list[float]:
         driver.get(url + "#/suite/lag")
         link = wait_until(lambda: driver.find_element("css selector", "#runs-table tr[data-run] a"), 60)
         link.click()
+        wait_until(lambda: driver.find_element("id", "run-status"), 60)
+        (work / "go").touch()  # every point is logged while the run's page is open
+        load = Load(ui, driver)
         ended = None  # when the run ended: the page has 30 s more to show every point, then it has failed
         while len(seen) < points:
             try:
-                n = int(driver.find_element("id", "run-chart").get_attribute("data-points") or 0)
+                chart = driver.find_element("id", "run-chart")
+                shown = chart.get_attribute("data-metric") == "eval/return"  # not a sys/ metric shown first
+                n = int(chart.get_attribute("data-points") or 0) if shown else 0
             except Exception:  # between two renders
                 n = 0
             for k in range(n):
@@ -106,22 +152,26 @@ def lag(work: Path, points: int, every: float) -> list[float]:
                 raise SystemExit(f"the run page showed {len(seen)} of {points} points 30 s after the run ended; "
                                  f"the server's log: {''.join(ui.log)[-3000:]}; page: {page_state(driver)}")  # fmt: skip
             time.sleep(0.05)
+        cpu = load.stop()
     finally:
         close(driver, ui)
         run.wait(timeout=120)
     with duckdb.connect(str(db), read_only=True) as con:
         walls = [w for (w,) in con.execute(
             "SELECT wall_time FROM metrics WHERE name = 'eval/return' ORDER BY step").fetchall()]  # fmt: skip
-    return [seen[k] - w for k, w in enumerate(walls) if k in seen]
+    return [seen[k] - w for k, w in enumerate(walls) if k in seen], cpu
 
 
-def wall_times(work: Path, runs: int, repeat: int) -> tuple[list[float], list[float]]:
-    """rlbench run's wall time without and with the UI open on the suite's page, alternating."""
+def wall_times(
+    work: Path, runs: int, repeat: int
+) -> tuple[list[float], list[float], list[tuple[float, float]]]:
+    """rlbench run's wall time without and with the UI open on the suite's page, alternating; the UI's and
+    the browser's CPU seconds per minute of each open page."""
     seeds = max(1, runs // 2)
     suite = work / "wall.yaml"
     suite.write_text(f"name: wall\nseeds: {seeds}\nbudget: {{steps: 20000, eval_every: 2000, eval_episodes: 3}}\n"
                      "envs: [CartPole-v1, Acrobot-v1]\nalgorithms: [random]\n")  # fmt: skip
-    closed, open_ = [], []
+    closed, open_, cpu = [], [], []
     for i in range(repeat):
         for with_ui in (False, True):
             db = work / f"wall-{i}-{int(with_ui)}.duckdb"
@@ -135,11 +185,14 @@ def wall_times(work: Path, runs: int, repeat: int) -> tuple[list[float], list[fl
                     ui, url = start_ui(db)
                     driver = browser()
                     driver.get(url + "#/suite/wall")
+                    load = Load(ui, driver)
                 run.wait(timeout=1800)
+                if with_ui:
+                    cpu.append(load.stop())
                 (open_ if with_ui else closed).append(time.perf_counter() - t0)
             finally:
                 close(driver, ui)
-    return closed, open_
+    return closed, open_, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,18 +207,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="rlbench-ui-live-") as tmp:
         work = Path(tmp)
-        lags = lag(work, args.points, args.every)
-        closed, open_ = wall_times(work, args.runs, args.repeat)
+        lags, run_page = lag(work, args.points, args.every)
+        closed, open_, suite_page = wall_times(work, args.runs, args.repeat)
     ratio = statistics.median(open_) / statistics.median(closed)
     worst = max(lags) if lags else float("nan")
     print(f"live lag, {len(lags)} points: median {statistics.median(lags):.2f} s, max {worst:.2f} s   "
           f"target <= 2 s: {'met' if worst <= 2.0 else 'NOT met'}")  # fmt: skip
     print(f"rlbench run wall time: UI closed {statistics.median(closed):.2f} s, open {statistics.median(open_):.2f} s "
           f"(x{ratio:.3f})   target <= x1.05: {'met' if ratio <= 1.05 else 'NOT met'}")  # fmt: skip
+    ui_suite = statistics.median(c[0] for c in suite_page)
+    browser_suite = statistics.median(c[1] for c in suite_page)
+    print(f"CPU seconds per minute of an open page: UI server {run_page[0]:.2f} (run's page), {ui_suite:.2f} "
+          f"(suite's page); browser {browser_suite:.2f} (suite's page; on the run's page this script's own "
+          f"reads every 50 ms dominate: {run_page[1]:.2f})")  # fmt: skip
     if args.json:
-        args.json.write_text(
-            json.dumps({"lags_s": lags, "closed_s": closed, "open_s": open_, "ratio": ratio})
-        )
+        args.json.write_text(json.dumps({"lags_s": lags, "closed_s": closed, "open_s": open_, "ratio": ratio,
+                                         "cpu_run_page": run_page, "cpu_suite_page": suite_page}))  # fmt: skip
     return 0
 
 

@@ -1,7 +1,9 @@
 """The metric path inside a worker: buffered logging into append-only Parquet shards.
 
 A run never opens the database. ``ShardSink.log`` appends to an in-memory list (about a microsecond a
-scalar); a background thread writes the buffer to a new shard file at least once a second. Each shard is
+scalar); a background thread writes the buffer to a new shard file once a second has passed since the last
+one: at most one shard a second while rows keep coming, and the first row after a quiet second on disk within
+``WAKE_S`` (a run's evaluation, logged now and then, is not held back by the clock). Each shard is
 written to a temporary name and renamed, so a shard on disk is always complete: a killed worker loses at
 most its last unflushed second. The coordinator ingests shards idempotently (``store``).
 
@@ -25,6 +27,7 @@ from .arrowbuf import numbers, strings
 __all__ = ["MetricSink", "ShardSink", "list_shards", "SHARD_SCHEMA_COLUMNS"]
 
 SHARD_SCHEMA_COLUMNS = ("step", "name", "value", "wall_time")
+WAKE_S = 0.1  # the flusher looks at the buffer this often (at most), and flushes when the interval is over
 
 
 class MetricSink(Protocol):
@@ -36,7 +39,8 @@ class MetricSink(Protocol):
 
 
 class ShardSink:
-    """Buffers metrics and flushes them to Parquet shards every ``flush_interval`` seconds.
+    """Buffers metrics and flushes them to a Parquet shard once ``flush_interval`` seconds have passed since
+    the last shard (looking every ``WAKE_S``), so rows logged after a quiet spell are written at once.
 
     Thread-safe for one logging thread plus the flusher: the buffer is a single list swapped atomically.
     """
@@ -51,6 +55,7 @@ class ShardSink:
         self._buf: list[tuple[int, float, dict[str, float]]] = []
         self._lock = threading.Lock()  # serialises flushes, never taken by log()
         self._interval = flush_interval
+        self._last_flush = -float("inf")  # time.monotonic() of the last shard written
         self._closed = False
         self.rows_written = 0
         self._stop = threading.Event()
@@ -85,8 +90,9 @@ class ShardSink:
 
     # -- flushing --------------------------------------------------------------------------------
     def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
-            self.flush()
+        while not self._stop.wait(min(WAKE_S, self._interval)):
+            if self._buf and time.monotonic() - self._last_flush >= self._interval:
+                self.flush()
 
     def flush(self) -> int:
         """Write everything buffered so far to one new shard. Returns rows written."""
@@ -115,6 +121,7 @@ class ShardSink:
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, final)
+        self._last_flush = time.monotonic()
         self._seq += 1
         self.rows_written += table.num_rows
         return table.num_rows

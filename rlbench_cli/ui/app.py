@@ -5,14 +5,18 @@ traceback."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import html
+import itertools
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -22,6 +26,7 @@ from starlette.routing import Route
 
 from ..errors import RlbenchError, StoreBusy, UnknownName, UsageError
 from . import data
+from .watch import MAX_WAIT_S, Watch
 
 STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {"app.js": "text/javascript", "app.css": "text/css", "uPlot.iife.min.js": "text/javascript",
@@ -36,6 +41,7 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+WATCH_S = 0.1  # how often a held long poll looks again
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver")  # testserver: TestClient's
 
 
@@ -176,6 +182,47 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         return data.by_key(store, suite_arg(request), key, q.get("metric") or None, q.get("stat") or "iqm",
                            _int(request, "reps", 2000), _int(request, "seed", 0))  # fmt: skip
 
+    watch = Watch(store)
+
+    async def changes(request: Request) -> Response:
+        """The page's long poll: ``{db, files}`` stamps (``watch``), answered as soon as one differs from the
+        page's (``db=``, ``files=``; a part not given is not waited for; neither: at once), or after ``wait``
+        seconds (at most ``MAX_WAIT_S``)."""
+        q = request.query_params
+        run_id = q.get("run") or None
+        try:
+            wait = min(max(float(q.get("wait") or MAX_WAIT_S), 0.0), MAX_WAIT_S)
+        except ValueError:
+            return JSONResponse({"error": f"wait={q.get('wait')!r}: a number of seconds is needed"}, 400)
+        try:
+            if run_id is not None and await run_in_threadpool(watch.suite_of, run_id) is None:
+                return JSONResponse({"error": f"no run {run_id}"}, status_code=404)
+        except StoreBusy as e:
+            return JSONResponse({"error": str(e)}, status_code=503)
+        if not any(k in q for k in ("db", "files")):
+            wait = 0.0  # nothing to wait for: the stamps now
+        deadline = time.monotonic() + wait
+        for n in itertools.count():
+            now = watch.stamp(run_id)  # stat calls only: cheap enough for the event loop
+            if any(k in q and q[k] != now[k] for k in ("db", "files")) or time.monotonic() >= deadline:
+                break
+            if n % 20 == 19 and await request.is_disconnected():  # the page gone: stop looking
+                break
+            await asyncio.sleep(WATCH_S)
+        return JSONResponse(now)
+
+    def points(request: Request) -> Any:
+        q = request.query_params
+        attempt = q.get("attempt")
+        out = watch.points(request.path_params["run_id"], q.get("metric") or None, _int(request, "after", 0),
+                           int(attempt) if attempt and attempt.isdigit() else None)  # fmt: skip
+        return data.jsonable(out) if out is not None else None
+
+    def log(request: Request) -> Any:
+        run_id = request.path_params["run_id"]
+        folder = watch.run_folder(run_id)  # the run's suite looked up once, not at every refresh
+        return None if folder is None else data.log_tail(store, run_id, folder=folder)
+
     def run_file(request: Request) -> Response:
         try:
             found = data.safe_file(store, request.path_params["run_id"], request.path_params["path"])
@@ -197,7 +244,9 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         Route("/api/runs", api(runs)),
         Route("/api/curves", api(curves)),
         Route("/api/run/{run_id}", api(lambda r: data.run(store, r.path_params["run_id"]))),
-        Route("/api/run/{run_id}/log", api(lambda r: data.log_tail(store, r.path_params["run_id"]))),
+        Route("/api/changes", changes),
+        Route("/api/run/{run_id}/points", api(points)),
+        Route("/api/run/{run_id}/log", api(log)),
         Route("/api/sql", api(lambda r: data.query(store, r.query_params.get("q") or ""))),
         Route("/api/compare", api(lambda r: data.compare_runs(store, r.query_params.getlist("run")))),
         Route(

@@ -239,13 +239,17 @@ def _in_folder(store: Any, folder: Path | None, path: Any) -> str | None:
     return None
 
 
-def log_tail(store: Any, run_id: str, limit: int = LOG_TAIL) -> dict[str, Any] | None:
-    """The end of the latest attempt's ``output.log`` (``limit`` bytes at most); None for an unknown run."""
-    with store.reader() as con:
-        row = store.run_row(con, run_id)
-    if row is None:
-        return None
-    folder = run_folder(store, row["suite"], run_id)
+def log_tail(
+    store: Any, run_id: str, limit: int = LOG_TAIL, folder: Path | None = None
+) -> dict[str, Any] | None:
+    """The end of the latest attempt's ``output.log`` (``limit`` bytes at most); None for an unknown run.
+    ``folder``: the run's folder when the caller knows it (no database read then)."""
+    if folder is None:
+        with store.reader() as con:
+            row = store.run_row(con, run_id)
+        if row is None:
+            return None
+        folder = run_folder(store, row["suite"], run_id)
     attempts = _attempts(folder) if folder else []
     text, size = "", 0
     if attempts:

@@ -12,6 +12,9 @@ request (a suite with more running runs shows them one ingest later, as before).
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +23,31 @@ from ..runner import attempt_dir
 from ..sink import SHARD_SCHEMA_COLUMNS, list_shards
 
 MAX_RUNS = 64  # running runs whose folders one request scans at most
+MAX_CACHED = 4096  # parsed shards kept (a shard never changes once in place; keyed by path, size, mtime)
+_parsed: OrderedDict[Any, Any] = OrderedDict()
+_parsed_lock = threading.Lock()
+
+
+def read_shard(path: Any) -> Any:
+    """A shard's rows (``step, name, value, wall_time`` as int64, string, float64, float64), parsed once per
+    (path, size, mtime): the live views read the same pending shards at every refresh."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    st = os.stat(path)
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    with _parsed_lock:
+        if key in _parsed:
+            _parsed.move_to_end(key)
+            return _parsed[key]
+    t = pq.read_table(path, columns=list(SHARD_SCHEMA_COLUMNS))
+    t = t.cast(pa.schema([("step", pa.int64()), ("name", pa.string()), ("value", pa.float64()),
+                          ("wall_time", pa.float64())]))  # fmt: skip
+    with _parsed_lock:
+        _parsed[key] = t
+        while len(_parsed) > MAX_CACHED:
+            _parsed.popitem(last=False)
+    return t
 
 
 def _running(con: Any, run_ids: Sequence[str] | None) -> list[tuple[str, str, int]]:
@@ -65,16 +93,13 @@ def pending_rows(store: Any, con: Any, run_ids: Sequence[str] | None, metric: st
     run's folder removed meanwhile) is skipped: the next refresh has its rows from the store."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     tables = []
     for run_id, shard in _pending_files(store, con, _running(con, run_ids)):
         try:
-            t = pq.read_table(shard, columns=list(SHARD_SCHEMA_COLUMNS))
+            t = read_shard(shard)
         except (OSError, pa.ArrowInvalid):
             continue
-        t = t.cast(pa.schema([("step", pa.int64()), ("name", pa.string()), ("value", pa.float64()),
-                              ("wall_time", pa.float64())]))  # fmt: skip
         if metric is not None:
             t = t.filter(pc.equal(t.column("name"), metric))
         tables.append(t.add_column(0, "run_id", pa.array([run_id] * t.num_rows, pa.string())))

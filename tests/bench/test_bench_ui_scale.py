@@ -45,3 +45,5 @@ def test_ui_live_small(tmp_path: Path, chromium: str) -> None:
     assert "rlbench run wall time" in proc.stdout and "target <= x1.05" in proc.stdout, proc.stdout
     numbers = json.loads((tmp_path / "t.json").read_text())
     assert len(numbers["lags_s"]) == 4 and all(lag > 0 for lag in numbers["lags_s"])
+    assert "CPU seconds per minute of an open page" in proc.stdout, proc.stdout
+    assert len(numbers["cpu_suite_page"]) == 1 and all(c >= 0 for c in numbers["cpu_run_page"])

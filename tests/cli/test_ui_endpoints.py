@@ -1,15 +1,18 @@
 """rlbench ui's JSON endpoints and files through Starlette's TestClient, on a store the real `rlbench run` wrote:
 counts, the runs table (filters on columns and config keys, sorting by score, paging), curves grouped by a
 config key (mean and IQM with bootstrap bands), a run, its log and files, comparisons; a suite's statistics
-equal to `rlbench leaderboard` / `compare`; and the attacks: `..`, symlinks out, HTML files, writes."""
+equal to `rlbench leaderboard` / `compare`; the live path (changes, a run's new points from its shards, no
+database opened); and the attacks: `..`, symlinks out, HTML files, writes."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+from urllib.parse import urlencode
 
 import numpy as np
 import pytest
@@ -19,6 +22,7 @@ from ui_suite import XSS, run_suite, write_suite
 
 from rlbench_cli import analysis, bootstrap, stats
 from rlbench_cli.cli.app import app
+from rlbench_cli.sink import ShardSink
 from rlbench_cli.store import Store
 from rlbench_cli.ui.app import create_app
 from rlbench_cli.ui.data import jsonable
@@ -278,3 +282,105 @@ def test_artifacts_are_listed_and_linked_only_inside_the_run_folder(env, tmp_pat
     finally:
         with duckdb.connect(str(env["db"])) as con:
             con.execute("DELETE FROM artifacts")
+
+
+# -- the live path: /api/changes (a long poll on stat calls) and a run's points from its shards -------------
+
+
+def copy_of(env, tmp_path):
+    """The suite's database and run folders copied, and a client over the copy: a test that adds shards or
+    writes changes nothing the other tests read."""
+    folder = tmp_path / "copy"
+    shutil.copytree(env["folder"], folder)
+    store = Store(folder / "rlbench.duckdb", wait=10)
+    return {
+        "db": folder / "rlbench.duckdb",
+        "store": store,
+        "client": TestClient(create_app(store)),
+        "folder": folder,
+    }
+
+
+def add_shard(ctx, run_id, step, value):
+    """A new shard in the run's attempt folder, as the run's sink writes one."""
+    run = runs_of(ctx, run_id=run_id)[0]
+    sink = ShardSink(ctx["folder"] / "runs" / "uit" / run_id / f"attempt-{run['attempts']}" / "metrics",
+                     background=False)  # fmt: skip
+    sink.log(step, **{"eval/return": value})
+    sink.close()
+
+
+def stored_points(ctx, run_id):
+    with ctx["store"].reader() as con:
+        return con.execute("SELECT step, value FROM metrics WHERE run_id = ? AND name = 'eval/return' ORDER BY step",
+                           [run_id]).fetchall()  # fmt: skip
+
+
+def test_changes_answer_when_the_database_or_a_runs_folder_changes(env, tmp_path):
+    ctx = copy_of(env, tmp_path)
+    run_id = runs_of(ctx, algo="script")[0]["run_id"]
+    now = get(ctx, f"/api/changes?run={run_id}")  # no stamps given: nothing to wait for
+    assert set(now) == {"db", "files"} and now["db"] and now["files"]
+    assert get(ctx, "/api/changes")["files"] == ""  # no run: the database only
+    held = {"run": run_id, "db": now["db"], "files": now["files"]}
+    # nothing changed: held for `wait` seconds, then the same stamps
+    assert get(ctx, "/api/changes?" + urlencode({**held, "wait": 0.3})) == now
+    # a new shard in the run's folder (rlbench run has not ingested it): the files change, not the database
+    add_shard(ctx, run_id, 99_999, 7.0)
+    after = get(ctx, "/api/changes?" + urlencode({**held, "wait": 20}))
+    assert after["files"] != now["files"] and after["db"] == now["db"]
+    # a commit: the database changes
+    with ctx["store"].writer() as con:
+        con.execute("UPDATE runs SET host = 'elsewhere' WHERE run_id = ?", [run_id])
+    assert get(ctx, "/api/changes?" + urlencode({"db": now["db"], "wait": 20}))["db"] != now["db"]
+    assert "no run" in get(ctx, "/api/changes?run=nope", 404)["error"]
+    assert "a number of seconds" in get(ctx, "/api/changes?wait=soon", 400)["error"]
+
+
+def test_a_runs_points_come_from_its_shards_only_the_new_ones_after_the_pages(env, tmp_path):
+    ctx = copy_of(env, tmp_path)
+    run_id, other = (r["run_id"] for r in runs_of(ctx, algo="script")[:2])
+    stored = stored_points(ctx, run_id)
+    full = get(ctx, f"/api/run/{run_id}/points?metric=eval/return")
+    assert full["reset"] and full["attempt"] == 1 and full["total"] == len(stored) > 2
+    assert list(zip(full["step"], full["value"])) == stored and {"eval/return", "train/loss"} <= set(
+        full["names"]
+    )
+    n = len(stored)
+    tail = get(ctx, f"/api/run/{run_id}/points?metric=eval/return&after={n - 2}&attempt=1")
+    assert not tail["reset"] and list(zip(tail["step"], tail["value"])) == stored[-2:]
+    # a shard written since: only its rows, before rlbench run ingests it
+    add_shard(ctx, run_id, 99_999, 7.0)
+    new = get(ctx, f"/api/run/{run_id}/points?metric=eval/return&after={n}&attempt=1")
+    assert (new["step"], new["value"], new["total"], new["reset"]) == ([99_999], [7.0], n + 1, False)
+    # a cursor of another attempt, or past the end: every point again
+    for query in (f"after={n}&attempt=2", f"after={n + 5}&attempt=1"):
+        again = get(ctx, f"/api/run/{run_id}/points?metric=eval/return&{query}")
+        assert again["reset"] and again["step"][-1] == 99_999 and len(again["step"]) == n + 1
+    assert get(ctx, f"/api/run/{run_id}/points")["step"] == []  # no metric: its names only
+    # a run whose folder is gone (an imported run, say) is read from the database
+    shutil.rmtree(ctx["folder"] / "runs" / "uit" / other)
+    from_store = get(ctx, f"/api/run/{other}/points?metric=eval/return")
+    assert list(zip(from_store["step"], from_store["value"])) == stored_points(ctx, other)
+    get(ctx, "/api/run/nope/points?metric=eval/return", 404)
+
+
+def test_the_live_path_reads_no_database_while_a_writer_holds_it(env, tmp_path):
+    ctx = copy_of(env, tmp_path)
+    run_id = runs_of(ctx, algo="script")[0]["run_id"]
+    client = TestClient(create_app(Store(ctx["db"], wait=0.3)))
+    assert client.get(f"/api/changes?run={run_id}").status_code == 200  # the run's suite looked up once
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(ctx["db"]), "60"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        # what a run's page asks while the run writes: answered from the files, never 503 (busy)
+        for url in (f"/api/changes?run={run_id}", f"/api/run/{run_id}/points?metric=eval/return",
+                    f"/api/run/{run_id}/log"):  # fmt: skip
+            r = client.get(url)
+            assert r.status_code == 200, (url, r.text)
+        assert client.get("/api/runs?suite=uit").status_code == 503  # the database itself is held
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)

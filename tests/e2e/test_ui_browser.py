@@ -37,14 +37,21 @@ def wait_for(check, timeout: float, what: str, every: float = 0.2):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def stop(proc: subprocess.Popen, timeout: float = 30) -> None:
-    if proc.poll() is None:
+def stop(*procs: subprocess.Popen | None, timeout: float = 30) -> None:
+    for proc in procs:
+        if proc is None or proc.poll() is not None:
+            continue
         proc.terminate()
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=timeout)
+
+
+def console_is_clean(browser) -> None:
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
 
 
 @pytest.fixture
@@ -170,9 +177,55 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         assert not any(r.startswith("config.suite") for r in differs)
         browser.save_screenshot(str(shots / "ui-compare.png"))
 
-        severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-        assert not severe, severe
+        console_is_clean(browser)
     finally:
-        stop(run)
-        if ui is not None:
-            stop(ui)
+        stop(run, ui)
+
+
+def test_a_running_runs_page_appends_its_new_points_to_one_chart(tmp_path, browser):
+    from selenium.webdriver.common.by import By
+
+    from rlbench_cli.store import Store
+
+    db = tmp_path / "rlbench.duckdb"
+    suite = write_suite(tmp_path, pause=0.4, steps=1500, seeds=1)  # each script run logs 16 points over ~6 s
+    run = subprocess.Popen([RLBENCH, "run", str(suite), "--db", str(db)], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, env={**os.environ, "MPLBACKEND": "Agg"})  # fmt: skip
+    ui = None
+    try:
+        wait_for(db.exists, 120, "rlbench run to create the database")
+        store = Store(db, wait=60)
+
+        def script_run() -> str | None:
+            with store.reader() as con:
+                row = con.execute("SELECT run_id FROM runs WHERE algo = 'script' AND status = 'running' "
+                                  "ORDER BY run_id LIMIT 1").fetchone()  # fmt: skip
+            return row[0] if row else None
+
+        run_id = wait_for(script_run, 120, "a script run to start", every=0.1)
+        ui = subprocess.Popen(
+            [RLBENCH, "ui", "--db", str(db), "--port", "0"], stderr=subprocess.PIPE, text=True
+        )
+        url = re.search(r"http://127\.0\.0\.1:\d+/", ui.stderr.readline()).group(0)
+        browser.get(url + "#/run/" + run_id)
+        chart = wait_for(lambda: browser.find_element(By.ID, "run-chart"), 60, "the run's chart")
+
+        def points() -> int:
+            shown = chart.get_attribute("data-metric") == "eval/return"
+            return int(chart.get_attribute("data-points") or 0) if shown else 0
+
+        first = wait_for(points, 60, "the run's first eval/return points")
+        # the chart drawn then is the one that grows: new points are appended, the chart is not drawn anew
+        browser.execute_script("document.querySelector('#run-chart canvas').setAttribute('data-first', '1')")
+        wait_for(lambda: points() > first, 60, "more points while the run writes")
+        assert browser.find_element(By.CSS_SELECTOR, "#run-chart canvas").get_attribute("data-first") == "1"
+        # and, when the run ends, every point it logged is on the page
+        wait_for(lambda: "finished" in browser.find_element(By.ID, "run-status").text, 120, "the run's end")
+        with store.reader() as con:
+            (logged,) = con.execute("SELECT count(*) FROM metrics WHERE run_id = ? AND name = 'eval/return'",
+                                    [run_id]).fetchone()  # fmt: skip
+        wait_for(lambda: points() == logged == 16, 60, "all 16 points on the page")
+        assert "output.log" in browser.find_element(By.ID, "files").text
+        console_is_clean(browser)
+    finally:
+        stop(run, ui)

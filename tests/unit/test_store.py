@@ -107,13 +107,18 @@ def test_reader_waits_for_writer_then_gives_up(tmp_path):
     holder.wait()
 
 
+def first_shard(folder, timeout: float) -> list:
+    """The shards in ``folder`` once there is one (or after ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while not list_shards(folder) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return list_shards(folder)
+
+
 def test_sink_flushes_in_background_and_never_leaves_partial_files(tmp_path):
     sink = ShardSink(tmp_path, flush_interval=0.05)
     sink.log(1, a=1.0)
-    deadline = time.monotonic() + 5
-    while not list_shards(tmp_path) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert len(list_shards(tmp_path)) == 1
+    assert len(first_shard(tmp_path, 5)) == 1
     sink.log(2, a=2.0, b=3)
     sink.close()
     assert sink.rows_written == 3
@@ -123,3 +128,17 @@ def test_sink_flushes_in_background_and_never_leaves_partial_files(tmp_path):
     s2.log(3, a=1.0)
     s2.close()
     assert len(list_shards(tmp_path)) == 3
+
+
+def test_sink_writes_the_first_row_after_a_quiet_spell_at_once_then_one_shard_an_interval(tmp_path):
+    # an interval far longer than the test: the first row is written at the flusher's next look, not after it
+    sink = ShardSink(tmp_path, flush_interval=600)
+    sink.log(1, a=1.0)
+    assert len(first_shard(tmp_path, 60)) == 1
+    # rows logged since wait for the interval to be over (here: for close)
+    sink.log(2, a=2.0)
+    sink.log(3, a=3.0)
+    time.sleep(0.5)
+    assert len(list_shards(tmp_path)) == 1
+    sink.close()
+    assert len(list_shards(tmp_path)) == 2 and sink.rows_written == 3

@@ -4,8 +4,7 @@
 
 const PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f",
   "#7c3aed", "#b45309"];
-const POLL_MS = 500; // a fingerprint of the database (a few counts) this often; views refresh when it changes
-const state = { fingerprint: "", routes: 0, refresh: null, charts: [] };
+const state = { seen: { db: "", files: "" }, due: 0, liveDue: 0, routes: 0, view: null, charts: [] };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -202,10 +201,14 @@ function suiteView(main, suite) {
     });
   }
 
+  let lastPage = "";
   async function loadRuns() {
     const q = query();
     q.set("sort", st.sort); q.set("desc", st.desc ? "1" : "0"); q.set("offset", st.offset); q.set("limit", st.limit);
     const page = await api("/api/runs?" + q);
+    const drawn = JSON.stringify([page, st.filters, st.sort, st.desc]);
+    if (drawn === lastPage) return; // a live refresh that changed nothing here redraws nothing
+    lastPage = drawn;
     clear(chips);
     st.filters.forEach(([k, v], i) => chips.appendChild(el("span", { class: "chip" }, `${k} = ${v}`,
       el("button", { title: "remove", onclick: () => { st.filters.splice(i, 1); st.offset = 0; refreshAll(); } }, "\u00d7"))));
@@ -281,17 +284,23 @@ function suiteView(main, suite) {
   }
 
   // the table does not wait for the keys; the curves need the metric names they bring
-  async function refreshAll() {
-    await Promise.all([loadRuns(), loadKeys().then(() => Promise.all([loadCurves(), loadByKey()])),
-      tuningSection(tuneBox, suite)]);
+  let keysAt = 0, tuned = true;
+  async function refreshAll(live) {
+    // a live refresh asks for the keys (config keys, metric names) only now and then, and for a study only
+    // of a suite rlbench tune made: they change far less often than the table and the curves
+    const keys = !live || !st.keys || !st.keys.metrics.length || performance.now() - keysAt > KEYS_EVERY_MS;
+    await Promise.all([loadRuns(),
+      (keys ? loadKeys().then(() => { keysAt = performance.now(); }) : Promise.resolve()).then(() => Promise.all([loadCurves(), loadByKey()])),
+      !live || tuned ? tuningSection(tuneBox, suite).then((found) => { tuned = found; }) : null]);
   }
-  return refreshAll().then(() => refreshAll);
+  return refreshAll(false).then(() => ({ refresh: () => refreshAll(true) }));
 }
 
 // a suite rlbench tune made (NAME.tune, NAME.confirm): its study, as rlbench tune --status reads it
+// (true when there is one, or the reason why not: worth asking again)
 async function tuningSection(box, suite) {
   const out = await api(`/api/suite/${encodeURIComponent(suite)}/tuning`);
-  if (!out.study) { clear(box); if (out.reason) box.append(el("p", { class: "muted" }, out.reason)); return; }
+  if (!out.study) { clear(box); if (out.reason) box.append(el("p", { class: "muted" }, out.reason)); return !!out.reason; }
   const s = out.study;
   if (box.chart) { box.chart.destroy(); box.chart = null; } // its own chart: the curves' redraws leave it
   const done = out.trials.filter((t) => t.state === "complete" && t.value !== null);
@@ -321,6 +330,7 @@ async function tuningSection(box, suite) {
       recordsTable(out.confirmed.map((c) => ({ configuration: c.label, "search score": c.search_value, "confirmed IQM [95% CI]": iv(c.iqm),
         "P(beats default) [95% CI]": iv(c.poi_vs_default), verdict: c.verdict, ...(c.adastop ? { AdaStop: c.adastop } : {}) })), "tune-confirm"));
   }
+  return true;
 }
 
 function recordsTable(rows, id) {
@@ -338,11 +348,45 @@ function bandColor(c, a) {
 }
 
 function drawCurves(div, out, st) {
-  destroyCharts();
-  clear(div);
   div.setAttribute("data-groups", out.groups.length);
   div.setAttribute("data-points", out.groups.reduce((n, g) => n + g.step.length, 0));
+  const layout = JSON.stringify([st.x, st.log, out.metric, out.groups.map((g) => [g.label, g.lines.map((l) => l.seed)])]);
+  if (out.groups.length && div.chart && state.charts.includes(div.chart) && div.layout === layout) {
+    const { data, series } = curveData(out, st);
+    div.chart.setData(data); // the same series: new points only, no new chart
+    // a group's run count (n=) in its legend row, changed in place
+    const u = div.chart, rows = u.root.querySelectorAll(".u-legend .u-series"), skip = series.length - rows.length;
+    series.forEach((s, k) => {
+      if (k < skip || s.band || u.series[k].label === s.label) return;
+      u.series[k].label = s.label;
+      const label = rows[k - skip].querySelector(".u-label");
+      if (label) label.textContent = s.label;
+    });
+    return;
+  }
+  destroyCharts();
+  clear(div);
+  div.chart = null;
   if (!out.groups.length) { div.appendChild(el("p", { class: "muted" }, "no points yet")); return; }
+  const { data, series, bands } = curveData(out, st);
+  const opts = {
+    width: Math.max(400, div.clientWidth || 900), height: 320, series, bands,
+    scales: { x: { time: false }, y: st.log ? { distr: 4 } : {} },
+    axes: [{ label: series[0].label }, { label: out.metric }],
+    legend: { live: false },
+  };
+  const u = new uPlot(opts, data, div);
+  // the legend names the groups; band edges and per-seed lines stay out of it
+  const rows = u.root.querySelectorAll(".u-legend .u-series");
+  const skip = series.length - rows.length; // the x series has no row when the legend is not live
+  rows.forEach((row, i) => { if (series[i + skip].band) row.style.display = "none"; });
+  state.charts.push(u);
+  div.chart = u;
+  div.layout = layout;
+}
+
+// uPlot's columns (x joined over the groups), series and bands of /api/curves' groups
+function curveData(out, st) {
   const tables = [], series = [{ label: st.x === "wall" ? "wall time (s)" : "step" }], bands = [];
   let idx = 1;
   out.groups.forEach((g, i) => {
@@ -362,19 +406,7 @@ function drawCurves(div, out, st) {
       idx += 1;
     });
   });
-  const data = uPlot.join(tables);
-  const opts = {
-    width: Math.max(400, div.clientWidth || 900), height: 320, series, bands,
-    scales: { x: { time: false }, y: st.log ? { distr: 4 } : {} },
-    axes: [{ label: series[0].label }, { label: out.metric }],
-    legend: { live: false },
-  };
-  const u = new uPlot(opts, data, div);
-  // the legend names the groups; band edges and per-seed lines stay out of it
-  const rows = u.root.querySelectorAll(".u-legend .u-series");
-  const skip = series.length - rows.length; // the x series has no row when the legend is not live
-  rows.forEach((row, i) => { if (series[i + skip].band) row.style.display = "none"; });
-  state.charts.push(u);
+  return { data: uPlot.join(tables), series, bands };
 }
 
 // one chart per task: each legend entry's points at the key's values, with its 95% band
@@ -423,7 +455,70 @@ let runMetric = null;
 async function runView(main, runId) {
   const box = el("section", { id: "run" });
   const logBox = el("pre", { id: "log" });
-  main.append(box, el("section", {}, el("h2", {}, "output.log (tail)"), logBox));
+  // the run's own curve of any metric it logged: kept across refreshes, new points appended (live)
+  const pick = el("select", { id: "run-metric" });
+  const chart = el("div", { id: "run-chart", class: "chart" });
+  const curveBox = el("section", { id: "run-curve", hidden: true }, el("div", { class: "controls" }, "metric", pick), chart);
+  const curve = { metric: null, picked: false, names: new Set(), attempt: null, step: [], value: [], u: null };
+  main.append(box, curveBox, el("section", {}, el("h2", {}, "output.log (tail)"), logBox));
+  pick.addEventListener("change", () => {
+    runMetric = pick.value; curve.metric = pick.value; curve.picked = true; curve.attempt = null; points();
+  });
+
+  // the metrics the run logged so far, in the picker; the one shown: the user's pick, else eval/return
+  function choose(names) {
+    const before = curve.names.size;
+    names.forEach((m) => curve.names.add(m));
+    const all = [...curve.names].sort();
+    if (curve.names.size !== before) clear(pick).append(...all.map((m) => el("option", { value: m }, m)));
+    curveBox.hidden = !all.length;
+    if (!curve.picked) {
+      const want = all.includes(runMetric) ? runMetric : (all.includes("eval/return") ? "eval/return" : all[0] || null);
+      if (want !== curve.metric) { curve.metric = want; curve.attempt = null; }
+    }
+    if (curve.metric) pick.value = curve.metric;
+  }
+
+  async function points() {
+    const asked = curve.metric;
+    const q = new URLSearchParams({ after: curve.attempt === null ? 0 : curve.step.length });
+    if (asked) q.set("metric", asked);
+    if (curve.attempt !== null) q.set("attempt", curve.attempt);
+    const out = await api("/api/run/" + encodeURIComponent(runId) + "/points?" + q);
+    choose(out.names);
+    if (curve.metric !== asked) return points(); // the first metric, or eval/return, just appeared
+    if (!asked) return;
+    if (out.reset) { curve.step = []; curve.value = []; }
+    const fresh = out.reset || !curve.u;
+    const ordered = !curve.step.length || !out.step.length || out.step[0] >= curve.step[curve.step.length - 1];
+    out.step.forEach((x, i) => { curve.step.push(x); curve.value.push(out.value[i]); });
+    curve.attempt = out.attempt;
+    if (!ordered) { // a step logged out of order: the x axis must ascend
+      const order = curve.step.map((_, i) => i).sort((i, j) => curve.step[i] - curve.step[j]);
+      curve.step = order.map((i) => curve.step[i]); curve.value = order.map((i) => curve.value[i]);
+    }
+    chart.setAttribute("data-points", curve.step.length);
+    chart.setAttribute("data-metric", asked);
+    if (fresh) {
+      if (curve.u) { curve.u.destroy(); state.charts = state.charts.filter((u) => u !== curve.u); curve.u = null; }
+      clear(chart);
+      if (!curve.step.length) { chart.appendChild(el("p", { class: "muted" }, "no points yet")); return; }
+      curve.u = new uPlot({ width: Math.max(400, chart.clientWidth || 900), height: 320,
+        series: [{ label: "step" }, { label: asked, stroke: PALETTE[0], width: 2, spanGaps: true }],
+        scales: { x: { time: false } }, axes: [{ label: "step" }, { label: asked }], legend: { live: false } },
+      [curve.step, curve.value], chart);
+      state.charts.push(curve.u);
+    } else if (out.step.length) {
+      curve.u.setData([curve.step, curve.value]);
+    }
+  }
+
+  async function tail() {
+    const log = await api("/api/run/" + encodeURIComponent(runId) + "/log");
+    const text = log.text || "(empty)";
+    if (logBox.textContent !== text) logBox.textContent = text; // the same text: no new layout
+  }
+
   async function load() {
     const out = await api("/api/run/" + encodeURIComponent(runId));
     const r = out.run;
@@ -466,27 +561,11 @@ async function runView(main, runId) {
       const r2 = await fetch(fileHref(a.file), { credentials: "same-origin" });
       if (r2.ok) transcripts.appendChild(el("details", { open: true }, el("summary", {}, a.file), el("pre", { class: "transcript" }, await r2.text())));
     }
-    // the run's own curve of any metric it logged
-    const names = Object.keys(out.latest);
-    if (names.length) {
-      const pick = el("select", { id: "run-metric" }, names.map((m) => el("option", { value: m }, m)));
-      const chart = el("div", { id: "run-chart", class: "chart" });
-      pick.value = names.includes(runMetric) ? runMetric : (names.includes("eval/return") ? "eval/return" : names[0]);
-      const draw = async () => {
-        runMetric = pick.value;
-        const q = new URLSearchParams({ suite: r.suite, metric: pick.value, f: "run_id:" + runId, reps: 10 });
-        destroyCharts();
-        drawCurves(chart, await api("/api/curves?" + q), { x: "step", log: false });
-      };
-      pick.addEventListener("change", draw);
-      box.insertBefore(el("div", {}, el("div", { class: "controls" }, "metric", pick), chart), box.children[1]);
-      await draw();
-    }
-    const log = await api("/api/run/" + encodeURIComponent(runId) + "/log");
-    logBox.textContent = log.text || "(empty)";
+    choose(Object.keys(out.latest));
+    await Promise.all([points(), tail()]);
   }
   await load();
-  return load;
+  return { refresh: load, live: () => Promise.all([points(), tail()]), run: runId };
 }
 
 // ---------------------------------------------------------------- compare runs
@@ -514,9 +593,25 @@ async function compareView(main, ids) {
   return load;
 }
 
-// ---------------------------------------------------------------- routing and live polling
-async function version() {
-  return JSON.stringify((await api("/api/version")).fingerprint);
+// ---------------------------------------------------------------- routing and live updates
+// The page holds one long poll on /api/changes, answered when the database (db) or, on a run's page, the run's
+// folder (files: a new metric shard, its log) changes: an idle page costs nothing. A view is { refresh, live,
+// run }: a new shard calls live() (a run's new points only); a database change calls refresh() (the whole
+// view), spaced by REFRESH_COST times what the last refresh took (4 to 8 s; 5 s on a run's page, whose points
+// come live), so a heavy view over a busy store never keeps the server or the browser busy; a hidden tab
+// refreshes nothing.
+// a suite's refresh costs ~0.1 s of server CPU and almost as much of the browser's: at most every 4 s while
+// rlbench run writes (benchmarks/ui_live.py: the run's wall time with the suite's page open, x1.04)
+const REFRESH_GAP_MS = 4000;
+const REFRESH_GAP_MAX_MS = 8000; // however slow the last one was (a loaded machine), the next within 8 s
+const REFRESH_GAP_LIVE_MS = 5000; // a view whose live() shows what is new (a run's points) refreshes the rest slower
+const REFRESH_COST = 8;
+const KEYS_EVERY_MS = 10000; // a suite's keys and metric names, on a live refresh
+const LIVE_GAP_MS = 200; // a run's new points and log at most this often
+const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+
+async function stamps(query) {
+  return api("/api/changes?" + new URLSearchParams(query));
 }
 
 async function route() {
@@ -524,45 +619,83 @@ async function route() {
   const main = clear(document.getElementById("main"));
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   const seq = ++state.routes;
-  state.refresh = null; // no live refresh while the view loads
-  // the database's fingerprint before the view reads anything: what the view shows is at least that new, so
-  // a change while it loads is refreshed at the next poll, never taken as seen
-  const before = await version().catch(() => "");
+  state.view = null; // no live refresh while the view loads
+  // the stamps before the view reads anything: what it shows is at least that new, so a change while it
+  // loads is refreshed next, never taken as seen
+  const run = parts[0] === "run" && parts[1] ? parts[1] : "";
+  const before = await stamps(run ? { run, wait: 0 } : { wait: 0 }).catch(() => ({ db: "", files: "" }));
+  let view = null;
   try {
-    if (parts[0] === "suite" && parts[1]) state.refresh = await suiteView(main, parts[1]);
-    else if (parts[0] === "run" && parts[1]) state.refresh = await runView(main, parts[1]);
-    else if (parts[0] === "compare" && parts[1]) state.refresh = await compareView(main, parts[1].split(","));
-    else state.refresh = await suitesView(main);
+    if (parts[0] === "suite" && parts[1]) view = await suiteView(main, parts[1]);
+    else if (run) view = await runView(main, run);
+    else if (parts[0] === "compare" && parts[1]) view = await compareView(main, parts[1].split(","));
+    else view = await suitesView(main);
   } catch (e) {
     main.appendChild(el("p", { class: "error", id: "view-error" }, String(e.message || e)));
   }
-  if (seq === state.routes) state.fingerprint = before;
+  if (seq === state.routes) {
+    state.view = typeof view === "function" ? { refresh: view } : view;
+    state.seen = { db: before.db, files: before.files };
+    state.due = 0;
+  }
   performance.mark("view-ready");
   document.body.setAttribute("data-ready", "1");
 }
 
-async function poll() {
+async function refreshView(view, now) {
+  const t0 = performance.now();
+  await view.refresh();
+  if (view !== state.view) return;
+  state.seen = { db: now.db, files: now.files };
+  const took = performance.now() - t0;
+  const gap = view.live ? REFRESH_GAP_LIVE_MS : Math.min(REFRESH_GAP_MAX_MS, Math.max(REFRESH_GAP_MS, REFRESH_COST * took));
+  state.due = performance.now() + gap;
+  document.body.setAttribute("data-refreshed", String(Date.now()));
+}
+
+async function watch() {
   const live = document.getElementById("live");
-  try {
-    if (state.refresh) { // not while a view loads (route takes the fingerprint then)
-      const refresh = state.refresh;
-      const key = await version();
-      live.className = "";
-      // read before the refresh, so a change during it is seen at the next poll; a refresh that fails (the
-      // database busy with a write burst) leaves the fingerprint as it was and is tried again
-      if (key !== state.fingerprint) {
-        await refresh();
-        if (refresh === state.refresh) {
-          state.fingerprint = key;
-          document.body.setAttribute("data-refreshed", String(Date.now()));
+  let latest = null; // the newest stamps the server gave for this view
+  for (;;) {
+    const view = state.view;
+    if (!view || document.hidden) { latest = null; await sleep(200); continue; }
+    try {
+      if (!latest || latest.view !== view) latest = { view, db: state.seen.db, files: state.seen.files };
+      const dbChanged = latest.db !== state.seen.db;
+      const filesChanged = latest.files !== state.seen.files;
+      const whole = dbChanged || (filesChanged && !view.live); // what only refresh() shows
+      const t = performance.now();
+      if (filesChanged && view.live && t >= state.liveDue) {
+        await view.live();
+        if (view === state.view) {
+          state.seen = { db: state.seen.db, files: latest.files };
+          state.liveDue = performance.now() + LIVE_GAP_MS;
         }
+        continue;
       }
+      if (whole && t >= state.due) {
+        await refreshView(view, { db: latest.db, files: latest.files }); // a refresh shows the files too
+        continue;
+      }
+      // wait for the next change; a database change already seen is not waited for again (its refresh is
+      // due at state.due), nor is a new shard before state.liveDue
+      if (whole && !view.run) { await sleep(state.due - t); continue; }
+      const q = whole ? {} : { db: latest.db };
+      let wait = whole ? state.due - t : 30000;
+      if (view.run) {
+        q.run = view.run; q.files = latest.files;
+        if (filesChanged) wait = Math.min(wait, state.liveDue - t);
+      }
+      q.wait = Math.max(0, wait) / 1000;
+      const now = await stamps(q);
+      live.className = "";
+      if (view === state.view) latest = { view, db: now.db, files: view.run ? now.files : "" };
+    } catch (e) {
+      live.className = "stale"; // the server gone or the database busy: try again in a second
+      await sleep(1000);
     }
-  } catch (e) {
-    live.className = "stale";
   }
-  setTimeout(poll, POLL_MS);
 }
 
 window.addEventListener("hashchange", route);
-route().then(() => setTimeout(poll, POLL_MS));
+route().then(watch);
