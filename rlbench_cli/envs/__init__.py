@@ -17,7 +17,7 @@ from .families import family_of, namespace_problem, register_all
 __all__ = ["known_env", "known_wrapper", "make_env", "env_ids", "wrapper_class", "wrapper_kwargs_problem"]
 
 
-# The ids gymnasium 1.0 registers itself (pyproject pins it; tests/unit/test_env_ids.py checks each is still
+# The ids gymnasium 1.0 registers itself (pyproject pins it; tests/unit/test_spec.py checks each is still
 # registered): a suite of these, or of rlbench's own families, is checked without importing gymnasium (0.4 s of
 # every `rlbench run`'s coordinator, which never makes an env). Any other id is looked up in the registry.
 GYMNASIUM_IDS = frozenset(
@@ -46,9 +46,8 @@ def known_env(env_id: str) -> str | None:
     """None if ``env_id`` is registered with gymnasium or is an env of a family that is not gymnasium's
     (``gymnax/...``), else a one-line problem with a suggestion."""
     family = family_of(env_id)
-    if (
-        family is not None or env_id in GYMNASIUM_IDS
-    ):  # one of its envs (registered when made), or gymnasium's
+    # one of a family's envs (registered when made), or one of gymnasium's own
+    if family is not None or env_id in GYMNASIUM_IDS:
         return None
     problem = namespace_problem(env_id)
     if problem:

@@ -92,25 +92,25 @@ def _bands(built: list[tuple], stat: str, reps: int, seed: int) -> list[tuple[np
         for k in found:
             _CACHE.move_to_end(k)
     todo = [i for i, k in enumerate(keys) if k not in found]
-    jobs: list[tuple[int, np.ndarray, str, np.ndarray, np.ndarray]] = []  # group, columns, label, rows, block
+    jobs: list[tuple[int, np.ndarray, str, np.ndarray]] = []  # group, columns, label, block
     for i in todo:
         matrix = built[i][4]
         for cols in _patterns(~np.isnan(matrix)):
             rows = np.flatnonzero(~np.isnan(matrix[:, cols[0]]))
             if len(rows):
-                jobs.append((i, cols, built[i][0], rows, matrix[np.ix_(rows, cols)]))
+                jobs.append((i, cols, built[i][0], matrix[np.ix_(rows, cols)]))
     share = max(1, -(-len(jobs) // bootstrap.workers(len(jobs))))  # one slice of the blocks per thread
     slices = [jobs[s : s + share] for s in range(0, len(jobs), share)]
     done = bootstrap.map_independent(
         lambda js: bootstrap.run_curve_intervals(
-            [j[4] for j in js], [j[2] for j in js], stat, reps, seed=seed
+            [j[3] for j in js], [j[2] for j in js], stat, reps, seed=seed
         ),
         slices,
         int(seed),
     )
     computed = {i: tuple(np.full(built[i][4].shape[1], np.nan) for _ in range(3)) for i in todo}
     for js, ests in zip(slices, done):
-        for (i, cols, _, _, _), est in zip(js, ests):
+        for (i, cols, _, _), est in zip(js, ests):
             point, lower, upper = computed[i]
             point[cols], lower[cols], upper[cols] = est.point, est.lower, est.upper
     with _LOCK:
