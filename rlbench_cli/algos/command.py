@@ -73,7 +73,9 @@ class _JsonLinesTail:
 
 
 def run_command(ctx: RunContext, template: str) -> None:
-    folder = Path(ctx.run_dir)
+    folder = Path(
+        ctx.run_dir
+    ).absolute()  # the script runs in it: a relative --db gave it paths from elsewhere
     metrics_file = folder / "metrics.jsonl"
     values = {**ctx.params, "env": ctx.spec.env_id, "seed": ctx.seed, "steps": ctx.steps,
               "run_dir": str(folder), "device": ctx.device}  # fmt: skip

@@ -79,7 +79,9 @@ def serve(prepared: Prepared, say: Callable[[str], None] = print) -> None:
     import uvicorn
 
     say(f"rlbench ui: {prepared.url}  (Ctrl-C stops it)")
-    config = uvicorn.Config(prepared.app, log_level="warning", access_log=False, lifespan="off")
+    # an open page holds a long poll (/api/changes) for up to MAX_WAIT_S: Ctrl-C does not wait for it
+    config = uvicorn.Config(prepared.app, log_level="warning", access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=1)  # fmt: skip
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[prepared.sock])

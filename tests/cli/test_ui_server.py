@@ -8,6 +8,8 @@ import re
 import shutil
 import socket
 import subprocess
+import threading
+import time
 
 import httpx
 import pytest
@@ -128,6 +130,22 @@ def test_rlbench_ui_serves_on_a_free_loopback_port(db):
         line = proc.stderr.readline()
         url = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)
         assert httpx.get(url + "api/suites", timeout=30).json()["suites"][0]["name"] == "s"
-    finally:
+        # an open page holds a long poll for up to 30 s; stopping the server does not wait for it
+        stamp = httpx.get(url + "api/changes", timeout=30).json()["db"]
+
+        def hold() -> None:
+            try:
+                httpx.get(f"{url}api/changes?db={stamp}&wait=30", timeout=60)
+            except httpx.HTTPError:  # the server went away mid-poll, as a page sees it
+                pass
+
+        held = threading.Thread(target=hold)
+        held.start()
+        time.sleep(0.5)
         proc.terminate()
-        proc.wait(timeout=30)
+        assert proc.wait(timeout=15) is not None
+        held.join(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)

@@ -28,7 +28,8 @@ def test_cleanrl_style_script_runs_unmodified_and_its_tensorboard_scalars_are_st
         f"  - {{name: failing, command: '{py} client_script.py {{steps}} --fail'}}\n"
     )
     db = tmp_path / "db.duckdb"
-    r = subprocess.run([RLBENCH, "run", "own.yaml", "--db", str(db)], cwd=tmp_path, capture_output=True, text=True,
+    # --db relative, as a user types it: the scripts run in their run folders and still find their files
+    r = subprocess.run([RLBENCH, "run", "own.yaml", "--db", "db.duckdb"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=300)  # fmt: skip
     assert r.returncode == 1, r.stdout + r.stderr  # one run fails on purpose
     status = json.loads(subprocess.run([RLBENCH, "status", "own", "--db", str(db), "--json"], capture_output=True,
