@@ -163,6 +163,10 @@ def preload_worker(threads: int, preload_torch: bool) -> None:
     ``threads`` for the math libraries."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RLBENCH_TORCH_THREADS"):
         os.environ[var] = str(threads)
+    # no progress bars in a job: transformers' save_pretrained drew one through tqdm, whose first bar makes a
+    # multiprocessing lock that a worker, ended by os._exit, never released (a "leaked semaphore" warning at
+    # the end of every text suite); a bar in output.log says nothing the metrics do not
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from .. import algos, sink, sysmon  # noqa: F401 - what every run uses: gymnasium, pyarrow, the registry
     from ..algos import base  # noqa: F401
 
