@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,14 +20,26 @@ from rlbench_cli.runner import attempt_dir
 pytestmark = pytest.mark.slow
 
 EVAL_EVERY = 100_000
+PAUSE_S = 0.8  # a run's seconds per evaluation: runs last by the clock, not by CPU (the machine may be busy)
+# a run that logs its evaluations through the JSON-lines client (into the run's shards as any run's metrics)
+SLOW = """\
+import sys, time
+from rlbench_cli import client
+steps, seed = int(sys.argv[1]), int(sys.argv[2])
+for step in range(0, steps + 1, EVAL_EVERY):
+    client.log(step, **{"eval/return": 10.0 + seed, "train/progress": step / steps})
+    time.sleep(PAUSE_S)
+"""
 
 
 def _suite(tmp_path: Path, name: str, seeds: int, steps: int) -> Path:
+    (tmp_path / "slow.py").write_text(f"EVAL_EVERY = {EVAL_EVERY}\nPAUSE_S = {PAUSE_S}\n{SLOW}")
     p = tmp_path / f"{name}.yaml"
     p.write_text(
         f"name: {name}\nseeds: {seeds}\n"
         f"budget: {{steps: {steps}, eval_every: {EVAL_EVERY}, eval_episodes: 1}}\n"
-        "envs: [CartPole-v1]\nalgorithms: [random]\n"
+        "envs: [CartPole-v1]\n"
+        f"algorithms: [{{name: slow, command: '{sys.executable} {tmp_path}/slow.py {{steps}} {{seed}}'}}]\n"
     )
     return p
 
