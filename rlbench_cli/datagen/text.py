@@ -85,9 +85,15 @@ def save_text_dataset(data: TextEpisodes, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
+    head = {"env": data.env, "level": data.level}
+    kwargs = (data.meta or {}).get("env_kwargs")
+    if (
+        kwargs
+    ):  # the env's kwargs it was played with (Wordle's word list, Endgames' engine): ``check`` reads them
+        head["env_kwargs"] = kwargs
     with tmp.open("w", encoding="utf-8") as f:
         for ep in data:
-            f.write(json.dumps({"env": data.env, "level": data.level, "turns": ep}) + "\n")
+            f.write(json.dumps({**head, "turns": ep}) + "\n")
     tmp.replace(path)
     return path
 
@@ -146,6 +152,24 @@ def ensure(ds: Any, *, root: Path | None, seed: int, device: str, progress: Any)
     """Build ``ds`` unless it exists (``ensure_text_dataset``, default size, quietly); return its path."""
     env_id, level = parse_generated_name(ds.name) or ("", "")
     return ensure_text_dataset(env_id, level, seed=seed, root=root, env_kwargs=ds.kwargs)
+
+
+def check(ds: Any, path: Path) -> tuple[str, str] | None:
+    """None if the built ``ds`` at ``path`` was played with the env kwargs its suite gives, else (its field,
+    what is wrong): a dataset's file is named by env and level only, so one built for other kwargs (another
+    suite's word list, say) must not be trained on silently."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            first = json.loads(f.readline() or "{}")
+    except (OSError, ValueError):
+        return None  # unreadable: loading it says what is wrong, naming the file
+    built = first.get("env_kwargs") or {} if isinstance(first, dict) else {}
+    wanted = dict(ds.kwargs or {})
+    if built == wanted:
+        return None
+    return "kwargs", (f"{path} was played with env kwargs {json.dumps(built, sort_keys=True)}, this suite asks "
+                      f"for {json.dumps(wanted, sort_keys=True)}; keep both with --datasets OTHER_FOLDER, or "
+                      f"delete {path.name} there to rebuild it")  # fmt: skip
 
 
 def builds_env(env_id: str) -> bool:

@@ -72,3 +72,17 @@ def test_scripted_policies_are_ordered_and_optimal_solves_small_lists(words):
     rand = build_text_dataset("rlbench/Wordle-v0", "random", 20, seed=0)
     opt = build_text_dataset("rlbench/Wordle-v0", "optimal", 20, seed=0)
     assert statistics.mean(episode_returns(opt)) > statistics.mean(episode_returns(rand))
+
+
+def test_a_built_dataset_is_checked_against_the_suites_env_kwargs(words, tmp_path):
+    from rlbench_cli.datagen import text
+    from rlbench_cli.suite.models import DatasetSpec
+
+    path = text.ensure_text_dataset("rlbench/Wordle-v0", "mixed", n_episodes=2, root=tmp_path,
+                                    env_kwargs={"word_list": words})  # fmt: skip
+    assert text.check(DatasetSpec(name="Wordle-v0-mixed", kwargs={"word_list": words}), path) is None
+    field, problem = text.check(DatasetSpec(name="Wordle-v0-mixed"), path)
+    assert field == "kwargs" and "asks for {}" in problem and str(path) in problem
+    plain = text.ensure_text_dataset("rlbench/MazeFO-v0", "mixed", n_episodes=2, root=tmp_path)
+    assert "env_kwargs" not in plain.read_text().splitlines()[0]  # files without kwargs are as before
+    assert text.check(DatasetSpec(name="MazeFO-v0-mixed"), plain) is None
