@@ -104,6 +104,8 @@ def test_a_separate_value_model_shares_no_weights_or_gradients_with_the_lm():
         build_model({**settings, "value_model": "both"}, tok, values=True)
 
 
+# transformers 5.2x deprecates `past_key_values` (gone in 5.40): the cache is passed as `cache`
+@pytest.mark.filterwarnings("error::FutureWarning")
 @pytest.mark.parametrize("value_model", ["separate", "shared"])
 def test_candidates_scored_with_a_shared_context_match_scoring_each_pair(value_model):
     from rlbench_cli.algos.text.policy import action_batch, action_logprobs, score_actions

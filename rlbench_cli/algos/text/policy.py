@@ -240,6 +240,20 @@ def action_logprobs(model: TextModel, b: ActionBatch, beta: float = 0.0) -> torc
     return (logp.gather(-1, b.tok[..., None])[..., 0] * b.valid).sum(dim=1)
 
 
+def _cache_of(out: Any) -> Any:
+    """A forward's key/value cache: ``out.cache`` (transformers >= 5.2x; ``past_key_values`` is deprecated
+    there and goes in 5.40), else ``out.past_key_values``."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
+def _cache_arg(body: Any) -> str:
+    """The keyword a model's forward takes its cache by: ``cache``, or ``past_key_values`` before it."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(body.forward).parameters else "past_key_values"
+
+
 @torch.no_grad()
 def score_actions(model: TextModel, tok: Any, contexts: list[list[int]], cands: list[list[list[int]]],
                   device: str, beta: float = 0.0) -> list[np.ndarray]:  # fmt: skip
@@ -273,10 +287,10 @@ def score_actions(model: TextModel, tok: Any, contexts: list[list[int]], cands: 
 
     def candidates(body: Any, first: Any) -> Any:
         """``body`` run on the candidates after the contexts' key/value cache (from its output ``first``)."""
-        cache = first.past_key_values
+        cache = _cache_of(first)
         cache.batch_select_indices(owner)
-        return body(input_ids=new, attention_mask=both_mask, position_ids=positions, past_key_values=cache,
-                    use_cache=True)  # fmt: skip
+        return body(input_ids=new, attention_mask=both_mask, position_ids=positions, use_cache=True,
+                    **{_cache_arg(body): cache})  # fmt: skip
 
     out2 = candidates(model.lm, out)
     # the output that predicts candidate token j: the context's last for j = 0, else the candidate's token j-1
