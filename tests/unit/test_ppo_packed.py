@@ -376,29 +376,3 @@ def test_packed_and_unpacked_are_statistically_compatible_quick(tmp_path: Path) 
 @pytest.mark.slow
 def test_packed_and_unpacked_are_statistically_compatible_10_seeds(tmp_path: Path) -> None:
     check_compatible(tmp_path, n_seeds=10, steps=30720, params={})
-
-
-# -- the benchmark script ----------------------------------------------------------------------------------------
-
-
-def test_seeds_vectorised_benchmark_runs_quick(tmp_path: Path) -> None:
-    """benchmarks/seeds_vectorised.py at its tiny size: the packed job, CleanRL's script and the scaling table."""
-    import os
-    import subprocess
-    import sys
-
-    pytest.importorskip("tyro", reason="CleanRL's ppo.py needs tyro: pip install -e '.[bench]'")
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(root))
-    out_json = tmp_path / "figures.json"
-    proc = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / "seeds_vectorised.py"), "--quick", "--sides", "packed",
-         "cleanrl", "scaling", "--scaling", "2", "--json", str(out_json)],
-        env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "IQM" in proc.stdout and "target:" in proc.stdout and "seeds/job" in proc.stdout
-    figures = json.loads(out_json.read_text())
-    assert len(figures["packed"]["finals"]) == 2 and all(1 <= f <= 500 for f in figures["packed"]["finals"])
-    assert figures["cleanrl"]["train_s"] > 0
-    assert [r["seeds"] for r in figures["scaling"]] == [2] and figures["scaling"][0]["steps_per_s"] > 0
