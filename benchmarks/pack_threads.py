@@ -2,11 +2,14 @@
 (``packed.run_packed``, what every executor's worker runs for a pack) and the process's CPU seconds.
 
 Each seed is its own run with its own shards and system metrics; the threads that flush those shards and
-sample the system metrics are the pack's, not the seed's (one of each whatever N is). This script runs one
-pack in this process and prints: the most Python threads alive at once (``threading.enumerate``, sampled by a
-thread of its own, counted in), the most OS threads (``/proc/self/status``: XLA's pools included), how many
-of them were rlbench's flusher and monitor, the worker's CPU seconds (user + system, this process) and wall
-seconds, and each seed's rows. A first pack of the same shape warms JAX's compilation cache unless --cold.
+sample the system metrics are the pack's, not the seed's (one of each, and at most ``sink.FLUSH_WORKERS``
+helpers writing shards, whatever N is). This script runs one pack in this process and prints: the most
+Python threads alive at once (``threading.enumerate``, sampled by a thread of its own, counted in), the most
+OS threads (``/proc/self/status``: XLA's pools included), the most of rlbench's own (flusher, its helpers
+rlbench-sink-io, monitor), the worker's CPU seconds (user + system, this process) and wall seconds, each
+seed's rows, and how long rows waited in memory for their shard (a shard's mtime less its first row's
+wall_time: what a worker killed with -9 would have lost). A first pack of the same shape warms JAX's
+compilation cache unless --cold.
 
     python benchmarks/pack_threads.py                        # 256 seeds x 16,384 steps of gymnax CartPole
     python benchmarks/pack_threads.py --seeds 2 --steps 1024 --cold  # a quick check of the script
@@ -53,7 +56,7 @@ class Sampler:
         while not self._stop.wait(self.every):
             alive = threading.enumerate()
             self.py, self.os = max(self.py, len(alive)), max(self.os, os_threads())
-            mine = Counter(t.name for t in alive if t.name.startswith(("rlbench-sink", "rlbench-sysmon")))
+            mine = Counter(t.name.partition("_")[0] for t in alive if t.name.startswith("rlbench-"))
             self.names = Counter({k: max(self.names[k], v) for k, v in (self.names | mine).items()})
 
 
@@ -74,6 +77,13 @@ def run_pack(seeds: int, steps: int, folder: Path) -> dict[str, Any]:
         results = run_packed(specs, folders)
     wall, cpu1 = time.perf_counter() - t0, os.times()
     rows = [pq.read_table(list_shards(f / "metrics")).num_rows for f in folders]
+    # how long a row waited in memory before its shard was on disk (what a kill -9 would lose): the shard's
+    # mtime less the first wall_time in it; the last shard of each seed, written by close, left out
+    waits = sorted(
+        shard.stat().st_mtime - pq.read_table(shard, columns=["wall_time"])["wall_time"][0].as_py()
+        for f in folders
+        for shard in list_shards(f / "metrics")[:-1]
+    )
     sys_rows = [
         sum(n.startswith("sys/") for n in pq.read_table(list_shards(f / "metrics"))["name"].to_pylist())
         for f in folders[:4]
@@ -81,7 +91,9 @@ def run_pack(seeds: int, steps: int, folder: Path) -> dict[str, Any]:
     return {"seeds": seeds, "steps": steps, "status": dict(Counter(r["status"] for r in results)),
             "wall_s": wall, "cpu_s": (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system),
             "py_threads": sampler.py, "os_threads": sampler.os, "rlbench_threads": dict(sampler.names),
-            "rows_per_seed": sorted(set(rows)), "sys_rows_first_seeds": sys_rows}  # fmt: skip
+            "rows_per_seed": sorted(set(rows)), "sys_rows_first_seeds": sys_rows,
+            "row_wait_s": {"median": waits[len(waits) // 2], "p99": waits[int(0.99 * (len(waits) - 1))],
+                           "max": waits[-1]} if waits else None}  # fmt: skip
 
 
 def main() -> None:
@@ -102,6 +114,11 @@ def main() -> None:
     )
     print(f"  worker CPU {r['cpu_s']:.1f} s over {r['wall_s']:.1f} s wall")
     print(f"  rows per seed: {r['rows_per_seed']}; sys/ rows of the first seeds: {r['sys_rows_first_seeds']}")
+    if r["row_wait_s"]:
+        w = r["row_wait_s"]
+        print(
+            f"  a row's wait for its shard (s): median {w['median']:.2f}, p99 {w['p99']:.2f}, max {w['max']:.2f}"
+        )
     if args.json:
         args.json.write_text(json.dumps(r, indent=1))
 

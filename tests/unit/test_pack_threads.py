@@ -1,6 +1,6 @@
-"""A pack's threads are the job's, not its seeds': ``packed.run_packed`` of N seeds starts one shard flusher and
-one system monitor whatever N is (a 256-seed job had 535 threads), while each seed keeps its own shards and
-its own system-metric rows at its own step.
+"""A pack's threads are the job's, not its seeds': ``packed.run_packed`` of N seeds starts one shard flusher (and
+at most ``FLUSH_WORKERS`` helpers writing shards) and one system monitor whatever N is (a 256-seed job had 535
+threads), while each seed keeps its own shards and its own system-metric rows at its own step.
 
 The threads are counted inside a real packed run: a user function marked ``@rlbench_cli.seeds_per_job`` looks
 at ``threading.enumerate()`` while its seeds train. run_packed seeds torch for user code, so this module
@@ -16,7 +16,7 @@ import pytest
 import user_code
 
 from rlbench_cli.packed import run_packed
-from rlbench_cli.sink import list_shards
+from rlbench_cli.sink import FLUSH_WORKERS, list_shards
 from rlbench_cli.suite.grid import RunSpec
 
 pytestmark = pytest.mark.slow
@@ -24,17 +24,24 @@ pytestmark = pytest.mark.slow
 USER_CODE = textwrap.dedent(
     """
     import threading
+    import time
 
     import numpy as np
 
     import rlbench_cli
+    from rlbench_cli.sink import list_shards
 
     seen = []  # per call: the threads alive while the seeds train
 
     @rlbench_cli.seeds_per_job
     def train(ctxs):
-        for c in ctxs:  # each seed at a step of its own
+        for c in ctxs:  # each seed at a step of its own, with a row for the flusher to write
             c.log_system(100 * (c.seed + 1))
+            c.sink.log(0, **{"train/started": 1.0})
+        end = time.monotonic() + 60
+        while not all(list_shards(c.sink.directory) for c in ctxs):  # the flusher has written every seed's
+            assert time.monotonic() < end
+            time.sleep(0.01)
         seen.append(list(threading.enumerate()))
         for c in ctxs:
             c.finish(100 * (c.seed + 1), lambda obs: np.zeros(len(obs), dtype=int))
@@ -59,7 +66,7 @@ def _rows(folder):
 
 
 def _ours(threads):
-    return Counter(t.name for t in threads if t.name.startswith("rlbench-"))
+    return Counter(t.name.partition("_")[0] for t in threads if t.name.startswith("rlbench-"))
 
 
 @pytest.mark.parametrize("n", [2, 24])
@@ -73,9 +80,12 @@ def test_a_pack_runs_one_flusher_and_one_monitor_and_each_seed_keeps_its_own_row
     assert [r["status"] for r in results] == ["finished"] * n
     (inside,) = pack_threads_user.seen
     started = [t for t in inside if t not in before]
-    assert _ours(started) == {"rlbench-sink": 1, "rlbench-sysmon": 1}, [t.name for t in started]
-    assert len(started) == 2  # nothing else grows with the pack
-    assert not _ours(t for t in threading.enumerate() if t not in before)  # and both end with the pack
+    ours = _ours(started)
+    assert ours["rlbench-sink"] == 1 and ours["rlbench-sysmon"] == 1, [t.name for t in started]
+    assert ours["rlbench-sink-io"] <= min(n, FLUSH_WORKERS)  # helpers writing the shards of seeds due at once
+    assert set(ours) <= {"rlbench-sink", "rlbench-sysmon", "rlbench-sink-io"}
+    assert len(started) == sum(ours.values())  # nothing else grows with the pack
+    assert not _ours(t for t in threading.enumerate() if t not in before)  # and they end with the pack
     for spec, folder in zip(specs, folders):
         rows = _rows(folder)
         mine = 100 * (spec.seed + 1)

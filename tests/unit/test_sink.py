@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from rlbench_cli.sink import Flusher, ShardSink, list_shards
+from rlbench_cli.sink import FLUSH_WORKERS, Flusher, ShardSink, list_shards
 
 
 def _rows(folder):
@@ -125,12 +125,13 @@ def _wait_for_shards(folders, deadline_s=60.0):
         time.sleep(0.02)
 
 
-def _flushers():
-    return [t for t in threading.enumerate() if t.name == "rlbench-sink"]
+def _flushers(helpers=False):
+    name = "rlbench-sink-io" if helpers else "rlbench-sink"
+    return {t for t in threading.enumerate() if t.name.partition("_")[0] == name}
 
 
 def test_sinks_sharing_a_flusher_get_their_own_shards_from_one_thread(tmp_path):
-    before = len(_flushers())
+    before, helpers = len(_flushers()), _flushers(helpers=True)
     flusher = Flusher()
     folders = [tmp_path / f"seed{i}" for i in range(20)]
     sinks = [ShardSink(f, flush_interval=0.05, flusher=flusher) for f in folders]
@@ -138,12 +139,13 @@ def test_sinks_sharing_a_flusher_get_their_own_shards_from_one_thread(tmp_path):
     for i, sink in enumerate(sinks):
         sink.log(i, seed=float(i))
     _wait_for_shards(folders)  # in the background, before any close
+    assert len(_flushers(helpers=True) - helpers) <= FLUSH_WORKERS  # writing the shards due at once
     for i, sink in enumerate(sinks):
         sink.log_columns(i + 1, ("seed",), [float(i)])
         sink.close()
     assert len(flusher) == 0
     flusher.close()
-    assert len(_flushers()) == before
+    assert len(_flushers()) == before and _flushers(helpers=True) <= helpers
     for i, folder in enumerate(folders):
         assert _rows(folder) == [(i, "seed", float(i)), (i + 1, "seed", float(i))]
 
