@@ -6,8 +6,10 @@ batched across seeds (its adapter's ``train_packed``: ``algos.ppo``, ``algos.gym
 ``entrypoint:`` function marked ``@rlbench_cli.seeds_per_job``, called with the list of contexts, see
 ``algos.entrypoint``), but each seed stays its own run everywhere else: its own attempt folder
 (``runner.attempt_dir``), ``spec.json``, metric shards (one ``ShardSink`` per seed),
-system monitor, evaluation and ``result.json`` (written atomically, status ``finished`` / ``failed`` /
+system metrics, evaluation and ``result.json`` (written atomically, status ``finished`` / ``failed`` /
 ``interrupted``, the same record ``run_one`` writes plus ``pack``: the run ids that shared the job).
+The threads are the job's, not the seeds': one ``sink.Flusher`` writes every seed's shards and one
+``SystemMonitor.of_runs`` logs every seed's system metrics (a 256-seed job had 2 x 256 of them).
 With ``budget.checkpoint_every`` packed PPO checkpoints every seed at the same step and an interrupted pack
 resumes all its seeds there (``algos.base.resume_together``), bitwise on CPU. A
 seed that diverges (or whose context was marked with ``ctx.fail(reason)``) is ``failed`` with the reason (``diverged: NaN in policy loss at step S``) while the
@@ -29,13 +31,12 @@ import shutil
 import threading
 import time
 import traceback
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from .algos.registry import is_packable
 from .runner import ERROR_TAIL_LINES, SYSMON_INTERVAL_S, run_one, seed_everything, write_json_atomic
-from .sink import ShardSink
+from .sink import Flusher, ShardSink
 from .suite.grid import RunSpec
 from .suite.ids import canonical_json
 from .sysmon import SystemMonitor
@@ -163,17 +164,24 @@ def run_packed(
 
     t0 = time.time()
     ids = [s.run_id for s in specs]
+    flusher = Flusher()  # one thread writes every seed's shards
     sinks: list[ShardSink] = []
     ctxs: list[RunContext] = []
     results: list[dict[str, Any]] = []
-    for spec, folder in zip(specs, folders):
-        folder.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(folder / "spec.json", spec.to_dict())
-        sink = ShardSink(folder / "metrics", flush_interval=flush_interval)
-        sinks.append(sink)
-        ctxs.append(RunContext(spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event))
-        ctxs[-1].keep_artifacts = True  # its best and final policy, its episodes (algos.keep)
-        results.append({"run_id": spec.run_id, "started_at": t0, "device": device, "pack": ids})
+    try:
+        for spec, folder in zip(specs, folders):
+            folder.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(folder / "spec.json", spec.to_dict())
+            sink = ShardSink(folder / "metrics", flush_interval=flush_interval, flusher=flusher)
+            sinks.append(sink)
+            ctxs.append(
+                RunContext(spec=spec, sink=sink, device=device, run_dir=folder, stop_event=stop_event)
+            )
+            ctxs[-1].keep_artifacts = True  # its best and final policy, its episodes (algos.keep)
+            results.append({"run_id": spec.run_id, "started_at": t0, "device": device, "pack": ids})
+    except BaseException:  # a folder that cannot be made: the caller's trouble, with no thread left behind
+        flusher.close()
+        raise
     try:
         seed_everything(specs[0].seed)  # for code outside the per-seed streams; see the module docstring
         if specs[0].entrypoint is not None:  # user code marked @seeds_per_job: it gets the list
@@ -185,11 +193,8 @@ def run_packed(
 
             train = get_algorithm(specs[0].algo_name, specs[0].env_id).train_packed
 
-        with ExitStack() as stack:
-            for ctx, sink in zip(ctxs, sinks):
-                stack.enter_context(
-                    SystemMonitor(sink, lambda c=ctx: c.current_step, device, interval=SYSMON_INTERVAL_S)
-                )
+        runs = [(sink, lambda c=ctx: c.current_step) for ctx, sink in zip(ctxs, sinks)]
+        with SystemMonitor.of_runs(runs, device, interval=SYSMON_INTERVAL_S):  # one thread for the pack
             returned = train(ctxs)
         # a seed failed if its context says so (ctx.fail) or the trainer's {seed: reason} return does
         outcome = {c.seed: c.failure for c in ctxs}
@@ -227,4 +232,5 @@ def run_packed(
         write_json_atomic(folder / "result.json", result)
         if result["status"] == "finished":  # its checkpoint has served (run_one's rule)
             shutil.rmtree(folder.parent / "checkpoint", ignore_errors=True)
+    flusher.close()
     return results

@@ -11,6 +11,9 @@ step:
 
 The current step comes from a callable (``RunContext.current_step``); algorithms keep it up to date by
 calling ``ctx.log_system(step)``, which costs an attribute store.
+
+A pack's seeds share one monitor (``SystemMonitor.of_runs``, one thread): each sample reads the process once
+and logs the same rows into every seed's sink, each at that seed's step with that seed's steps per second.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 import resource
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .sink import MetricSink
@@ -81,16 +84,28 @@ class _Nvml:
 
 
 class SystemMonitor:
-    """Logs system metrics of this process every ``interval`` seconds from a daemon thread."""
+    """Logs system metrics of this process every ``interval`` seconds from a daemon thread, into one run's
+    sink (the constructor) or each of many runs' (``of_runs``)."""
 
     def __init__(self, sink: MetricSink, current_step: Callable[[], int], device: str = "cpu",
                  interval: float = 2.0):  # fmt: skip
-        self.sink = sink
-        self.current_step = current_step
+        self._setup([(sink, current_step)], device, interval)
+
+    @classmethod
+    def of_runs(cls, runs: Sequence[tuple[MetricSink, Callable[[], int]]], device: str = "cpu",
+                interval: float = 2.0) -> SystemMonitor:  # fmt: skip
+        """One monitor (one thread) for the runs of a pack: ``runs`` holds each run's (sink, current step)."""
+        self = cls.__new__(cls)
+        self._setup(list(runs), device, interval)
+        return self
+
+    def _setup(self, runs: list[tuple[MetricSink, Callable[[], int]]], device: str, interval: float) -> None:
+        self.runs = runs
         self.interval = interval
         self.gpu = _Nvml.open(device)
         self._stop = threading.Event()
-        self._last = (time.monotonic(), _cpu_seconds(), current_step())
+        self._last = (time.monotonic(), _cpu_seconds())
+        self._steps = [current_step() for _, current_step in runs]  # each run's step at the last sample
         self._thread = threading.Thread(target=self._loop, name="rlbench-sysmon", daemon=True)
 
     def __enter__(self) -> SystemMonitor:
@@ -107,21 +122,24 @@ class SystemMonitor:
             self.sample()
 
     def sample(self) -> dict[str, float]:
-        now, cpu, step = time.monotonic(), _cpu_seconds(), self.current_step()
-        t0, cpu0, step0 = self._last
+        """Log one sample into every run's sink; returns the first run's values."""
+        now, cpu = time.monotonic(), _cpu_seconds()
+        t0, cpu0 = self._last
         dt = now - t0
         if dt <= 0:
             return {}
-        values = {
-            "sys/steps_per_second": max(0, step - step0) / dt,
-            "sys/cpu_percent": 100.0 * (cpu - cpu0) / dt,
-            "sys/rss_mb": rss_mb(),
-        }
+        common = {"sys/cpu_percent": 100.0 * (cpu - cpu0) / dt, "sys/rss_mb": rss_mb()}
         if self.gpu is not None:
-            values.update(self.gpu.sample())
-        self._last = (now, cpu, step)
-        self.sink.log_many(step, values)
-        return values
+            common.update(self.gpu.sample())
+        self._last = (now, cpu)
+        first: dict[str, float] = {}
+        for i, (sink, current_step) in enumerate(self.runs):
+            step = current_step()
+            values = {"sys/steps_per_second": max(0, step - self._steps[i]) / dt, **common}
+            self._steps[i] = step
+            sink.log_many(step, values)
+            first = first or values
+        return first
 
 
 def _cpu_seconds() -> float:

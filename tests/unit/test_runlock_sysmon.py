@@ -4,6 +4,7 @@ over) and the per-run system monitor."""
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -73,3 +74,28 @@ def test_the_system_monitor_logs_steps_per_second_cpu_and_memory_at_the_current_
     assert max(v["sys/cpu_percent"] for _, v in sink.rows) > 30
     assert 10 < last["sys/rss_mb"] < 100_000
     assert abs(last["sys/rss_mb"] - rss_mb()) < 200
+
+
+def test_one_monitor_logs_each_runs_rows_at_its_own_step_with_its_own_speed():
+    """A pack's seeds share one monitor thread: every sample reaches every run's sink, each row at that run's
+    step, steps per second from that run's progress, the process's CPU and memory the same for all."""
+    sinks, steps = [_ListSink() for _ in range(3)], [0, 0, 0]
+    runs = [(sink, lambda i=i: steps[i]) for i, sink in enumerate(sinks)]
+    monitor = SystemMonitor.of_runs(runs, "cpu", interval=60)
+    for k in (1, 2):
+        time.sleep(0.01)
+        steps[1:] = [100 * k, 200 * k]  # run 0 stands still, run 2 trains twice as fast as run 1
+        monitor.sample()
+    alive = [t.name for t in threading.enumerate()].count("rlbench-sysmon")
+    with monitor:  # one thread for all the runs; one more sample as it ends
+        assert [t.name for t in threading.enumerate()].count("rlbench-sysmon") == alive + 1
+    assert [t.name for t in threading.enumerate()].count("rlbench-sysmon") == alive
+    for i, sink in enumerate(sinks):
+        assert [step for step, _ in sink.rows] == [100 * i, 200 * i, 200 * i]
+        assert set(sink.rows[-1][1]) == {"sys/steps_per_second", "sys/cpu_percent", "sys/rss_mb"}
+    assert [v["sys/steps_per_second"] for _, v in sinks[0].rows] == [0, 0, 0]
+    assert [v["sys/steps_per_second"] > 0 for _, v in sinks[1].rows] == [True, True, False]  # none since
+    for row1, row2 in zip(sinks[1].rows, sinks[2].rows):
+        assert row2[1]["sys/steps_per_second"] == 2 * row1[1]["sys/steps_per_second"]
+        assert row1[1]["sys/cpu_percent"] == row2[1]["sys/cpu_percent"]
+        assert row1[1]["sys/rss_mb"] == row2[1]["sys/rss_mb"]

@@ -4,13 +4,13 @@ The packed path (several seeds in one job, one failing alone) is proven end to e
 tests/e2e/test_packed_entrypoint.py; these are the pure and in-process parts.
 """
 
-import sys
 import textwrap
 
 import pytest
+import user_code
 
 import rlbench_cli
-from rlbench_cli.algos.entrypoint import entrypoint_packs, takes_seeds
+from rlbench_cli.algos.entrypoint import takes_seeds
 from rlbench_cli.packed import can_pack, packable, plan_packs, unpackable
 from rlbench_cli.runner import run_one
 from rlbench_cli.suite.grid import expand
@@ -46,12 +46,7 @@ USER_CODE = textwrap.dedent(
 
 @pytest.fixture
 def user_module(tmp_path, monkeypatch):
-    (tmp_path / "spj_user.py").write_text(USER_CODE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    entrypoint_packs.cache_clear()
-    yield
-    sys.modules.pop("spj_user", None)
-    entrypoint_packs.cache_clear()
+    yield from user_code.user_module(tmp_path, monkeypatch, "spj_user", USER_CODE)
 
 
 def _specs(n=2):

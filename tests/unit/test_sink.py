@@ -1,17 +1,22 @@
 """The metric sink's columnar call: the same rows as log_many, mixed with it in one shard, checked lengths; a
-run's flushes never import pandas."""
+run's flushes never import pandas; sinks sharing one flusher (a pack's seeds) each get their own shards from
+one thread, one sink's failing disk stays its own, and a kill -9 leaves every sink's shards complete."""
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from rlbench_cli.sink import ShardSink, list_shards
+from rlbench_cli.sink import FLUSH_WORKERS, Flusher, ShardSink, list_shards
 
 
 def _rows(folder):
@@ -110,3 +115,97 @@ def test_a_run_and_its_flushes_never_import_pandas(tmp_path):
         "double",
     ]
     assert {"eval/return", "sys/steps_per_second"} <= set(table.column("name").to_pylist())
+
+
+def _wait_for_shards(folders, deadline_s=60.0):
+    """Until every folder holds a shard (written by a flusher, not by close); a deadline only against a hang."""
+    end = time.monotonic() + deadline_s
+    while not all(list_shards(f) for f in folders):
+        assert time.monotonic() < end, [len(list_shards(f)) for f in folders]
+        time.sleep(0.02)
+
+
+def _flushers(helpers=False):
+    name = "rlbench-sink-io" if helpers else "rlbench-sink"
+    return {t for t in threading.enumerate() if t.name.partition("_")[0] == name}
+
+
+def test_sinks_sharing_a_flusher_get_their_own_shards_from_one_thread(tmp_path):
+    before, helpers = len(_flushers()), _flushers(helpers=True)
+    flusher = Flusher()
+    folders = [tmp_path / f"seed{i}" for i in range(20)]
+    sinks = [ShardSink(f, flush_interval=0.05, flusher=flusher) for f in folders]
+    assert len(_flushers()) == before + 1 and len(flusher) == 20
+    for i, sink in enumerate(sinks):
+        sink.log(i, seed=float(i))
+    _wait_for_shards(folders)  # in the background, before any close
+    assert len(_flushers(helpers=True) - helpers) <= FLUSH_WORKERS  # writing the shards due at once
+    for i, sink in enumerate(sinks):
+        sink.log_columns(i + 1, ("seed",), [float(i)])
+        sink.close()
+    assert len(flusher) == 0
+    flusher.close()
+    assert len(_flushers()) == before and _flushers(helpers=True) <= helpers
+    for i, folder in enumerate(folders):
+        assert _rows(folder) == [(i, "seed", float(i)), (i + 1, "seed", float(i))]
+
+
+def test_a_sink_whose_flush_fails_leaves_the_shared_flusher_and_the_others_go_on(tmp_path, capsys):
+    flusher = Flusher()
+    broken, fine = (
+        ShardSink(tmp_path / "broken", 0.05, flusher=flusher),
+        ShardSink(tmp_path / "fine", 0.05, flusher=flusher),
+    )
+    shutil.rmtree(tmp_path / "broken")  # its folder is gone: every flush of it raises
+    broken.log(0, x=1.0)
+    fine.log(0, x=1.0)
+    _wait_for_shards([tmp_path / "fine"])
+    end = time.monotonic() + 60
+    while len(flusher) != 1:  # the broken sink has left it
+        assert time.monotonic() < end
+        time.sleep(0.02)
+    assert "FileNotFoundError" in capsys.readouterr().err
+    fine.log(1, x=2.0)
+    broken.log(1, x=2.0)
+    _wait_for_shards([tmp_path / "fine"])
+    fine.close()
+    with pytest.raises(FileNotFoundError):  # what run_packed records as "could not write metrics"
+        broken.close()
+    flusher.close()
+    assert [r[0] for r in _rows(tmp_path / "fine")] == [0, 1]
+
+
+KILLED_PACK = """
+import sys, time
+from pathlib import Path
+from rlbench_cli.sink import Flusher, ShardSink
+flusher = Flusher()
+sinks = [ShardSink(Path(sys.argv[1]) / f"seed{i}", flush_interval=0.05, flusher=flusher) for i in range(8)]
+step = 0
+while True:  # every seed logs its own index until the process is killed
+    for i, sink in enumerate(sinks):
+        sink.log_columns(step, ("seed", "step"), [float(i), float(step)])
+    step += 1
+    time.sleep(0.001)
+"""
+
+
+def test_a_pack_killed_with_9_leaves_every_seeds_shards_complete_and_its_own(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_PACK, str(tmp_path)], env=env)
+    folders = [tmp_path / f"seed{i}" for i in range(8)]
+    try:
+        _wait_for_shards(folders)
+        while min(len(list_shards(f)) for f in folders) < 3:  # several shards each, flushed by one thread
+            assert proc.poll() is None
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    for i, folder in enumerate(folders):
+        table = pq.read_table(list_shards(folder))  # every listed shard is complete
+        rows = list(zip(table["name"].to_pylist(), table["value"].to_pylist()))
+        assert {v for n, v in rows if n == "seed"} == {float(i)}  # this seed's rows only
+        steps = [v for n, v in rows if n == "step"]
+        assert steps == list(range(len(steps)))  # and all of them up to its last flush: only the tail is lost
