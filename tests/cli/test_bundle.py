@@ -78,10 +78,10 @@ def test_the_committed_classic_control_reference_imports(tmp_path):
     db = tmp_path / "db.duckdb"
     r = invoke("fetch", "--from", f"rlbench:{ref}", "--into", "study", "--db", db)
     assert r.exit_code == 0, r.output
-    assert "imported 39 runs" in r.output
+    assert "imported 65 runs" in r.output
     r = invoke("leaderboard", "study", "--per-task", "--format", "json", "--db", db)
     rows = {(x["algo"], x["task"]): x for x in json.loads(r.output)["rows"]}
-    assert rows[("ppo", "CartPole-v1")]["mean"] == 500.0 and rows[("ppo", "CartPole-v1")]["runs"] == 3
+    assert rows[("ppo", "CartPole-v1")]["mean"] == 500.0 and rows[("ppo", "CartPole-v1")]["runs"] == 5
     assert rows[("sac", "Pendulum-v1")]["mean"] > -300
 
 

@@ -47,7 +47,7 @@ def test_a_weaker_candidate_fails_under_both_rules_and_the_summary_says_which(ga
     for rule in ("iqm", "poi"):
         r = cli("check", "ppo-gate", "--db", gate_db, "--baseline", REF / "classic-control", "--rule", rule)
         assert r.exit_code == 1, r.output
-        assert "| ppo | 1 | 5 / 3 |" in r.stdout and "worse" in r.stdout
+        assert "| ppo | 1 | 5 / 5 |" in r.stdout and "worse" in r.stdout
         assert "**FAILED**: 1 algorithm(s) got worse: ppo." in r.stdout
         assert f"Rule `{rule}`" in r.stdout
 
@@ -111,7 +111,8 @@ def test_the_rules_decide_on_interval_positions():
 
 # -- a git commit recorded in the store as the baseline -----------------------------------------------------
 GATE_SHA = "c04e23e9dfdd2b2b00963713fe1a7735f0b6b8c3"  # what results/reference/ppo-gate's runs record
-CC_SHA = "11ece1420784672a4f08506e3045edbee4319d87"  # and classic-control's
+CC_SHA = "11ece1420784672a4f08506e3045edbee4319d87"  # and classic-control's seeds 0-2
+CC_SHA_NEW = "06170af8a3be9f2f6f2be5b65c6b36a68c9f68dd"  # its seeds 3 and 4
 
 
 def _runs(db: Path) -> dict[str, list[dict]]:
@@ -155,11 +156,13 @@ def test_record_moves_a_suites_runs_into_their_commits_suite_and_a_commit_is_a_b
     r = cli("check", "ppo-gate", "--db", db, "--baseline", f"commit:{GATE_SHA[:7]}", "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    assert out["baseline"] == f"commit {GATE_SHA[:12]}" and out["candidate_commits"] == [CC_SHA[:12]]
+    assert out["baseline"] == f"commit {GATE_SHA[:12]}"
+    assert out["candidate_commits"] == [CC_SHA_NEW[:12], CC_SHA[:12]]  # the latest first
     (ppo,) = out["algos"]
-    assert ppo["verdict"] == "better" and ppo["runs_candidate"] == 3 and ppo["runs_baseline"] == 5
+    assert ppo["verdict"] == "better" and ppo["runs_candidate"] == 5 and ppo["runs_baseline"] == 5
     md = cli("check", "ppo-gate", "--db", db, "--baseline", f"commit:{GATE_SHA}")
-    assert f"against commit {GATE_SHA[:12]}" in md.stdout and f"at commit {CC_SHA[:12]}" in md.stdout
+    assert f"against commit {GATE_SHA[:12]}" in md.stdout
+    assert f"at commit {CC_SHA_NEW[:12]}, {CC_SHA[:12]}" in md.stdout
 
     # the other way round: record the strong runs, bring the weak ones back, check against the strong commit
     assert cli("check", "ppo-gate", "--db", db, "--record").exit_code == 0

@@ -33,9 +33,8 @@ def test_every_reference_bundle_has_a_recorded_table():
 @pytest.mark.parametrize("bundle", BUNDLES, ids=lambda p: p.name)
 def test_a_reference_bundle_imports_with_its_published_numbers(bundle, tmp_path):
     db = tmp_path / "r.duckdb"
-    # bundles written before bundle.json existed (classic-control) were recorded as rlbench:
-    # reads them, without their suite's config; their MANIFEST.sha256 was
-    # added later (rlbench_cli.bundle.write_manifest), the Parquet files unchanged
+    # a bundle written before bundle.json existed (none is left in results/reference/) would be recorded as
+    # rlbench: reads it, without its suite's config
     source = f"bundle:{bundle}" if (bundle / "bundle.json").exists() else f"rlbench:{bundle}"
     assert "imported" in invoke("fetch", "--from", source, "--into", bundle.name, "--db", db)
     out = tmp_path / "per_task.csv"

@@ -111,6 +111,15 @@ def copy_bundle(bundle: Path, dest: Path) -> Path:
     return dest
 
 
+def legacy_bundle(dest: Path) -> Path:
+    """results/reference/classic-control as bundles were written before MANIFEST.sha256 and bundle.json:
+    runs.parquet, metrics.parquet and suite.json only."""
+    copy_bundle(ROOT / "results" / "reference" / "classic-control", dest)
+    for name in ("MANIFEST.sha256", "bundle.json", "suite.yaml", "artifacts.parquet"):
+        (dest / name).unlink(missing_ok=True)
+    return dest
+
+
 @pytest.fixture
 def target(tmp_path, make_results_db):
     """A database that already holds another suite (so 'unchanged' is checked on real counts)."""
@@ -253,11 +262,11 @@ def test_folder_round_trip_is_lossless_and_idempotent(source, bundle, tmp_path):
 
 
 def test_a_bundle_without_manifest_still_imports(tmp_path):
-    ref = ROOT / "results" / "reference" / "classic-control"
+    ref = legacy_bundle(tmp_path / "classic-control")
     db = tmp_path / "db.duckdb"
     r = invoke("fetch", "--from", f"bundle:{ref}", "--db", db)
     assert r.exit_code == 0, r.output
-    assert "imported 39 runs (44887 metric rows) into suite 'classic-control'" in r.output
+    assert "imported 65 runs (85395 metric rows) into suite 'classic-control'" in r.output
 
 
 def test_http_round_trip(bundle, source, http_root, tmp_path):
@@ -270,10 +279,9 @@ def test_http_round_trip(bundle, source, http_root, tmp_path):
     assert finished_runs(db, "tiny") == finished_runs(source.path, "tiny")
     assert metric_rows(db, "tiny") == metric_rows(source.path, "tiny")
     # a bundle without a manifest, over HTTP
-    legacy = copy_bundle(ROOT / "results" / "reference" / "classic-control", root / "cc")
-    (legacy / "MANIFEST.sha256").unlink()  # as written before bundles had one
+    legacy_bundle(root / "cc")
     r = invoke("fetch", "--from", f"bundle:{url}/cc", "--into", "cc", "--db", db)
-    assert r.exit_code == 0 and "imported 39 runs" in r.output, r.output
+    assert r.exit_code == 0 and "imported 65 runs" in r.output, r.output
 
 
 def test_s3_round_trip(bundle, source, s3, tmp_path):
@@ -286,11 +294,10 @@ def test_s3_round_trip(bundle, source, s3, tmp_path):
     assert metric_rows(db, "tiny") == metric_rows(source.path, "tiny")
 
     # a bundle without a manifest (written before there was one), from S3
-    legacy = copy_bundle(ROOT / "results" / "reference" / "classic-control", tmp_path / "legacy-cc")
-    (legacy / "MANIFEST.sha256").unlink()
+    legacy = legacy_bundle(tmp_path / "legacy-cc")
     upload(s3, legacy, "legacy/cc")
     r = invoke("fetch", "--from", "bundle:s3://shared/legacy/cc", "--into", "cc", "--db", db)
-    assert r.exit_code == 0 and "imported 39 runs" in r.output, r.output
+    assert r.exit_code == 0 and "imported 65 runs" in r.output, r.output
 
     # an unlisted object under the prefix, a missing bucket, nothing under a prefix: one line, nothing written
     s3.put_object(Bucket="shared", Key="bundles/tiny/extra.parquet", Body=b"PAR1")
