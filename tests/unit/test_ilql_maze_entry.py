@@ -15,7 +15,7 @@ from rlbench_cli.algos.text.offline import ILQL
 from rlbench_cli.algos.text.policy import build_model, build_tokenizer, context_ids, score_actions
 from rlbench_cli.suite.loader import load_suite
 
-pytestmark = pytest.mark.fast
+pytestmark = pytest.mark.slow  # torch and transformers: their import alone is seconds of the fast tier
 
 SUITES = Path(__file__).parents[2] / "suites"
 
