@@ -94,6 +94,23 @@ def test_filter_and_sort_by_a_config_key(env):
     assert "error" in get(env, "/api/runs?suite=nope", 404)
 
 
+def test_a_suites_live_refresh_is_the_table_curves_and_keys_of_one_read_leaving_out_what_the_page_has(env):
+    q = "suite=uit&limit=5&config=0&metric=eval/return&group=algo&reps=100"
+    out = get(env, f"/api/suite/uit/live?{q}&keys=1")
+    assert out["runs"] == get(env, f"/api/runs?{q}") and "config" not in out["runs"]["rows"][0]
+    assert out["curves"] == get(env, f"/api/curves?{q}") and out["keys"] == get(env, "/api/keys?suite=uit")
+    assert out["same"] == [] and set(out["tags"]) == {"runs", "curves", "keys"}
+    # the page names the tags of what it shows: those parts are left out, the others come
+    again = get(
+        env, f"/api/suite/uit/live?{q}&have={out['tags']['runs']}&have={out['tags']['curves']}&keys=1"
+    )
+    assert again["same"] == ["runs", "curves"] and "runs" not in again and "curves" not in again
+    assert again["keys"] == out["keys"] and again["tags"] == out["tags"]
+    other = get(env, f"/api/suite/uit/live?suite=uit&limit=5&offset=5&have={out['tags']['runs']}")
+    assert other["same"] == [] and other["runs"]["rows"] != out["runs"]["rows"] and "curves" not in other
+    assert "seed" in get(env, "/api/suite/uit/live?metric=eval/return&group=seed", 400)["error"]
+
+
 def test_curves_grouped_by_algo_with_mean_and_iqm_bands(env):
     out = get(env, "/api/curves?suite=uit&metric=eval/return&group=algo&stat=mean&reps=500&lines=1")
     groups = {g["label"]: g for g in out["groups"]}

@@ -167,8 +167,10 @@ function suiteView(main, suite) {
     return q;
   }
 
-  async function loadKeys() {
-    st.keys = await api("/api/keys?" + new URLSearchParams({ suite }));
+  async function loadKeys() { applyKeys(await api("/api/keys?" + new URLSearchParams({ suite }))); }
+
+  function applyKeys(keys) {
+    st.keys = keys;
     const prevKey = filterKey.value;
     clear(filterKey);
     [...Object.keys(st.keys.columns), ...Object.keys(st.keys.config)].forEach((k) =>
@@ -201,18 +203,40 @@ function suiteView(main, suite) {
     });
   }
 
-  let lastPage = "";
-  async function loadRuns() {
-    const q = query();
+  function pageQuery(q) {
     q.set("sort", st.sort); q.set("desc", st.desc ? "1" : "0"); q.set("offset", st.offset); q.set("limit", st.limit);
-    const page = await api("/api/runs?" + q);
+    q.set("config", "0"); // the table shows no run's config
+    return q;
+  }
+
+  async function loadRuns() { drawRuns(await api("/api/runs?" + pageQuery(query()))); }
+
+  let lastPage = "", lastHead = "";
+  const cols = ["", "run_id", "algo", "env", "seed", "status", "score", "attempts", "duration_s", "host", "executor", "started_at"];
+  const cellText = (r, c) => (["seed", "score", "attempts", "duration_s"].includes(c) ? fmt(r[c]) : r[c]);
+  function drawRuns(page) {
     const drawn = JSON.stringify([page, st.filters, st.sort, st.desc]);
     if (drawn === lastPage) return; // a live refresh that changed nothing here redraws nothing
     lastPage = drawn;
+    const shape = JSON.stringify([page.score, st.filters, st.sort, st.desc, page.rows.map((r) => r.run_id)]);
+    if (shape === lastHead) { // the same runs in the same order: only the cells whose text changed
+      page.rows.forEach((r, i) => {
+        const cells = table.rows[i + 1].cells;
+        cols.forEach((c, k) => {
+          if (k < 2) return;
+          const text = cellText(r, c), cell = cells[k];
+          if (cell.textContent !== String(text ?? "")) cell.textContent = text ?? "";
+          if (c === "status" && cell.className !== "status-" + r.status) cell.className = "status-" + r.status;
+        });
+      });
+      drawPager(page);
+      performance.mark("runs-table-drawn");
+      return;
+    }
+    lastHead = shape;
     clear(chips);
     st.filters.forEach(([k, v], i) => chips.appendChild(el("span", { class: "chip" }, `${k} = ${v}`,
       el("button", { title: "remove", onclick: () => { st.filters.splice(i, 1); st.offset = 0; refreshAll(); } }, "\u00d7"))));
-    const cols = ["", "run_id", "algo", "env", "seed", "status", "score", "attempts", "duration_s", "host", "executor", "started_at"];
     const head = el("tr", {});
     cols.forEach((c) => {
       if (!c) { head.appendChild(el("th", {})); return; }
@@ -230,26 +254,33 @@ function suiteView(main, suite) {
       table.appendChild(el("tr", { "data-run": r.run_id },
         el("td", {}, box),
         el("td", {}, link("#/run/" + encodeURIComponent(r.run_id), r.run_id)),
-        el("td", {}, r.algo), el("td", {}, r.env), el("td", { class: "num" }, fmt(r.seed)),
-        el("td", { class: "status-" + r.status }, r.status), el("td", { class: "num" }, fmt(r.score)),
-        el("td", { class: "num" }, fmt(r.attempts)), el("td", { class: "num" }, fmt(r.duration_s)),
-        el("td", {}, r.host), el("td", {}, r.executor), el("td", {}, r.started_at)));
+        ...cols.slice(2).map((c) => el("td", { class: c === "status" ? "status-" + r.status : ["seed", "score", "attempts", "duration_s"].includes(c) ? "num" : null }, cellText(r, c)))));
     }
     performance.mark("runs-table-drawn");
+    drawPager(page);
+  }
+
+  function drawPager(page) {
     clear(pager).append(`${page.total} runs; ${page.total ? st.offset + 1 : 0}-${Math.min(st.offset + st.limit, page.total)} `,
       el("button", { disabled: st.offset === 0, onclick: () => { st.offset = Math.max(0, st.offset - st.limit); loadRuns(); } }, "prev"),
       el("button", { disabled: st.offset + st.limit >= page.total, onclick: () => { st.offset += st.limit; loadRuns(); } }, "next"));
   }
 
-  async function loadCurves() {
-    if (!st.metric) { clear(chartDiv); legend.textContent = "no metric logged yet"; return; }
-    const q = query();
+  function curveQuery(q) {
     q.set("metric", st.metric); q.set("stat", st.stat); q.set("smooth", st.smooth); q.set("reps", 200);
     if (st.lines) q.set("lines", "1");
     st.group.forEach((g) => q.append("group", g));
+    return q;
+  }
+
+  async function loadCurves() {
+    if (!st.metric) { clear(chartDiv); legend.textContent = "no metric logged yet"; return; }
     const t0 = performance.now();
     performance.mark("curves-request");
-    const out = await api("/api/curves?" + q);
+    showCurves(await api("/api/curves?" + curveQuery(query())), t0);
+  }
+
+  function showCurves(out, t0) {
     drawCurves(chartDiv, out, st);
     legend.textContent = `${out.groups.length} groups, ${out.runs} runs; ${out.stat.toUpperCase()} with a 95% ` +
       `bootstrap band resampling each group's runs (${out.reps} replicates); ${Math.round(performance.now() - t0)} ms`;
@@ -289,9 +320,29 @@ function suiteView(main, suite) {
     // a live refresh asks for the keys (config keys, metric names) only now and then, and for a study only
     // of a suite rlbench tune made: they change far less often than the table and the curves
     const keys = !live || !st.keys || !st.keys.metrics.length || performance.now() - keysAt > KEYS_EVERY_MS;
+    if (live) return Promise.all([liveRefresh(keys), !tuned ? null : tuningSection(tuneBox, suite).then((found) => { tuned = found; })]);
     await Promise.all([loadRuns(),
       (keys ? loadKeys().then(() => { keysAt = performance.now(); }) : Promise.resolve()).then(() => Promise.all([loadCurves(), loadByKey()])),
       !live || tuned ? tuningSection(tuneBox, suite).then((found) => { tuned = found; }) : null]);
+  }
+  // a live refresh is one request (one read of the store) for the table, the curves and now and then the keys;
+  // a part the page shows already (its tag in have=) comes back as "same" and is not drawn again
+  const tags = {};
+  async function liveRefresh(keys) {
+    const metric = st.metric;
+    const q = pageQuery(query());
+    if (metric) curveQuery(q);
+    if (keys) q.set("keys", "1");
+    Object.values(tags).forEach((t) => q.append("have", t));
+    const t0 = performance.now();
+    if (metric) performance.mark("curves-request");
+    const out = await api(`/api/suite/${encodeURIComponent(suite)}/live?` + q);
+    if (out.runs) { drawRuns(out.runs); tags.runs = out.tags.runs; }
+    if (keys) keysAt = performance.now();
+    if (out.keys) { applyKeys(out.keys); tags.keys = out.tags.keys; }
+    if (metric && st.metric === metric && out.curves) { showCurves(out.curves, t0); tags.curves = out.tags.curves; }
+    else if (!metric && st.metric) await loadCurves(); // the first metric just logged
+    if (keySel.value) await loadByKey();
   }
   return refreshAll(false).then(() => ({ refresh: () => refreshAll(true) }));
 }
@@ -609,6 +660,7 @@ const REFRESH_COST = 8;
 const KEYS_EVERY_MS = 10000; // a suite's keys and metric names, on a live refresh
 const LIVE_GAP_MS = 200; // a run's new points and log at most this often
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+const shown = () => new Promise((done) => document.addEventListener("visibilitychange", done, { once: true }));
 
 async function stamps(query) {
   return api("/api/changes?" + new URLSearchParams(query));
@@ -658,7 +710,8 @@ async function watch() {
   let latest = null; // the newest stamps the server gave for this view
   for (;;) {
     const view = state.view;
-    if (!view || document.hidden) { latest = null; await sleep(200); continue; }
+    if (document.hidden) { latest = null; await shown(); continue; } // a hidden tab asks for nothing
+    if (!view) { latest = null; await sleep(200); continue; }
     try {
       if (!latest || latest.view !== view) latest = { view, db: state.seen.db, files: state.seen.files };
       const dbChanged = latest.db !== state.seen.db;
@@ -688,7 +741,7 @@ async function watch() {
       }
       q.wait = Math.max(0, wait) / 1000;
       const now = await stamps(q);
-      live.className = "";
+      if (live.className) live.className = "";
       if (view === state.view) latest = { view, db: now.db, files: view.run ? now.files : "" };
     } catch (e) {
       live.className = "stale"; // the server gone or the database busy: try again in a second
