@@ -196,7 +196,7 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         return {"metric": metric, "filters": _filters(request), "group_by": q.getlist("group"),
                 "stat": q.get("stat") or "iqm", "smoothing": _number(request, "smooth", 0.0, float),
                 "per_run": q.get("lines") in ("1", "true"), "reps": _int(request, "reps", 1000),
-                "seed": _int(request, "seed", 0)}  # fmt: skip
+                "seed": _int(request, "seed", 0), "packed": q.get("pack") in ("1", "true")}  # fmt: skip
 
     def runs(request: Request) -> Any:
         return data.runs(store, suite_arg(request), **page_args(request))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from ..errors import UsageError
 from ..store.browse import Filters, flatten_config, key_sql
 from . import curves as curve_stats
 from . import live
+from .watch import file_stamp
 
 LOG_TAIL = 64 * 1024  # bytes of output.log sent at most
 MAX_FILES = 500  # files listed per run at most
@@ -166,24 +168,45 @@ def curve_input(
     with store.reader() as con:
         store.require_suite(con, suite)
         runs_found = store.run_ids_where(con, suite, filters, list(group_by))
-        table = store.curve_rows(con, suite, filters, metric)
         running = [r[0] for r in runs_found if r[2] == "running"]
+        # a store no run writes to gives the same rows until the file changes: kept for the next request
+        # (another grouping, statistic or smoothing of the same metric)
+        key = None if running else (str(store.path), _file_stamps(store.path), suite, repr(filters), metric)
+        table = _ROWS.get(key) if key else None
+        if table is None:
+            table = store.curve_rows(con, suite, filters, metric)
+            if key:
+                with _ROWS_LOCK:
+                    _ROWS[key] = table
+                    while len(_ROWS) > ROWS_KEPT:
+                        _ROWS.pop(next(iter(_ROWS)))
         if running:  # their rows flushed but not yet ingested, at the runs' positions
             table = _with_pending(table, live.pending_rows(store, con, running, metric), runs_found)
     return table, runs_found
 
 
+ROWS_KEPT = 2  # curve_rows tables kept (10M rows' store: 1M rows of one metric, ~30 MB each)
+_ROWS: dict[tuple, Any] = {}
+_ROWS_LOCK = threading.Lock()
+
+
+def _file_stamps(path: Path) -> tuple:
+    """What changes when the database file is written: it and its write-ahead log (size, mtime, inode)."""
+    return (file_stamp(path), file_stamp(path.with_name(path.name + ".wal")))
+
+
 def curves(
     store: Any, suite: str, metric: str, filters: Filters = (), group_by: Sequence[str] = (),
     stat: str = "iqm", smoothing: float = 0.0, per_run: bool = False, reps: int = 1000, seed: int = 0,
-    read: tuple[Any, list[tuple]] | None = None,
+    packed: bool = False, read: tuple[Any, list[tuple]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One metric of the runs a filter keeps, grouped by ``group_by`` (never the seed), as ``curves.
-    group_curves`` computes it; the connection is closed before the bootstrap. ``read``: ``curve_input``'s
-    answer when the caller has read it already."""
+    group_curves`` computes it (``packed``: its numbers as base64 float64); the connection is closed before
+    the bootstrap. ``read``: ``curve_input``'s answer when the caller has read it already."""
     check_curves(group_by, filters, stat, smoothing, reps)
     table, runs_found = read if read is not None else curve_input(store, suite, metric, filters, group_by)
-    out = curve_stats.group_curves(table, runs_found, list(group_by), stat, smoothing, per_run, reps, seed)
+    out = curve_stats.group_curves(table, runs_found, list(group_by), stat, smoothing, per_run, reps, seed,
+                                   packed)  # fmt: skip
     return {"metric": metric, "group_by": list(group_by), **out}
 
 

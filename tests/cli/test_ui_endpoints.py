@@ -6,6 +6,7 @@ database opened); and the attacks: `..`, symlinks out, HTML files, writes."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -133,6 +134,16 @@ def test_curves_grouped_by_algo_with_mean_and_iqm_bands(env):
     assert {g["label"] for g in smooth["groups"]} == set(groups)
     assert "seed" in get(env, "/api/curves?suite=uit&metric=eval/return&group=seed", 400)["error"]
     assert get(env, "/api/curves?suite=uit&metric=nothing&group=algo")["groups"] == []
+    # pack=1 (the page's): each list of numbers as base64 of float64, NaN for a gap: the same numbers exactly
+    packed = get(env, "/api/curves?suite=uit&metric=eval/return&group=algo&stat=mean&reps=500&lines=1&pack=1")
+    assert packed["packed"] and not out["packed"] and len(packed["groups"]) == len(out["groups"])
+
+    def unpacked(text):
+        return [None if np.isnan(v) else v for v in np.frombuffer(base64.b64decode(text), "<f8").tolist()]
+
+    for g, p in zip(out["groups"], packed["groups"]):
+        assert all(unpacked(p[k]) == g[k] for k in ("step", "wall", "y", "lower", "upper"))
+        assert all(unpacked(pl[k]) == gl[k] for pl, gl in zip(p["lines"], g["lines"]) for k in ("step", "y"))
 
 
 def test_a_run_its_manifest_attempts_log_and_files(env):
