@@ -703,13 +703,14 @@ async function compareView(main, ids) {
 // view), spaced by REFRESH_COST times what the last refresh took (4 to 8 s; 5 s on a run's page, whose points
 // come live), so a heavy view over a busy store never keeps the server or the browser busy; a hidden tab
 // refreshes nothing.
-// a suite's refresh costs ~0.1 s of server CPU and almost as much of the browser's: at most every 4 s while
-// rlbench run writes (benchmarks/ui_live.py: the run's wall time with the suite's page open, x1.04)
+// a suite's refresh is one request (/api/suite/NAME/live: ~25 ms of server CPU, parts the page has left out):
+// at most every 4 s while rlbench run writes (benchmarks/ui_live.py: the UI server's and the browser's CPU
+// seconds per minute of an open suite page)
 const REFRESH_GAP_MS = 4000;
 const REFRESH_GAP_MAX_MS = 8000; // however slow the last one was (a loaded machine), the next within 8 s
 const REFRESH_GAP_LIVE_MS = 5000; // a view whose live() shows what is new (a run's points) refreshes the rest slower
 const REFRESH_COST = 8;
-const KEYS_EVERY_MS = 10000; // a suite's keys and metric names, on a live refresh
+const KEYS_EVERY_MS = 30000; // a suite's keys and metric names (a third of a refresh's cost), on a live refresh
 const LIVE_GAP_MS = 200; // a run's new points and log at most this often
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 const shown = () => new Promise((done) => document.addEventListener("visibilitychange", done, { once: true }));
