@@ -16,8 +16,9 @@ the suite's page (curves grouped by algorithm, the table, the leaderboard not as
 times each; medians and their ratio.
 
 Load: the CPU seconds the UI server and the browser (every Chromium process) use per minute of an open page,
-on the run's page during the lag run and on the suite's page during the wall-time runs: a figure the other
-processes of a shared machine hardly move, unlike wall times.
+on the run's page during the lag run and on the suite's page during the wall-time runs (from the page's load
+to the run's end): a figure the other processes of a shared machine move far less than wall times; and, for
+scale, a Chromium idle on about:blank.
 
     python benchmarks/ui_live.py
     python benchmarks/ui_live.py --repeat 1 --runs 8 --points 6     # quick
@@ -80,6 +81,20 @@ class Load:
         minutes = (time.monotonic() - self.t0) / 60
         return ((cpu_seconds(self.ui) - self.ui0) / minutes,
                 (cpu_seconds(self.browser, tree=True) - self.browser0) / minutes)  # fmt: skip
+
+
+def idle_browser(seconds: float = 20.0) -> float:
+    """CPU seconds per minute of a Chromium on about:blank: the floor under the browser's figures."""
+    driver = browser()
+    try:
+        driver.get("about:blank")
+        time.sleep(2)
+        pid, t0 = driver.service.process.pid, time.monotonic()
+        before = cpu_seconds(pid, tree=True)
+        time.sleep(seconds)
+        return (cpu_seconds(pid, tree=True) - before) / ((time.monotonic() - t0) / 60)
+    finally:
+        driver.quit()
 
 
 def close(driver, ui: subprocess.Popen | None) -> None:
@@ -207,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="rlbench-ui-live-") as tmp:
         work = Path(tmp)
+        floor = idle_browser()
         lags, run_page = lag(work, args.points, args.every)
         closed, open_, suite_page = wall_times(work, args.runs, args.repeat)
     ratio = statistics.median(open_) / statistics.median(closed)
@@ -219,10 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     browser_suite = statistics.median(c[1] for c in suite_page)
     print(f"CPU seconds per minute of an open page: UI server {run_page[0]:.2f} (run's page), {ui_suite:.2f} "
           f"(suite's page); browser {browser_suite:.2f} (suite's page; on the run's page this script's own "
-          f"reads every 50 ms dominate: {run_page[1]:.2f})")  # fmt: skip
+          f"reads every 50 ms dominate: {run_page[1]:.2f}); an idle browser on about:blank {floor:.2f}")  # fmt: skip
+    print(f"  together on the suite's page: {ui_suite + browser_suite:.2f} CPU-s/min, {100 * (ui_suite + browser_suite) / 120:.1f}% "
+          "of a 2-core machine (target 5%)")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps({"lags_s": lags, "closed_s": closed, "open_s": open_, "ratio": ratio,
-                                         "cpu_run_page": run_page, "cpu_suite_page": suite_page}))  # fmt: skip
+                                         "cpu_run_page": run_page, "cpu_suite_page": suite_page,
+                                         "cpu_idle_browser": floor}))  # fmt: skip
     return 0
 
 

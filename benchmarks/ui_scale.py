@@ -7,7 +7,8 @@ Issue #40's targets (2 cores):
     runs table first paint (from navigation start)                     <= 1 s
     grouped curves drawn, 10 algorithms x 50 tasks (IQM + 95% band)    <= 1 s after the request
 
-The curves are measured twice: grouped by algorithm (10 groups of 1,000 runs: 50 tasks x 20 seeds) and by
+A curve's time ends at uPlot's draw of the chart (its ``draw`` hook), not when the page hands it the data. The
+curves are measured twice: grouped by algorithm (10 groups of 1,000 runs: 50 tasks x 20 seeds) and by
 algorithm and task (500 groups of 20 seeds). Besides the browser's numbers, the server's own time for each
 JSON endpoint is printed (httpx). Each page load and the server's times get a fresh server, warmed up on another
 metric: it has imported what it needs, and keeps no band of the measured curves.

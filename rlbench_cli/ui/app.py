@@ -6,9 +6,11 @@ traceback."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import html
 import itertools
+import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,6 +28,7 @@ from starlette.routing import Route
 
 from ..errors import RlbenchError, StoreBusy, UnknownName, UsageError
 from . import data
+from .attached import AttachedStore
 from .watch import MAX_WAIT_S, Watch
 
 STATIC = Path(__file__).parent / "static"
@@ -126,8 +129,27 @@ def _int(request: Request, name: str, default: int) -> int:
     return _number(request, name, default, int)
 
 
+def _encode(value: Any) -> bytes:
+    """JSON as Starlette's JSONResponse writes it."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
+
+
+def tagged(parts: dict[str, Any], have: set[str]) -> Response:
+    """``{"tags": {part: tag}, "same": [parts left out], part: value, ...}``: each part's tag a hash of its
+    JSON, and a part whose tag is in ``have`` (the page has it) left out, so an unchanged part costs neither
+    the transfer nor the page's parse and redraw."""
+    encoded = {k: _encode(v) for k, v in parts.items()}
+    tags = {k: hashlib.blake2b(v, digest_size=8).hexdigest() for k, v in encoded.items()}
+    same = [k for k in parts if tags[k] in have]
+    body = b"".join([b'{"tags":', _encode(tags), b',"same":', _encode(same)]
+                    + [b',"%s":%s' % (k.encode(), v) for k, v in encoded.items() if k not in same] + [b"}"])  # fmt: skip
+    return Response(body, media_type="application/json")
+
+
 def create_app(store: Any, token: str | None = None, loopback: bool = True) -> Starlette:
-    """The app over ``store`` (a ``Store`` whose ``wait`` bounds how long a request waits for the writer)."""
+    """The app over ``store`` (a ``Store`` whose ``wait`` bounds how long a request waits for the writer).
+    Every route reads through ``AttachedStore`` but the query box, which reads through its own instance."""
+    plain, store = store, AttachedStore(store)
 
     def api(fn: Callable[[Request], Any]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:  # sync: Starlette runs it on its thread pool
@@ -160,19 +182,36 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
             return _page(404, "Not found", f"no file {name}")
         return FileResponse(STATIC / name, media_type=STATIC_FILES[name])
 
-    def runs(request: Request) -> Any:
+    def page_args(request: Request) -> dict[str, Any]:
         q = request.query_params
-        return data.runs(store, suite_arg(request), _filters(request), q.get("sort") or "run_id",
-                         q.get("desc") in ("1", "true"), _int(request, "offset", 0), _int(request, "limit", 100))  # fmt: skip
+        return {"filters": _filters(request), "sort": q.get("sort") or "run_id", "descending": q.get("desc") in ("1", "true"),
+                "offset": _int(request, "offset", 0), "limit": _int(request, "limit", 100),
+                "with_config": q.get("config") not in ("0", "false")}  # fmt: skip
 
-    def curves(request: Request) -> Any:
+    def curve_args(request: Request) -> dict[str, Any]:
         q = request.query_params
         metric = q.get("metric")
         if not metric:
             raise UsageError("metric=NAME is needed")
-        return data.curves(store, suite_arg(request), metric, _filters(request), q.getlist("group"),
-                           q.get("stat") or "iqm", _number(request, "smooth", 0.0, float), q.get("lines") in ("1", "true"),
-                           _int(request, "reps", 1000), _int(request, "seed", 0))  # fmt: skip
+        return {"metric": metric, "filters": _filters(request), "group_by": q.getlist("group"),
+                "stat": q.get("stat") or "iqm", "smoothing": _number(request, "smooth", 0.0, float),
+                "per_run": q.get("lines") in ("1", "true"), "reps": _int(request, "reps", 1000),
+                "seed": _int(request, "seed", 0), "packed": q.get("pack") in ("1", "true")}  # fmt: skip
+
+    def runs(request: Request) -> Any:
+        return data.runs(store, suite_arg(request), **page_args(request))
+
+    def curves(request: Request) -> Any:
+        return data.curves(store, suite_arg(request), **curve_args(request))
+
+    def suite_live(request: Request) -> Response:
+        """A suite page's live refresh: the runs page, the curves (with ``metric=``) and the keys (with
+        ``keys=1``) of one read of the store; a part whose tag the page names in ``have=`` (it shows that
+        already) is left out and listed in ``same``."""
+        q = request.query_params
+        out = data.suite_live(store, suite_arg(request), page_args(request),
+                              curve_args(request) if q.get("metric") else None, q.get("keys") in ("1", "true"))  # fmt: skip
+        return tagged(out, set(q.getlist("have")))
 
     def by_key(request: Request) -> Any:
         q = request.query_params
@@ -247,7 +286,7 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         Route("/api/changes", changes),
         Route("/api/run/{run_id}/points", api(points)),
         Route("/api/run/{run_id}/log", api(log)),
-        Route("/api/sql", api(lambda r: data.query(store, r.query_params.get("q") or ""))),
+        Route("/api/sql", api(lambda r: data.query(plain, r.query_params.get("q") or ""))),
         Route("/api/compare", api(lambda r: data.compare_runs(store, r.query_params.getlist("run")))),
         Route(
             "/api/suite/{suite}/leaderboard",
@@ -260,6 +299,7 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         Route("/api/suite/{suite}/decisions", api(lambda r: data.decisions(store, suite_arg(r)))),
         Route("/api/suite/{suite}/tuning", api(lambda r: data.tuning(store, suite_arg(r)))),
         Route("/api/suite/{suite}/by-key", api(by_key)),
+        Route("/api/suite/{suite}/live", api(suite_live)),
         Route("/files/{run_id}/{path:path}", run_file),
     ]
 

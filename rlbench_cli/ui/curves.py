@@ -4,6 +4,7 @@ rlbench's own), and each run's own line on demand. Numpy only; the rows come fro
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import threading
 from collections import OrderedDict
@@ -139,6 +140,7 @@ def group_curves(
     per_run: bool = False,
     reps: int = 1000,
     seed: int = 0,
+    packed: bool = False,
 ) -> dict[str, Any]:
     """Grouped curves of one metric.
 
@@ -152,12 +154,15 @@ def group_curves(
         reps: Bootstrap replicates of the band.
         seed: Bootstrap seed; a group's draws come from ``derive_rng(seed, its label)``; a group's steps with
             the same runs present share one ``bootstrap.run_curve_interval``.
+        packed: Each list of numbers (step, wall, y, lower, upper) as ``_packed`` text instead.
 
     Returns:
         ``{"groups": [{label, values, runs, step, wall, y, lower, upper, lines}], "runs": n}``; x values are
         the steps where any run of the group has a value, wall the median seconds since each run's first row
         there; a step where only some runs have a value is computed over those.
     """
+    floats = _packed if packed else _floats
+    steps_of = _packed if packed else (lambda a: a.tolist())
     run_ids = [str(r[0]) for r in runs]
     position, steps, values, wall = _rows(table, len(run_ids))
     has_rows = np.zeros(len(run_ids), bool)
@@ -173,7 +178,10 @@ def group_curves(
     row_group = group_of[position]
     order = np.argsort(row_group, kind="stable")  # rows by group, each run's rows still in step order
     bounds = np.searchsorted(row_group[order], np.arange(len(keys) + 1))
-    all_steps, step_col = np.unique(steps, return_inverse=True)  # once, not a sort per group
+    all_steps, step_col = _distinct(steps)  # once, not a sort per group
+    rank = np.zeros(len(run_ids), np.int64)  # each run's row in its group's matrix
+    for k in keys:
+        rank[members[k]] = np.arange(len(members[k]))
     in_group = np.zeros(len(all_steps), bool)
     built = []
     for g, k in enumerate(keys):
@@ -183,30 +191,48 @@ def group_curves(
         xs = all_steps[in_group]
         col = (np.cumsum(in_group) - 1)[step_col[sel]]
         who = members[k]
-        row_of = np.full(len(run_ids), -1)
-        row_of[who] = np.arange(len(who))
         matrix = np.full((len(who), len(xs)), np.nan)
         walls = np.full((len(who), len(xs)), np.nan)
-        matrix[row_of[position[sel]], col] = values[sel]
-        walls[row_of[position[sel]], col] = wall[sel]
+        row = rank[position[sel]]
+        matrix[row, col] = values[sel]
+        walls[row, col] = wall[sel]
         built.append((_label(group_by, k), k, who, xs, smooth(matrix, smoothing), walls))
     # each group resamples from its own generator (derive_rng(seed, label)): on threads, the same bands
     bands = _bands(built, stat, reps, seed)
     out, lines_left = [], MAX_RUN_LINES
     for (label, k, who, xs, matrix, walls), (point, lower, upper) in zip(built, bands):
         wall_x = np.median(walls, axis=0) if not np.isnan(walls).any() else np.nanmedian(walls, axis=0)
-        group = {"label": label, "values": list(k), "runs": len(who), "step": xs.tolist(),
-                 "wall": _floats(wall_x), "y": _floats(point), "lower": _floats(lower), "upper": _floats(upper),
+        group = {"label": label, "values": list(k), "runs": len(who), "step": steps_of(xs),
+                 "wall": floats(wall_x), "y": floats(point), "lower": floats(lower), "upper": floats(upper),
                  "lines": []}  # fmt: skip
         if per_run:
             for i in range(min(len(who), lines_left)):
                 ok = ~np.isnan(matrix[i])
                 r = runs[who[i]]
-                group["lines"].append({"run_id": r[0], "seed": r[1], "status": r[2], "step": xs[ok].tolist(),
-                                       "wall": _floats(walls[i, ok]), "y": _floats(matrix[i, ok])})  # fmt: skip
+                group["lines"].append({"run_id": r[0], "seed": r[1], "status": r[2], "step": steps_of(xs[ok]),
+                                       "wall": floats(walls[i, ok]), "y": floats(matrix[i, ok])})  # fmt: skip
             lines_left -= len(group["lines"])
         out.append(group)
-    return {"groups": out, "runs": sum(g["runs"] for g in out), "stat": stat, "reps": reps}
+    return {"groups": out, "runs": sum(g["runs"] for g in out), "stat": stat, "reps": reps, "packed": packed}
+
+
+def _packed(a: np.ndarray) -> str:
+    """The values as base64 of little-endian float64 (NaN where there is none): exact, and ~20x faster to
+    write and to read than JSON numbers."""
+    return base64.b64encode(np.ascontiguousarray(a, dtype="<f8").tobytes()).decode("ascii")
+
+
+def _distinct(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(steps, return_inverse=True)``, without its sort when the steps span a range not much
+    longer than their number (a table of the range: 1M rows of 100 steps in ~5 ms instead of ~80)."""
+    if len(steps):
+        low, high = int(steps.min()), int(steps.max())
+        if high - low <= 4 * len(steps) + 4096:
+            seen = np.zeros(high - low + 1, bool)
+            at = steps - low
+            seen[at] = True
+            return np.flatnonzero(seen) + low, (np.cumsum(seen) - 1)[at]
+    return np.unique(steps, return_inverse=True)
 
 
 def _floats(a: np.ndarray) -> list[float | None]:

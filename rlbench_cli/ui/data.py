@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from ..errors import UsageError
 from ..store.browse import Filters, flatten_config, key_sql
 from . import curves as curve_stats
 from . import live
+from .watch import file_stamp
 
 LOG_TAIL = 64 * 1024  # bytes of output.log sent at most
 MAX_FILES = 500  # files listed per run at most
@@ -95,18 +97,21 @@ def _scores(store: Any, con: Any, suite: str, run_ids: Sequence[str] | None) -> 
 
 def runs(
     store: Any, suite: str, filters: Filters = (), sort: str = "run_id", descending: bool = False,
-    offset: int = 0, limit: int = 100,
+    offset: int = 0, limit: int = 100, with_config: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """A page of a suite's runs, filtered (``[(key, values)]``: a run column or config key, any of the
-    values) and sorted (a column, a config key or ``score``), each with its score by the suite's rule."""
+    values) and sorted (a column, a config key or ``score``), each with its score by the suite's rule and,
+    ``with_config``, its config (the table does not show it: most of a page's bytes)."""
     for key, _ in filters:
         check_key(key)
     if sort != "score":
         check_key(sort)
     limit = max(1, min(int(limit), 1000))
-    metric, rule, _ = _scoring(store, suite)
-    with store.reader() as con:
+    from ..analysis import shared_reader
+
+    with shared_reader(store) as one, one.reader() as con:  # the suite's scoring read on the same connection
         store.require_suite(con, suite)
+        metric, rule, _ = _scoring(one, suite)
         everything = _scores(store, con, suite, None) if sort == "score" else None
         total, rows = store.runs_page(con, suite, filters, sort, descending, max(0, int(offset)), limit,
                                       scores=everything)  # fmt: skip
@@ -115,6 +120,8 @@ def runs(
         )
     for r in rows:
         r["score"] = scores.get(r["run_id"])
+        if not with_config:
+            del r["config"]
     return jsonable({"total": total, "rows": rows, "score": {"metric": metric, "rule": rule}})
 
 
@@ -139,12 +146,8 @@ def keys(store: Any, suite: str, sample: int = 2000) -> dict[str, Any]:
             "settings": setting_keys(varying)}  # fmt: skip
 
 
-def curves(
-    store: Any, suite: str, metric: str, filters: Filters = (), group_by: Sequence[str] = (),
-    stat: str = "iqm", smoothing: float = 0.0, per_run: bool = False, reps: int = 1000, seed: int = 0,
-) -> dict[str, Any]:  # fmt: skip
-    """One metric of the runs a filter keeps, grouped by ``group_by`` (never the seed), as ``curves.
-    group_curves`` computes it; the connection is closed before the bootstrap."""
+def check_curves(group_by: Sequence[str], filters: Filters, stat: str, smoothing: float, reps: int) -> None:
+    """UsageError for a curve request ``curves`` refuses, before anything is read."""
     for key in (*[k for k, _ in filters], *group_by):
         check_key(key)
     if any(k in NOT_GROUPS for k in group_by) or any(k.endswith(".seed") for k in group_by):
@@ -155,15 +158,78 @@ def curves(
         raise UsageError(f"smoothing {smoothing}: use a weight in [0, 1)")
     if not 10 <= reps <= 100_000:
         raise UsageError(f"reps {reps}: use 10 to 100000 bootstrap replicates")
+
+
+def curve_input(
+    store: Any, suite: str, metric: str, filters: Filters = (), group_by: Sequence[str] = ()
+) -> tuple[Any, list[tuple]]:
+    """What ``curves`` reads: the metric's rows (``Store.curve_rows``, with a running run's rows flushed but
+    not yet ingested) and the runs (``Store.run_ids_where``)."""
     with store.reader() as con:
         store.require_suite(con, suite)
         runs_found = store.run_ids_where(con, suite, filters, list(group_by))
-        table = store.curve_rows(con, suite, filters, metric)
         running = [r[0] for r in runs_found if r[2] == "running"]
+        # a store no run writes to gives the same rows until the file changes: kept for the next request
+        # (another grouping, statistic or smoothing of the same metric)
+        key = None if running else (str(store.path), _file_stamps(store.path), suite, repr(filters), metric)
+        table = _ROWS.get(key) if key else None
+        if table is None:
+            table = store.curve_rows(con, suite, filters, metric)
+            if key:
+                with _ROWS_LOCK:
+                    _ROWS[key] = table
+                    while len(_ROWS) > ROWS_KEPT:
+                        _ROWS.pop(next(iter(_ROWS)))
         if running:  # their rows flushed but not yet ingested, at the runs' positions
             table = _with_pending(table, live.pending_rows(store, con, running, metric), runs_found)
-    out = curve_stats.group_curves(table, runs_found, list(group_by), stat, smoothing, per_run, reps, seed)
+    return table, runs_found
+
+
+ROWS_KEPT = 2  # curve_rows tables kept (10M rows' store: 1M rows of one metric, ~30 MB each)
+_ROWS: dict[tuple, Any] = {}
+_ROWS_LOCK = threading.Lock()
+
+
+def _file_stamps(path: Path) -> tuple:
+    """What changes when the database file is written: it and its write-ahead log (size, mtime, inode)."""
+    return (file_stamp(path), file_stamp(path.with_name(path.name + ".wal")))
+
+
+def curves(
+    store: Any, suite: str, metric: str, filters: Filters = (), group_by: Sequence[str] = (),
+    stat: str = "iqm", smoothing: float = 0.0, per_run: bool = False, reps: int = 1000, seed: int = 0,
+    packed: bool = False, read: tuple[Any, list[tuple]] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """One metric of the runs a filter keeps, grouped by ``group_by`` (never the seed), as ``curves.
+    group_curves`` computes it (``packed``: its numbers as base64 float64); the connection is closed before
+    the bootstrap. ``read``: ``curve_input``'s answer when the caller has read it already."""
+    check_curves(group_by, filters, stat, smoothing, reps)
+    table, runs_found = read if read is not None else curve_input(store, suite, metric, filters, group_by)
+    out = curve_stats.group_curves(table, runs_found, list(group_by), stat, smoothing, per_run, reps, seed,
+                                   packed)  # fmt: skip
     return {"metric": metric, "group_by": list(group_by), **out}
+
+
+def suite_live(
+    store: Any, suite: str, page: dict[str, Any], curve: dict[str, Any] | None, with_keys: bool
+) -> dict[str, Any]:
+    """A suite page's live refresh in one read-only connection (opening the file costs more CPU than these
+    reads while ``rlbench run`` writes): ``runs`` (``page``: its arguments), ``keys`` when ``with_keys``,
+    and ``curves`` (``curve``: its arguments; None: none), computed after the connection is closed."""
+    from ..analysis import shared_reader
+
+    if curve is not None:
+        check_curves(curve.get("group_by", ()), curve.get("filters", ()), curve.get("stat", "iqm"),
+                     curve.get("smoothing", 0.0), curve.get("reps", 1000))  # fmt: skip
+    with shared_reader(store) as one:
+        out = {"runs": runs(one, suite, **page)}
+        if with_keys:
+            out["keys"] = keys(one, suite)
+        read = None if curve is None else curve_input(one, suite, curve["metric"], curve.get("filters", ()),
+                                                      curve.get("group_by", ()))  # fmt: skip
+    if curve is not None:
+        out["curves"] = curves(store, suite, read=read, **curve)
+    return out
 
 
 def _with_pending(table: Any, pending: Any, runs_found: Sequence[tuple]) -> Any:

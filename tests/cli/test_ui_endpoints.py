@@ -6,6 +6,7 @@ database opened); and the attacks: `..`, symlinks out, HTML files, writes."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -94,6 +95,23 @@ def test_filter_and_sort_by_a_config_key(env):
     assert "error" in get(env, "/api/runs?suite=nope", 404)
 
 
+def test_a_suites_live_refresh_is_the_table_curves_and_keys_of_one_read_leaving_out_what_the_page_has(env):
+    q = "suite=uit&limit=5&config=0&metric=eval/return&group=algo&reps=100"
+    out = get(env, f"/api/suite/uit/live?{q}&keys=1")
+    assert out["runs"] == get(env, f"/api/runs?{q}") and "config" not in out["runs"]["rows"][0]
+    assert out["curves"] == get(env, f"/api/curves?{q}") and out["keys"] == get(env, "/api/keys?suite=uit")
+    assert out["same"] == [] and set(out["tags"]) == {"runs", "curves", "keys"}
+    # the page names the tags of what it shows: those parts are left out, the others come
+    again = get(
+        env, f"/api/suite/uit/live?{q}&have={out['tags']['runs']}&have={out['tags']['curves']}&keys=1"
+    )
+    assert again["same"] == ["runs", "curves"] and "runs" not in again and "curves" not in again
+    assert again["keys"] == out["keys"] and again["tags"] == out["tags"]
+    other = get(env, f"/api/suite/uit/live?suite=uit&limit=5&offset=5&have={out['tags']['runs']}")
+    assert other["same"] == [] and other["runs"]["rows"] != out["runs"]["rows"] and "curves" not in other
+    assert "seed" in get(env, "/api/suite/uit/live?metric=eval/return&group=seed", 400)["error"]
+
+
 def test_curves_grouped_by_algo_with_mean_and_iqm_bands(env):
     out = get(env, "/api/curves?suite=uit&metric=eval/return&group=algo&stat=mean&reps=500&lines=1")
     groups = {g["label"]: g for g in out["groups"]}
@@ -116,6 +134,16 @@ def test_curves_grouped_by_algo_with_mean_and_iqm_bands(env):
     assert {g["label"] for g in smooth["groups"]} == set(groups)
     assert "seed" in get(env, "/api/curves?suite=uit&metric=eval/return&group=seed", 400)["error"]
     assert get(env, "/api/curves?suite=uit&metric=nothing&group=algo")["groups"] == []
+    # pack=1 (the page's): each list of numbers as base64 of float64, NaN for a gap: the same numbers exactly
+    packed = get(env, "/api/curves?suite=uit&metric=eval/return&group=algo&stat=mean&reps=500&lines=1&pack=1")
+    assert packed["packed"] and not out["packed"] and len(packed["groups"]) == len(out["groups"])
+
+    def unpacked(text):
+        return [None if np.isnan(v) else v for v in np.frombuffer(base64.b64decode(text), "<f8").tolist()]
+
+    for g, p in zip(out["groups"], packed["groups"]):
+        assert all(unpacked(p[k]) == g[k] for k in ("step", "wall", "y", "lower", "upper"))
+        assert all(unpacked(pl[k]) == gl[k] for pl, gl in zip(p["lines"], g["lines"]) for k in ("step", "y"))
 
 
 def test_a_run_its_manifest_attempts_log_and_files(env):

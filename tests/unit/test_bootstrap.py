@@ -444,3 +444,13 @@ def test_a_live_groups_band_resamples_at_each_step_the_runs_present_there():
         assert group["y"][cols[0] : cols[-1] + 1] == want.point.tolist()
         assert group["lower"][cols[0] : cols[-1] + 1] == want.lower.tolist()
         assert group["upper"][cols[0] : cols[-1] + 1] == want.upper.tolist()
+
+
+def test_the_ui_finds_the_distinct_steps_as_np_unique_does_with_or_without_its_sort():
+    from rlbench_cli.ui.curves import _distinct
+
+    rng = np.random.default_rng(0)
+    for steps in (rng.integers(0, 100, 1000) * 1000, rng.integers(-5, 5, 50), np.array([0, 10**12, 7]),
+                  np.array([], np.int64)):  # fmt: skip
+        got, want = _distinct(steps), np.unique(steps, return_inverse=True)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1].reshape(-1))

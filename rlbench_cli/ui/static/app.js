@@ -167,8 +167,10 @@ function suiteView(main, suite) {
     return q;
   }
 
-  async function loadKeys() {
-    st.keys = await api("/api/keys?" + new URLSearchParams({ suite }));
+  async function loadKeys() { applyKeys(await api("/api/keys?" + new URLSearchParams({ suite }))); }
+
+  function applyKeys(keys) {
+    st.keys = keys;
     const prevKey = filterKey.value;
     clear(filterKey);
     [...Object.keys(st.keys.columns), ...Object.keys(st.keys.config)].forEach((k) =>
@@ -201,18 +203,40 @@ function suiteView(main, suite) {
     });
   }
 
-  let lastPage = "";
-  async function loadRuns() {
-    const q = query();
+  function pageQuery(q) {
     q.set("sort", st.sort); q.set("desc", st.desc ? "1" : "0"); q.set("offset", st.offset); q.set("limit", st.limit);
-    const page = await api("/api/runs?" + q);
+    q.set("config", "0"); // the table shows no run's config
+    return q;
+  }
+
+  async function loadRuns() { drawRuns(await api("/api/runs?" + pageQuery(query()))); }
+
+  let lastPage = "", lastHead = "";
+  const cols = ["", "run_id", "algo", "env", "seed", "status", "score", "attempts", "duration_s", "host", "executor", "started_at"];
+  const cellText = (r, c) => (["seed", "score", "attempts", "duration_s"].includes(c) ? fmt(r[c]) : r[c]);
+  function drawRuns(page) {
     const drawn = JSON.stringify([page, st.filters, st.sort, st.desc]);
     if (drawn === lastPage) return; // a live refresh that changed nothing here redraws nothing
     lastPage = drawn;
+    const shape = JSON.stringify([page.score, st.filters, st.sort, st.desc, page.rows.map((r) => r.run_id)]);
+    if (shape === lastHead) { // the same runs in the same order: only the cells whose text changed
+      page.rows.forEach((r, i) => {
+        const cells = table.rows[i + 1].cells;
+        cols.forEach((c, k) => {
+          if (k < 2) return;
+          const text = cellText(r, c), cell = cells[k];
+          if (cell.textContent !== String(text ?? "")) cell.textContent = text ?? "";
+          if (c === "status" && cell.className !== "status-" + r.status) cell.className = "status-" + r.status;
+        });
+      });
+      drawPager(page);
+      performance.mark("runs-table-drawn");
+      return;
+    }
+    lastHead = shape;
     clear(chips);
     st.filters.forEach(([k, v], i) => chips.appendChild(el("span", { class: "chip" }, `${k} = ${v}`,
       el("button", { title: "remove", onclick: () => { st.filters.splice(i, 1); st.offset = 0; refreshAll(); } }, "\u00d7"))));
-    const cols = ["", "run_id", "algo", "env", "seed", "status", "score", "attempts", "duration_s", "host", "executor", "started_at"];
     const head = el("tr", {});
     cols.forEach((c) => {
       if (!c) { head.appendChild(el("th", {})); return; }
@@ -230,31 +254,40 @@ function suiteView(main, suite) {
       table.appendChild(el("tr", { "data-run": r.run_id },
         el("td", {}, box),
         el("td", {}, link("#/run/" + encodeURIComponent(r.run_id), r.run_id)),
-        el("td", {}, r.algo), el("td", {}, r.env), el("td", { class: "num" }, fmt(r.seed)),
-        el("td", { class: "status-" + r.status }, r.status), el("td", { class: "num" }, fmt(r.score)),
-        el("td", { class: "num" }, fmt(r.attempts)), el("td", { class: "num" }, fmt(r.duration_s)),
-        el("td", {}, r.host), el("td", {}, r.executor), el("td", {}, r.started_at)));
+        ...cols.slice(2).map((c) => el("td", { class: c === "status" ? "status-" + r.status : ["seed", "score", "attempts", "duration_s"].includes(c) ? "num" : null }, cellText(r, c)))));
     }
     performance.mark("runs-table-drawn");
+    drawPager(page);
+  }
+
+  function drawPager(page) {
     clear(pager).append(`${page.total} runs; ${page.total ? st.offset + 1 : 0}-${Math.min(st.offset + st.limit, page.total)} `,
       el("button", { disabled: st.offset === 0, onclick: () => { st.offset = Math.max(0, st.offset - st.limit); loadRuns(); } }, "prev"),
       el("button", { disabled: st.offset + st.limit >= page.total, onclick: () => { st.offset += st.limit; loadRuns(); } }, "next"));
   }
 
-  async function loadCurves() {
-    if (!st.metric) { clear(chartDiv); legend.textContent = "no metric logged yet"; return; }
-    const q = query();
-    q.set("metric", st.metric); q.set("stat", st.stat); q.set("smooth", st.smooth); q.set("reps", 200);
+  function curveQuery(q) {
+    q.set("metric", st.metric); q.set("stat", st.stat); q.set("smooth", st.smooth); q.set("reps", 200); q.set("pack", "1");
     if (st.lines) q.set("lines", "1");
     st.group.forEach((g) => q.append("group", g));
+    return q;
+  }
+
+  async function loadCurves() {
+    if (!st.metric) { clear(chartDiv); legend.textContent = "no metric logged yet"; return; }
     const t0 = performance.now();
     performance.mark("curves-request");
-    const out = await api("/api/curves?" + q);
-    drawCurves(chartDiv, out, st);
-    legend.textContent = `${out.groups.length} groups, ${out.runs} runs; ${out.stat.toUpperCase()} with a 95% ` +
-      `bootstrap band resampling each group's runs (${out.reps} replicates); ${Math.round(performance.now() - t0)} ms`;
-    performance.mark("curves-drawn");
-    performance.measure("curves", "curves-request", "curves-drawn");
+    showCurves(await api("/api/curves?" + curveQuery(query())), t0);
+  }
+
+  function showCurves(out, t0) {
+    // measured to uPlot's draw (it draws in a microtask after the chart is made or given new data)
+    drawCurves(chartDiv, unpack(out), st, () => {
+      legend.textContent = `${out.groups.length} groups, ${out.runs} runs; ${out.stat.toUpperCase()} with a 95% ` +
+        `bootstrap band resampling each group's runs (${out.reps} replicates); ${Math.round(performance.now() - t0)} ms`;
+      performance.mark("curves-drawn");
+      performance.measure("curves", "curves-request", "curves-drawn");
+    });
   }
 
   let boardLoaded = false;
@@ -289,9 +322,29 @@ function suiteView(main, suite) {
     // a live refresh asks for the keys (config keys, metric names) only now and then, and for a study only
     // of a suite rlbench tune made: they change far less often than the table and the curves
     const keys = !live || !st.keys || !st.keys.metrics.length || performance.now() - keysAt > KEYS_EVERY_MS;
+    if (live) return Promise.all([liveRefresh(keys), !tuned ? null : tuningSection(tuneBox, suite).then((found) => { tuned = found; })]);
     await Promise.all([loadRuns(),
       (keys ? loadKeys().then(() => { keysAt = performance.now(); }) : Promise.resolve()).then(() => Promise.all([loadCurves(), loadByKey()])),
       !live || tuned ? tuningSection(tuneBox, suite).then((found) => { tuned = found; }) : null]);
+  }
+  // a live refresh is one request (one read of the store) for the table, the curves and now and then the keys;
+  // a part the page shows already (its tag in have=) comes back as "same" and is not drawn again
+  const tags = {};
+  async function liveRefresh(keys) {
+    const metric = st.metric;
+    const q = pageQuery(query());
+    if (metric) curveQuery(q);
+    if (keys) q.set("keys", "1");
+    Object.values(tags).forEach((t) => q.append("have", t));
+    const t0 = performance.now();
+    if (metric) performance.mark("curves-request");
+    const out = await api(`/api/suite/${encodeURIComponent(suite)}/live?` + q);
+    if (out.runs) { drawRuns(out.runs); tags.runs = out.tags.runs; }
+    if (keys) keysAt = performance.now();
+    if (out.keys) { applyKeys(out.keys); tags.keys = out.tags.keys; }
+    if (metric && st.metric === metric && out.curves) { showCurves(out.curves, t0); tags.curves = out.tags.curves; }
+    else if (!metric && st.metric) await loadCurves(); // the first metric just logged
+    if (keySel.value) await loadByKey();
   }
   return refreshAll(false).then(() => ({ refresh: () => refreshAll(true) }));
 }
@@ -342,17 +395,39 @@ function recordsTable(rows, id) {
   return t;
 }
 
+// /api/curves?pack=1 sends each list of numbers as base64 of float64 (NaN: no value): exact, and read here
+// far faster than as many JSON numbers
+function floats(text) {
+  const bin = atob(text), bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  const f = new Float64Array(bytes.buffer), out = new Array(f.length);
+  for (let i = 0; i < f.length; i++) out[i] = Number.isNaN(f[i]) ? null : f[i];
+  return out;
+}
+
+function unpack(out) {
+  if (!out.packed) return out;
+  out.groups.forEach((g) => {
+    ["step", "wall", "y", "lower", "upper"].forEach((k) => { g[k] = floats(g[k]); });
+    g.lines.forEach((l) => ["step", "wall", "y"].forEach((k) => { l[k] = floats(l[k]); }));
+  });
+  out.packed = false;
+  return out;
+}
+
 function bandColor(c, a) {
   const n = parseInt(c.slice(1), 16);
   return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${a})`;
 }
 
-function drawCurves(div, out, st) {
+function drawCurves(div, out, st, drawn) {
+  div.drawn = drawn; // called once the chart has drawn these data
   div.setAttribute("data-groups", out.groups.length);
   div.setAttribute("data-points", out.groups.reduce((n, g) => n + g.step.length, 0));
   const layout = JSON.stringify([st.x, st.log, out.metric, out.groups.map((g) => [g.label, g.lines.map((l) => l.seed)])]);
   if (out.groups.length && div.chart && state.charts.includes(div.chart) && div.layout === layout) {
     const { data, series } = curveData(out, st);
+    div.bands = curveData(out, st).bands;
     div.chart.setData(data); // the same series: new points only, no new chart
     // a group's run count (n=) in its legend row, changed in place
     const u = div.chart, rows = u.root.querySelectorAll(".u-legend .u-series"), skip = series.length - rows.length;
@@ -367,13 +442,19 @@ function drawCurves(div, out, st) {
   destroyCharts();
   clear(div);
   div.chart = null;
-  if (!out.groups.length) { div.appendChild(el("p", { class: "muted" }, "no points yet")); return; }
+  if (!out.groups.length) {
+    div.appendChild(el("p", { class: "muted" }, "no points yet"));
+    if (div.drawn) { div.drawn(); div.drawn = null; }
+    return;
+  }
   const { data, series, bands } = curveData(out, st);
+  div.bands = bands;
   const opts = {
-    width: Math.max(400, div.clientWidth || 900), height: 320, series, bands,
+    width: Math.max(400, div.clientWidth || 900), height: 320, series,
     scales: { x: { time: false }, y: st.log ? { distr: 4 } : {} },
     axes: [{ label: series[0].label }, { label: out.metric }],
     legend: { live: false },
+    hooks: { drawAxes: [(u) => fillBands(u, div.bands)], draw: [() => { const f = div.drawn; div.drawn = null; if (f) f(); }] },
   };
   const u = new uPlot(opts, data, div);
   // the legend names the groups; band edges and per-seed lines stay out of it
@@ -383,6 +464,27 @@ function drawCurves(div, out, st) {
   state.charts.push(u);
   div.chart = u;
   div.layout = layout;
+}
+
+// each group's band as one polygon under the lines (upper edge, then the lower one back), its gaps spanned:
+// one path and one fill per group, where uPlot's own bands clip a fill per band (500 groups: seconds to draw)
+function fillBands(u, bands) {
+  const ctx = u.ctx, xs = u.data[0], { left, top, width, height } = u.bbox;
+  ctx.save();
+  ctx.beginPath(); ctx.rect(left, top, width, height); ctx.clip();
+  for (const b of bands || []) {
+    if (!u.series[b.line] || !u.series[b.line].show) continue;
+    const lo = u.data[b.lower], hi = u.data[b.upper], at = [];
+    for (let i = 0; i < xs.length; i++) if (hi[i] !== null && hi[i] !== undefined && lo[i] !== null && lo[i] !== undefined) at.push(i);
+    if (at.length < 2) continue;
+    ctx.beginPath();
+    at.forEach((i, k) => ctx[k ? "lineTo" : "moveTo"](u.valToPos(xs[i], "x", true), u.valToPos(hi[i], "y", true)));
+    for (let k = at.length - 1; k >= 0; k--) ctx.lineTo(u.valToPos(xs[at[k]], "x", true), u.valToPos(lo[at[k]], "y", true));
+    ctx.closePath();
+    ctx.fillStyle = b.fill;
+    ctx.fill();
+  }
+  ctx.restore();
 }
 
 // uPlot's columns (x joined over the groups), series and bands of /api/curves' groups
@@ -395,9 +497,10 @@ function curveData(out, st) {
     const order = xs.map((_, k) => k).filter((k) => xs[k] !== null).sort((a, b) => xs[a] - xs[b]);
     tables.push([order.map((k) => xs[k]), order.map((k) => g.y[k]), order.map((k) => g.lower[k]), order.map((k) => g.upper[k])]);
     series.push({ label: `${g.label} (n=${g.runs})`, stroke: color, width: 2, spanGaps: true });
-    series.push({ label: "lower", stroke: bandColor(color, 0.3), width: 0, spanGaps: true, band: true });
-    series.push({ label: "upper", stroke: bandColor(color, 0.3), width: 0, spanGaps: true, band: true });
-    bands.push({ series: [idx + 2, idx + 1], fill: bandColor(color, 0.15) });
+    // the band's edges: in the y range, drawn only as the band's fill (fillBands)
+    series.push({ label: "lower", stroke: bandColor(color, 0.3), width: 0, band: true, paths: () => null, points: { show: false } });
+    series.push({ label: "upper", stroke: bandColor(color, 0.3), width: 0, band: true, paths: () => null, points: { show: false } });
+    bands.push({ line: idx, lower: idx + 1, upper: idx + 2, fill: bandColor(color, 0.15) });
     idx += 3;
     g.lines.forEach((line) => {
       const lx = st.x === "wall" ? line.wall : line.step;
@@ -600,15 +703,17 @@ async function compareView(main, ids) {
 // view), spaced by REFRESH_COST times what the last refresh took (4 to 8 s; 5 s on a run's page, whose points
 // come live), so a heavy view over a busy store never keeps the server or the browser busy; a hidden tab
 // refreshes nothing.
-// a suite's refresh costs ~0.1 s of server CPU and almost as much of the browser's: at most every 4 s while
-// rlbench run writes (benchmarks/ui_live.py: the run's wall time with the suite's page open, x1.04)
+// a suite's refresh is one request (/api/suite/NAME/live: ~25 ms of server CPU, parts the page has left out):
+// at most every 4 s while rlbench run writes (benchmarks/ui_live.py: the UI server's and the browser's CPU
+// seconds per minute of an open suite page)
 const REFRESH_GAP_MS = 4000;
 const REFRESH_GAP_MAX_MS = 8000; // however slow the last one was (a loaded machine), the next within 8 s
 const REFRESH_GAP_LIVE_MS = 5000; // a view whose live() shows what is new (a run's points) refreshes the rest slower
 const REFRESH_COST = 8;
-const KEYS_EVERY_MS = 10000; // a suite's keys and metric names, on a live refresh
+const KEYS_EVERY_MS = 30000; // a suite's keys and metric names (a third of a refresh's cost), on a live refresh
 const LIVE_GAP_MS = 200; // a run's new points and log at most this often
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+const shown = () => new Promise((done) => document.addEventListener("visibilitychange", done, { once: true }));
 
 async function stamps(query) {
   return api("/api/changes?" + new URLSearchParams(query));
@@ -658,7 +763,8 @@ async function watch() {
   let latest = null; // the newest stamps the server gave for this view
   for (;;) {
     const view = state.view;
-    if (!view || document.hidden) { latest = null; await sleep(200); continue; }
+    if (document.hidden) { latest = null; await shown(); continue; } // a hidden tab asks for nothing
+    if (!view) { latest = null; await sleep(200); continue; }
     try {
       if (!latest || latest.view !== view) latest = { view, db: state.seen.db, files: state.seen.files };
       const dbChanged = latest.db !== state.seen.db;
@@ -688,7 +794,7 @@ async function watch() {
       }
       q.wait = Math.max(0, wait) / 1000;
       const now = await stamps(q);
-      live.className = "";
+      if (live.className) live.className = "";
       if (view === state.view) latest = { view, db: now.db, files: view.run ? now.files : "" };
     } catch (e) {
       live.className = "stale"; // the server gone or the database busy: try again in a second
