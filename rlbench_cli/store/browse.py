@@ -1,6 +1,5 @@
 """Reads for ``rlbench ui``: suites with their counts by status, a page of runs filtered and sorted in SQL,
-one run's row, the metric rows of a selection for curves, a run's artifacts, and a cheap fingerprint of the
-file that says when something changed. Every value from a request is a bound parameter; a config key becomes
+one run's row, the metric rows of a selection for curves and a run's artifacts. Every value from a request is a bound parameter; a config key becomes
 a JSON path given as a parameter, never SQL text."""
 
 from __future__ import annotations
@@ -192,17 +191,6 @@ class Browse:
         cur = con.execute("SELECT * FROM artifacts WHERE run_id = ?", [run_id])
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row)) for row in cur.fetchall()]
-
-    def fingerprint(self, con: Any) -> list[Any]:
-        """Numbers that change whenever ``rlbench run`` records something: runs, their statuses and attempts,
-        metric rows and ingested shards. Cheap on 10M rows (counts come from DuckDB's metadata)."""
-        runs = con.execute(
-            "SELECT count(*), coalesce(sum(attempts), 0), count(*) FILTER (status IN ('finished', 'failed', "
-            "'interrupted')) FROM runs"
-        ).fetchall()[0]
-        rows = con.execute("SELECT count(*) FROM metrics").fetchall()[0][0]
-        shards = con.execute("SELECT count(*) FROM shards").fetchall()[0][0]
-        return [int(runs[0]), int(runs[1]), int(runs[2]), int(rows), int(shards)]
 
     def sandboxed_select(self, con: Any, sql: str, limit: int = 1000) -> tuple[Any, int]:
         """``select`` (one read-only query) with DuckDB's external access off first, so the query reads

@@ -277,7 +277,6 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
     routes = [
         Route("/", index),
         Route("/static/{name}", static),
-        Route("/api/version", api(lambda r: {"fingerprint": data.fingerprint(store)})),
         Route("/api/suites", api(lambda r: {"suites": data.suites(store)})),
         Route("/api/keys", api(lambda r: data.keys(store, suite_arg(r)))),
         Route("/api/runs", api(runs)),

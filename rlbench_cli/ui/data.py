@@ -71,12 +71,6 @@ def query(store: Any, sql: str, limit: int = 1000) -> dict[str, Any]:
                      "total": total})  # fmt: skip
 
 
-def fingerprint(store: Any) -> list[Any]:
-    """Numbers that change when anything is recorded, or a running run flushes a shard (``live``)."""
-    with store.reader() as con:
-        return [*store.fingerprint(con), live.pending_count(store, con)]
-
-
 def _scoring(store: Any, suite: str) -> tuple[str, str, int]:
     from ..analysis import suite_scoring
 

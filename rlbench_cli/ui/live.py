@@ -81,12 +81,6 @@ def _pending_files(store: Any, con: Any, runs: list[tuple[str, str, int]]) -> li
     return out
 
 
-def pending_count(store: Any, con: Any) -> int:
-    """How many shards of running runs wait to be ingested: a part of the UI's fingerprint, so a view
-    refreshes when a run flushes, not only when its rows are ingested."""
-    return len(_pending_files(store, con, _running(con, None)))
-
-
 def pending_rows(store: Any, con: Any, run_ids: Sequence[str] | None, metric: str | None = None) -> Any:
     """``run_id, step, name, value, wall_time`` of the pending shards of these runs (running ones only), of
     one metric or all, as a pyarrow Table (no rows when none is pending). A shard that cannot be read (the

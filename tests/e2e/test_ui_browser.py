@@ -101,7 +101,7 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         first = wait_for(points, 120, "the first curve points")
         assert run.poll() is None, "the suite ended before the page saw it run; make the script slower"
         wait_for(lambda: points() > first, 120, "more curve points while rlbench run writes")
-        # by the page's polling (set when a refresh it started on a new fingerprint ends), not a reload
+        # by the page's polling (set when a refresh it started on a changed stamp ends), not a reload
         wait_for(
             lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-refreshed"),
             30,

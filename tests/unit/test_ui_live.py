@@ -1,5 +1,5 @@
 """rlbench ui's live rows: a running run's shards that are written but not yet ingested show in its latest
-metrics, its curves and the fingerprint at once; once ingested they are counted once; a run that is not
+metrics, its curves and the long poll's stamp at once; once ingested they are counted once; a run that is not
 running is read from the store only."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from rlbench_cli.runner import attempt_dir
 from rlbench_cli.sink import ShardSink, list_shards
 from rlbench_cli.store import Store
 from rlbench_cli.ui import data
+from rlbench_cli.ui.watch import Watch
 
 pytestmark = pytest.mark.fast
 
@@ -52,9 +53,9 @@ def _points(store: Store, rid: str) -> list[tuple[int, float]]:
 
 
 def test_a_flushed_shard_shows_before_it_is_ingested_and_once_after(store: Store) -> None:
-    before = data.fingerprint(store)
+    before = Watch(store).stamp("live")
     _shard(_metrics(store, "live"), (100, 6.0), (200, 7.0))
-    assert data.fingerprint(store) != before  # the page refreshes on the flush
+    assert Watch(store).stamp("live") != before  # the page's long poll answers on the flush
     assert data.run(store, "live")["latest"]["eval/return"] == {"step": 200, "value": 7.0}
     assert _points(store, "live") == [(0, 5.0), (100, 6.0), (200, 7.0)]
     with store.writer() as con:  # the coordinator's ingest: the same rows, now from the store only
@@ -64,9 +65,7 @@ def test_a_flushed_shard_shows_before_it_is_ingested_and_once_after(store: Store
 
 
 def test_a_run_that_is_not_running_is_read_from_the_store_only(store: Store) -> None:
-    before = data.fingerprint(store)
     _shard(_metrics(store, "done"), (300, 9.0))  # a file left after the end (never ingested): not its rows
-    assert data.fingerprint(store) == before
     assert data.run(store, "done")["latest"]["eval/return"] == {"step": 100, "value": 2.0}
     assert _points(store, "done") == [(0, 1.0), (100, 2.0)]
 
