@@ -1,6 +1,6 @@
 """Reads for ``rlbench ui``: suites with their counts by status, a page of runs filtered and sorted in SQL,
-one run's row, the metric rows of a selection for curves and a run's artifacts. Every value from a request is a bound parameter; a config key becomes
-a JSON path given as a parameter, never SQL text."""
+one run's row, the metric rows of a selection for curves and a run's artifacts. Every value from a request is
+a bound parameter; a config key becomes a JSON path given as a parameter, never SQL text."""
 
 from __future__ import annotations
 
