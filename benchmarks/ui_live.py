@@ -218,11 +218,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=float, default=0.5, help="seconds between them")
     parser.add_argument("--runs", type=int, default=40, help="runs of the wall-time suite")
     parser.add_argument("--repeat", type=int, default=3, help="wall-time runs with and without the UI")
+    parser.add_argument("--idle", type=float, default=20.0,
+                        help="seconds an idle Chromium on about:blank is measured (the floor)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="rlbench-ui-live-") as tmp:
         work = Path(tmp)
-        floor = idle_browser()
+        floor = idle_browser(args.idle)
         lags, run_page = lag(work, args.points, args.every)
         closed, open_, suite_page = wall_times(work, args.runs, args.repeat)
     ratio = statistics.median(open_) / statistics.median(closed)

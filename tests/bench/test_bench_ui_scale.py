@@ -39,7 +39,17 @@ def test_ui_scale_small(tmp_path: Path, chromium: str) -> None:
 
 def test_ui_live_small(tmp_path: Path, chromium: str) -> None:
     proc = script(
-        "ui_live.py", "--points", "4", "--runs", "4", "--repeat", "1", "--json", tmp_path / "t.json"
+        "ui_live.py",
+        "--points",
+        "4",
+        "--runs",
+        "4",
+        "--repeat",
+        "1",
+        "--idle",
+        "2",
+        "--json",
+        tmp_path / "t.json",
     )
     assert "live lag, 4 points" in proc.stdout and "target <= 2 s" in proc.stdout, proc.stdout
     assert "rlbench run wall time" in proc.stdout and "target <= x1.05" in proc.stdout, proc.stdout
