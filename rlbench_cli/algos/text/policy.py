@@ -19,6 +19,7 @@ tokenizer); a path that does not exist is a one-line error before any run starts
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import numpy as np
@@ -249,9 +250,15 @@ def _cache_of(out: Any) -> Any:
 
 def _cache_arg(body: Any) -> str:
     """The keyword a model's forward takes its cache by: ``cache``, or ``past_key_values`` before it."""
+    return _cache_arg_of(type(body))
+
+
+@functools.cache
+def _cache_arg_of(cls: type) -> str:
+    """``_cache_arg`` per model class, looked up once (it is asked on every scoring call)."""
     import inspect
 
-    return "cache" if "cache" in inspect.signature(body.forward).parameters else "past_key_values"
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
 @torch.no_grad()
