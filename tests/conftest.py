@@ -35,8 +35,12 @@ for _key, _value in {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_
 # Two test workers (pytest-xdist) keep both cores busy: torch's OpenMP threads that spin while they wait for a
 # thread the other worker has descheduled made a 2-thread PPO run 2-6x slower; passive waiting avoids that.
 # Set before any test imports torch, and inherited by every `rlbench` subprocess and engine the tests start.
+# One math thread in a worker's own process and the commands it starts (a local run's jobs still get theirs,
+# executors/base.py): three workers on two cores, each training with two threads, waited on descheduled
+# threads at every parallel region (a checkpoint module took 96 s instead of 55 s for the same CPU seconds).
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Markers a test gets from what it uses (pyproject.toml says what each means), so a new test has them without
 # saying so: the fixtures of the real engines (tests/e2e/conftest.py) and of Debian's packages (below), a test
@@ -265,6 +269,24 @@ def _add_component(component: str) -> bool:
             "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
         )
     return True
+
+
+@pytest.fixture(scope="session")
+def session_tmp(tmp_path_factory) -> Path:
+    """A folder every xdist worker of this test session shares (the parent of the workers' own base folders);
+    without xdist, the session's base folder."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture
+def jax_cache(session_tmp, monkeypatch) -> Path:
+    """One JAX compilation cache for the session's every worker (``$RLBENCH_JAX_CACHE``, which the Ray actors
+    and Slurm tasks get too): a program the JAX tests on one worker compiled is not compiled again by the Ray
+    or the Slurm tests on theirs. Concurrent writers are what users' runs sharing ~/.cache/rlbench/jax are."""
+    folder = session_tmp / "jax-cache"
+    monkeypatch.setenv("RLBENCH_JAX_CACHE", str(folder))
+    return folder
 
 
 @pytest.fixture(scope="session")

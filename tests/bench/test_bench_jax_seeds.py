@@ -18,7 +18,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "jax_seeds.py"
 def test_jax_seeds_quick(tmp_path):
     out = tmp_path / "figures.json"
     p = subprocess.run([sys.executable, str(BENCH), "--seeds", "2", "--steps", "2048", "--no-cleanrl",
-                        "--scaling", "1", "--json", str(out)], capture_output=True, text=True, timeout=900)  # fmt: skip
+                        "--scaling", "2", "--warm-cache", "--json", str(out)], capture_output=True, text=True, timeout=900)  # fmt: skip
     assert p.returncode == 0, p.stdout + p.stderr
     assert (
         "2 seeds x 2,048 steps in one job" in p.stdout and "final eval/return over 2 seeds: IQM" in p.stdout

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from e2e_cli import rl
+from e2e_cli import once_per_session, rl
 
 pytestmark = pytest.mark.slow
 
@@ -39,12 +39,16 @@ def _runs(db: Path) -> list[tuple]:
         ).fetchall()
 
 
-@pytest.fixture(scope="module")
-def local(tmp_path_factory) -> dict[tuple, float]:
-    tmp = tmp_path_factory.mktemp("local")
+def _local(tmp: Path) -> dict[tuple, float]:
     out = rl("run", _suite(tmp), "--db", tmp / "db.duckdb", "--workers", "1", timeout=300).stdout
     assert "3 finished, 0 failed" in out, out
     return _rows(tmp / "db.duckdb")
+
+
+@pytest.fixture(scope="module")
+def local(session_tmp) -> dict[tuple, float]:
+    """The local packed run, once for the Ray and the Slurm tests (each on their engine's worker)."""
+    return once_per_session(session_tmp, "packing-local", _local)
 
 
 def _check(db: Path, local: dict[tuple, float], executor: str) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from e2e_cli import RLBENCH, rl
+from e2e_cli import RLBENCH, once_per_session, rl
 
 pytestmark = pytest.mark.slow
 
@@ -101,14 +101,17 @@ def _end(proc: subprocess.Popen, timeout: float = 90) -> str:
             proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def straight(tmp_path_factory) -> list[tuple]:
-    """The curve of the suite run locally without interruption."""
-    tmp = tmp_path_factory.mktemp("straight")
+def _straight(tmp: Path) -> list[tuple]:
     rl("run", _suite(tmp), "--db", tmp / "db.duckdb", "--workers", "1", timeout=300)
     curve = _curve(tmp / "db.duckdb")
     _one_curve(curve)
     return curve
+
+
+@pytest.fixture(scope="module")
+def straight(session_tmp) -> list[tuple]:
+    """The curve of the suite run locally without interruption: once for the Ray and the Slurm tests."""
+    return once_per_session(session_tmp, "resume-straight", _straight)
 
 
 # -- Ray ---------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from e2e_cli import rl
+from e2e_cli import once_per_session, rl
 from test_engine_packing import _rows
 
 if importlib.util.find_spec("gymnax") is None:  # found, not imported: the JAX work runs in other processes
@@ -22,8 +22,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(autouse=True)
-def _jax_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("RLBENCH_JAX_CACHE", str(tmp_path_factory.getbasetemp() / "jax-cache"))
+def _jax_cache(jax_cache):
+    """The session's one JAX compilation cache (tests/conftest.py)."""
 
 
 def _suite(folder: Path) -> Path:
@@ -43,8 +43,9 @@ def _run(folder: Path, *args: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local(tmp_path_factory) -> dict[tuple, float]:
-    return _rows(_run(tmp_path_factory.mktemp("local"), "--workers", "1"))
+def local(session_tmp) -> dict[tuple, float]:
+    """The local pack, once for the Ray and the Slurm tests (each on their engine's worker)."""
+    return once_per_session(session_tmp, "jax-engines-local", lambda tmp: _rows(_run(tmp, "--workers", "1")))
 
 
 def _check(db: Path, local: dict[tuple, float], executor: str) -> None:

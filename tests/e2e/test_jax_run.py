@@ -24,8 +24,8 @@ PARAMS = "{num_envs: 4, num_steps: 32, num_minibatches: 2, update_epochs: 2}"
 
 
 @pytest.fixture(autouse=True)
-def _jax_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("RLBENCH_JAX_CACHE", str(tmp_path_factory.getbasetemp() / "jax-cache"))
+def _jax_cache(jax_cache):
+    """The session's one JAX compilation cache (tests/conftest.py)."""
 
 
 def _suite(tmp_path, params=PARAMS):

@@ -37,8 +37,8 @@ BUDGET = {"steps": 1024, "eval_every": 512, "eval_episodes": 3}
 
 
 @pytest.fixture(autouse=True)
-def _jax_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("RLBENCH_JAX_CACHE", str(tmp_path_factory.getbasetemp() / "jax-cache"))
+def _jax_cache(jax_cache):
+    """The session's one JAX compilation cache (tests/conftest.py)."""
 
 
 def _spec(seed, env="gymnax/CartPole-v1"):
