@@ -167,3 +167,26 @@ def test_bad_data_params_are_refused(algo, env, params, says):
     check_params(
         "ilql", MAZE, {"train_episodes": 10, "imagination": {"world_model_steps": 10, "episodes": 5}}
     )
+
+
+def test_a_swept_budget_larger_than_the_dataset_names_the_sweep(tmp_path):
+    from rlbench_cli.datagen.text import check_budgets
+    from rlbench_cli.errors import SuiteInvalid
+    from rlbench_cli.suite.loader import parse_suite
+
+    path = tmp_path / "maze.jsonl"
+    save_text_dataset(build_text_dataset(MAZE, "mixed", 20, seed=0), path)
+    data = {"name": "s", "datasets": [{"name": "maze", "path": str(path), "env": MAZE, "data_mix": ["real"]}],
+            "algorithms": [{"name": "bc", "params": {"imagination": {}}}, {"name": "ilql", "params": {}}],
+            "sweep": {"bc.train_episodes": [4, 18]}}  # fmt: skip
+    check_budgets(parse_suite(data, "s.yaml"), {"maze": path}, "s.yaml")  # 18 of 20 less 2 held out: fine
+    data["sweep"] = {"bc.train_episodes": [4, 19]}
+    with pytest.raises(SuiteInvalid, match=r"s.yaml: field 'sweep.bc.train_episodes': 19 real episodes, and "
+                                           r"dataset 'maze' has 18 to train on \(20 less 2 held out"):  # fmt: skip
+        check_budgets(parse_suite(data, "s.yaml"), {"maze": path}, "s.yaml")
+    data["algorithms"][1]["params"] = {"train_episodes": 21}  # no imagination: nothing held out
+    data["sweep"] = {}
+    with pytest.raises(
+        SuiteInvalid, match=r"'algorithms\[1\].params.train_episodes': 21 .* has 20 to train on;"
+    ):
+        check_budgets(parse_suite(data, "s.yaml"), {"maze": path}, "s.yaml")
