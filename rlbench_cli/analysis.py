@@ -106,12 +106,12 @@ def suite_normalize(
     store: Any, suite: str, flag: str, metric: str | None = None
 ) -> str | dict[str, Any] | None:
     """What ``--normalize FLAG`` means for a suite: ``auto`` prefers the suite's own normalize block. A
-    success rate (``eval/success``, ``eval/success/<level>``) or a text world model's rate (``RATE_METRICS``) is
-    left raw under ``auto``: it is on [0, 1] already, and return references mean nothing to it."""
+    success rate (``eval/success``, ``eval/success/<level>``) or a text world model's rate (``RATE_METRICS``, and
+    ``eval/world_model/*`` of an agent's imagination) is left raw under ``auto``: it is on [0, 1] already, and return references mean nothing to it."""
     if flag == "none" or (
         flag == "auto"
         and metric is not None
-        and (metric.startswith("eval/success") or metric in RATE_METRICS)
+        and (metric.startswith(("eval/success", "eval/world_model/")) or metric in RATE_METRICS)
     ):
         return None  # a success rate is already on [0, 1]
     if flag == "suite" or flag == "auto":

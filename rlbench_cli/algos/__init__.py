@@ -40,12 +40,16 @@ def check_params(name: str, env_id: str | None, params: dict[str, Any]) -> None:
     classmethod; one without it (``random``) takes any params. Imports the adapter: torch, d3rlpy or
     transformers, seconds each."""
     adapter = get_algorithm(name, env_id)
-    if "verifier" in params and not getattr(adapter, "takes_verifier", False):
-        if env_id is not None and not is_text_env(env_id):
-            raise ValueError(f"verifier: a world model checks actions only on a text task (rlbench/MazeFO-v0, "
-                             f"...); {env_id} is not one: remove verifier")  # fmt: skip
-        raise ValueError(f"verifier: {name} does not take it; it is an option of bc, filtered_bc, mc_returns "
-                         "and ilql on a text task")  # fmt: skip
+    for key, what in (
+        ("verifier", "a world model checks actions"),
+        ("imagination", "a world model imagines episodes"),
+    ):
+        if key in params and not getattr(adapter, f"takes_{key}", False):
+            if env_id is not None and not is_text_env(env_id):
+                raise ValueError(f"{key}: {what} only on a text task (rlbench/MazeFO-v0, ...); {env_id} is not "
+                                 f"one: remove {key}")  # fmt: skip
+            raise ValueError(f"{key}: {name} does not take it; it is an option of bc, filtered_bc, mc_returns "
+                             "and ilql on a text task")  # fmt: skip
     check = getattr(adapter, "check_params", None)
     if check is not None:
         check(dict(params))

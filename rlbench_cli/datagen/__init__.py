@@ -146,6 +146,9 @@ def prepare(
             if device is None:
                 device = "cuda" if suite.resources.gpus_per_job > 0 and gpus() > 0 else "cpu"
             ensure_datasets([ds], lambda msg: report("dataset_progress", {"msg": msg}), device=device)
+    from .text import check_budgets  # a text dataset's size against its runs' train_episodes
+
+    check_budgets(suite, paths, source)
     refs: dict[str, list[float]] = {}
     for ds in suite.datasets:
         path = paths[ds.label]

@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_EPISODES",
     "text_dataset_path",
     "ensure_text_dataset",
+    "check_budgets",
 ]
 
 # episodes of a generated text dataset when no size is given: cheap envs many, Stockfish-played ones fewer
@@ -170,6 +171,56 @@ def check(ds: Any, path: Path) -> tuple[str, str] | None:
     return "kwargs", (f"{path} was played with env kwargs {json.dumps(built, sort_keys=True)}, this suite asks "
                       f"for {json.dumps(wanted, sort_keys=True)}; keep both with --datasets OTHER_FOLDER, or "
                       f"delete {path.name} there to rebuild it")  # fmt: skip
+
+
+def _budgets(suite: Any) -> list[tuple[int, str, int, float]]:
+    """(algorithm entry index, field, train_episodes, held-out fraction) of each entry's real-data budget (its
+    param or each swept value; a value that is not a whole number is left to the params check)."""
+    from ..datasets.text import HOLDOUT_FRACTION
+
+    out = []
+    for i, a in enumerate(suite.algorithms):
+        label = a.label or a.name
+        imagination = a.params.get("imagination")
+        frac = HOLDOUT_FRACTION if isinstance(imagination, dict) else 0.0
+        if isinstance(imagination, dict) and isinstance(imagination.get("holdout_fraction"), (int, float)):
+            frac = float(imagination["holdout_fraction"])
+        swept = f"{label}.train_episodes"
+        values = suite.sweep.get(swept) or [a.params.get("train_episodes", 0)]
+        field = f"sweep.{swept}" if swept in suite.sweep else f"algorithms[{i}].params.train_episodes"
+        for n in values:
+            if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                out.append((i, field, n, frac))
+    return out
+
+
+def check_budgets(suite: Any, paths: dict[str, Path], source: str) -> None:
+    """Refuse (SuiteInvalid, naming the field) a ``train_episodes`` larger than the episodes a text dataset its
+    entry runs on has to train on (those not held out for the world model's EM); checked once the datasets
+    exist, before any run starts."""
+    from ..datasets.text import held_out, load_text_dataset
+    from ..errors import SuiteInvalid
+
+    budgets = _budgets(suite)
+    counts: dict[str, int] = {}
+    for ds in suite.datasets:
+        if not budgets or not is_text_env(ds.env or "") or not paths[ds.label].exists():
+            continue
+        for i, field, n, frac in budgets:
+            if not suite.algorithms[i].runs_on(ds):
+                continue
+            if ds.label not in counts:
+                counts[ds.label] = len(load_text_dataset(paths[ds.label], ds.env))
+            total = counts[ds.label]
+            pool = total - held_out(total, frac)
+            if n > pool:
+                held = (
+                    f" ({total} less {total - pool} held out for the world model's EM)"
+                    if pool < total
+                    else ""
+                )
+                raise SuiteInvalid(f"{source}: field '{field}': {n} real episodes, and dataset {ds.name!r} has "
+                                   f"{pool} to train on{held}; use 1 to {pool}, or 0 for all")  # fmt: skip
 
 
 def builds_env(env_id: str) -> bool:

@@ -19,7 +19,17 @@ from typing import Any
 from ..errors import ImportInvalid
 from .episodes import TextEpisodes
 
-__all__ = ["load_text_dataset", "episode_returns"]
+__all__ = ["HOLDOUT_FRACTION", "held_out", "load_text_dataset", "episode_returns"]
+
+HOLDOUT_FRACTION = 0.1  # a world model's held-out episodes (its EM), the last of a dataset's (algos.text)
+
+
+def held_out(n_episodes: int, fraction: float) -> int:
+    """How many of a dataset's ``n_episodes`` (its last ones) are held out at ``fraction``: none for 0, at least
+    one (of two or more) otherwise."""
+    if fraction <= 0 or n_episodes < 2:
+        return 0
+    return min(n_episodes - 1, max(1, int(round(fraction * n_episodes))))
 
 
 def episode_returns(data: TextEpisodes) -> list[float]:

@@ -14,7 +14,7 @@ from ..envs.gymnax import drawn_in
 from ..errors import SuiteInvalid
 from .models import Suite, WrapperSpec
 
-__all__ = ["check_pretrained", "check_suite", "printable"]
+__all__ = ["TEXT_MIXES", "check_pretrained", "check_suite", "printable"]
 
 
 def check_pretrained(path: Any, where: str = "params.pretrained") -> str | None:
@@ -65,6 +65,35 @@ def _check_videos(suite: Suite, path: str) -> None:
                                    "that have one, or remove it") from None  # fmt: skip
 
 
+TEXT_MIXES = ("real", "imagined", "real+imagined")  # a text dataset's data_mix (algos.text.imagined)
+
+
+def _check_text_mixes(suite: Suite, path: str) -> None:
+    """A text dataset's ``data_mix`` is real, imagined or real+imagined, and a mix with imagined episodes
+    needs a world model to imagine them: ``imagination:`` in the params of every algorithm entry that runs on
+    it (or swept), the ``algos.text.imagined`` channel."""
+    for j, ds in enumerate(suite.datasets):
+        if not ds.mixes or not is_text_env(ds.env or ""):
+            continue
+        bad = next((m for m in ds.mixes if m not in TEXT_MIXES), None)
+        if bad is not None:
+            raise SuiteInvalid(f"{path}: field 'datasets[{j}].data_mix': {bad} on a text dataset; its mixes are "
+                               f"{', '.join(TEXT_MIXES)} (imagined episodes come from a world model the run "
+                               "trains)")  # fmt: skip
+        mix = next((m for m in ds.mixes if "imagined" in m), None)
+        if mix is None:
+            continue
+        for i, a in enumerate(suite.algorithms):
+            label = a.label or a.name
+            if a.entrypoint or a.command or not a.runs_on(ds):
+                continue
+            if "imagination" not in a.params and f"{label}.imagination" not in suite.sweep:
+                raise SuiteInvalid(f"{path}: field 'algorithms[{i}].params.imagination': datasets[{j}] "
+                                   f"({ds.name}) has data_mix {mix}, and {label} has no world model to imagine "
+                                   "episodes with; add imagination: {world_model_steps: 300} (bc, filtered_bc, "
+                                   "mc_returns, ilql) or use data_mix: real")  # fmt: skip
+
+
 def check_suite(suite: Suite, path: str) -> None:
     """Raise SuiteInvalid for the first env, dataset env, env kwargs, wrapper or pretrained folder of ``suite``
     that its registry refuses; ``path`` is the suite file's, for the message."""
@@ -89,6 +118,7 @@ def check_suite(suite: Suite, path: str) -> None:
                                "gymnasium env's dataset, or remove wrappers:")  # fmt: skip
         _check_wrappers(ds.wrappers, f"{path}: field 'datasets[{i}].wrappers")
     _check_videos(suite, path)
+    _check_text_mixes(suite, path)
     for i, a in enumerate(suite.algorithms):  # a local pretrained checkpoint (text policies) must exist
         problem = check_pretrained(a.params.get("pretrained"), f"algorithms[{i}].params.pretrained")
         if problem:

@@ -192,7 +192,8 @@ class DatasetSpec(_Model):
     data_mix: Any = Field(
         None,
         description="real and imagined rollouts: real | imagined | real+imagined | {real: 0.7, imagined: 0.3}, "
-        "or a list of these (one task per mix); for <EnvId>-imagine datasets and files with imagined rollouts",
+        "or a list of these (one task per mix); for <EnvId>-imagine datasets, files with imagined rollouts, and "
+        "text datasets (real, imagined, real+imagined: episodes a world model the run trains imagines)",
     )
     imagine: dict[str, Any] | None = Field(
         None,

@@ -14,14 +14,15 @@ pytestmark = pytest.mark.slow
 TINY = "n_embd: 32, n_layer: 2, n_head: 2, batch_size: 8, max_context: 96"
 
 
-def _suite(tmp_path, algorithms: str) -> str:
+def _suite(tmp_path, algorithms: str, mixes: str = "") -> str:
     data = tmp_path / "maze.jsonl"
     if not data.exists():
         save_text_dataset(build_text_dataset("rlbench/MazeFO-v0", "mixed", 10, seed=0), data)
     suite = tmp_path / "text.yaml"
+    mix = f", data_mix: {mixes}" if mixes else ""
     suite.write_text(
         "name: text-tiny\nseeds: 1\nbudget: {steps: 4, eval_every: 2, eval_episodes: 2}\n"
-        f"datasets: [{{name: MazeFO-v0-mine, path: {data}, env: rlbench/MazeFO-v0, kwargs: {{max_steps: 6}}}}]\n"
+        f"datasets: [{{name: MazeFO-v0-mine, path: {data}, env: rlbench/MazeFO-v0, kwargs: {{max_steps: 6}}{mix}}}]\n"
         f"algorithms:\n{algorithms}"
         "normalize: {table: lmrl}\n"
     )
@@ -106,3 +107,51 @@ def test_a_verifier_on_an_algorithm_without_one_is_a_one_line_error(tmp_path):
     assert "algorithms[1]" in err or "text_world_model" in err
     assert "verifier: text_world_model does not take it" in err
     assert not (tmp_path / "r.duckdb").exists()
+
+
+def _mix_suite(tmp_path, params: str, mixes: str = "[real, imagined, real+imagined]") -> str:
+    return _suite(tmp_path, f"  - {{name: bc, params: {{n_embd: 16, n_layer: 1, n_head: 1, batch_size: 8, {params}}}}}\n",
+                  mixes)  # fmt: skip
+
+
+def test_data_mix_on_a_text_dataset_trains_on_real_and_imagined_episodes(tmp_path):
+    """One task per mix; the world model is trained inside each imagined run on its 4 real episodes."""
+    imagination = ("imagination: {n_embd: 16, n_layer: 1, n_head: 1, batch_size: 8, learning_rate: 3.0e-3, "
+                   "world_model_steps: 200, max_outcome_tokens: 60, max_turns: 5, episodes: 6, em_turns: 10}")  # fmt: skip
+    suite = _mix_suite(tmp_path, f"train_episodes: 4, {imagination}")
+    db = tmp_path / "r.duckdb"
+    rl("run", suite, "--db", db, "--workers", "1")
+
+    def fetch(metric):
+        rows = json.loads(rl("fetch", "--suite", "text-tiny", "--metric", metric, "--format", "json", "--db",
+                             db).stdout)  # fmt: skip
+        return {r["env"].partition("[mix=")[2].rstrip("]"): r["value"] for r in rows}
+
+    assert fetch("train/real_episodes") == {"real": 4, "imagined": 0, "real+imagined": 4}
+    imagined = fetch("train/imagined_episodes")
+    assert set(imagined) == {"imagined", "real+imagined"} and imagined["imagined"] > 0
+    assert set(fetch("train/imagined_errors")) == set(imagined)
+    assert all(0.0 <= v <= 1.0 for v in fetch("eval/world_model/em").values())
+    assert set(fetch("eval/return")) == {"real", "imagined", "real+imagined"}
+
+
+@pytest.mark.parametrize(
+    ("params", "mixes", "field", "says"),
+    [
+        ("train_episodes: 4", "[real, imagined]", "algorithms[0].params.imagination", "no world model"),
+        (
+            "train_episodes: 400, imagination: {world_model_steps: 5}",
+            "[real]",
+            "algorithms[0].params.train_episodes",
+            "has 9 to train on (10 less 1 held out",
+        ),
+        ("train_episodes: 4", "[real+oracle]", "datasets[0].data_mix", "real+oracle on a text dataset"),
+        ("train_episodes: -2", "[real]", "train_episodes", "train_episodes must be 0 (all) to"),
+    ],
+)
+def test_bad_data_mix_input_is_a_one_line_error(tmp_path, params, mixes, field, says):
+    r = rl("run", _mix_suite(tmp_path, params, mixes), "--db", tmp_path / "r.duckdb", check=False)
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in r.stderr
+    assert field in err and says in err, err

@@ -31,9 +31,10 @@ import torch
 
 from ..base import RunContext
 from .common import TextParams, Turns, adamw, load_episodes, normalizer, settings_of, texts_of, turn_samples
+from .imagined import agent_params, check_data_params, training_data
 from .losses import expectile_loss, ilql_q_targets, masked_mean, q_target_mask, token_ce
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer
-from .verifier import check_verifier, verified_metrics, without_verifier
+from .verifier import check_verifier, verified_metrics
 
 __all__ = ["TextBC", "FilteredBC", "MCReturns", "ILQL"]
 
@@ -44,30 +45,37 @@ class _OfflineText(TextParams):
     twin_q: ClassVar[bool] = False  # two Q heads (clipped double Q)
     own: ClassVar[dict[str, Any]] = {}
     takes_verifier: ClassVar[bool] = True  # ``verifier:`` (``algos.text.verifier``)
+    takes_imagination: ClassVar[bool] = (
+        True  # ``imagination:``, ``train_episodes:`` (``algos.text.imagined``)
+    )
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
         if "verifier" in params:
             check_verifier(params["verifier"])
-        settings_of(cls.name, without_verifier(params), cls.own)
+        check_data_params(params)
+        settings_of(cls.name, agent_params(params), cls.own)
 
     def setup(self, ctx: RunContext) -> tuple[Any, ...]:
-        settings = settings_of(self.name, without_verifier(ctx.params), self.own)
+        """(settings, tokenizer, turns of the data it trains on, values to log at the end)."""
+        settings = settings_of(self.name, agent_params(ctx.params), self.own)
         episodes = load_episodes(ctx)
-        ctx._dataset = episodes  # what ctx.dataset() returns from now on
         if not len(episodes):
             raise ValueError(f"text dataset {ctx.spec.dataset!r} has no episodes")
+        # the real-data budget and the data_mix: real, imagined (a world model's episodes), or both
+        episodes, data_values = training_data(ctx, episodes, ctx.params)
+        ctx._dataset = episodes  # what ctx.dataset() returns from now on
         ctx.score_normalizer = normalizer(str(ctx.spec.dataset), ctx.spec.env_id)
         tok = build_tokenizer(settings, texts_of(episodes))
         turns = turn_samples(episodes, tok, settings)
-        return settings, tok, turns
+        return settings, tok, turns, data_values
 
     def rows(self, turns: Turns, settings: dict[str, Any]) -> np.ndarray:
         """The samples training draws from."""
         return np.arange(len(turns))
 
     def train(self, ctx: RunContext) -> None:
-        settings, tok, turns = self.setup(ctx)
+        settings, tok, turns, data_values = self.setup(ctx)
         torch.manual_seed(ctx.seed)
         device = ctx.device
         model = build_model(settings, tok, values=self.values, twin_q=self.twin_q).to(device)
@@ -116,6 +124,8 @@ class _OfflineText(TextParams):
         if count:
             ctx.sink.log(step, **{f"train/loss/{k}": v / count for k, v in sums.items()})
         ctx.finish(step, policy)
+        if data_values and not ctx.should_stop():  # what the agent trained on, the world model's fidelity
+            ctx.sink.log(step, **data_values)
         verifier = ctx.params.get("verifier")
         if (
             verifier is not None and not ctx.should_stop()

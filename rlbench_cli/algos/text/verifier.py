@@ -38,7 +38,7 @@ from .common import adamw, settings_of, texts_of
 from .policy import TextPolicy, build_model, build_tokenizer
 from .world_model import TextWorldModel
 
-__all__ = ["VERIFIER_OWN", "check_verifier", "without_verifier", "predicted_failure", "verified_metrics"]
+__all__ = ["VERIFIER_OWN", "check_verifier", "predicted_failure", "verified_metrics"]
 
 VERIFIER_OWN: dict[str, Any] = {
     "world_model_steps": 300,  # gradient steps of the world model, trained after the agent
@@ -47,11 +47,6 @@ VERIFIER_OWN: dict[str, Any] = {
     "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
 }
 MAX_WORLD_MODEL_STEPS = 1_000_000
-
-
-def without_verifier(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` less ``verifier``: what the agent's own settings are read from."""
-    return {k: v for k, v in params.items() if k != "verifier"}
 
 
 def check_verifier(value: Any) -> dict[str, Any]:
@@ -100,9 +95,12 @@ def real_failure(env: Any, action: str, obs: str, seen: set[str]) -> bool | None
 
 
 def train_world_model(
-    episodes: Any, settings: dict[str, Any], seed: int, device: str
+    episodes: Any, settings: dict[str, Any], seed: int, device: str, policy: bool = False
 ) -> tuple[Any, Any, float]:
-    """A world model of ``episodes``: (model, tokenizer, mean outcome loss over the last 10% of its steps)."""
+    """A world model of ``episodes``: (model, tokenizer, mean outcome loss over the last 10% of its steps).
+    ``policy``: its action head learns the episodes' actions too (``text_world_model``'s two losses), so the
+    model also clones their behaviour (``algos.text.imagined`` acts with it). Shared by the verifier and the
+    synthetic-trajectories channel."""
     tok = build_tokenizer(settings, texts_of(episodes))
     samples = TextWorldModel.samples(tok, list(episodes), settings)
     torch.manual_seed(seed)
@@ -114,9 +112,9 @@ def train_world_model(
     tail: list[float] = []
     for step in range(steps):
         rows = rng.integers(len(samples), size=int(settings["batch_size"]))
-        _, loss = TextWorldModel.losses(model, tok, samples, rows, device)
+        l_pi, loss = TextWorldModel.losses(model, tok, samples, rows, device)
         optim.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss + l_pi if policy else loss).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), float(settings["max_grad_norm"]))
         optim.step()
         if step >= steps - max(1, steps // 10):

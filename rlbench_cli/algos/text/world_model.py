@@ -193,7 +193,9 @@ class TextWorldModel(TextParams):
 
     @staticmethod
     def predict(model: Any, tok: Any, obs: list[str], actions: list[str], settings: dict[str, Any],
-                device: str) -> list[tuple[str, float, bool]]:  # fmt: skip
+                device: str, parse: Any = parse_outcome) -> list[Any]:  # fmt: skip
+        """The greedy outcome of each (observation, action), read by ``parse(tok, ids)`` (``parse_outcome``;
+        ``imagined.strict_outcome`` returns None for tokens that do not read as an outcome)."""
         limit = int(settings["max_context"])
         contexts = [([tok.bos_id, *tok.encode(o), tok.act_id])[-limit:] + tok.encode(a) + [tok.eoa_id]
                     for o, a in zip(obs, actions)]  # fmt: skip
@@ -204,7 +206,7 @@ class TextWorldModel(TextParams):
             out = decode_tokens(model, tok, contexts, int(settings["max_outcome_tokens"]), banned, device)
         finally:
             model.train(was)
-        return [parse_outcome(tok, ids) for ids, _ in out]
+        return [parse(tok, ids) for ids, _ in out]
 
     def evaluate(
         self, ctx: RunContext, model: Any, tok: Any, held: list[Any], settings: dict[str, Any]
