@@ -205,18 +205,19 @@ def curves(
 
 
 def suite_live(
-    store: Any, suite: str, page: dict[str, Any], curve: dict[str, Any] | None, with_keys: bool
+    store: Any, suite: str, page: dict[str, Any] | None, curve: dict[str, Any] | None, with_keys: bool
 ) -> dict[str, Any]:
     """A suite page's live refresh in one read-only connection (opening the file costs more CPU than these
-    reads while ``rlbench run`` writes): ``runs`` (``page``: its arguments), ``keys`` when ``with_keys``,
-    and ``curves`` (``curve``: its arguments; None: none), computed after the connection is closed."""
+    reads while ``rlbench run`` writes): ``runs`` (``page``: its arguments; None: none), ``keys`` when
+    ``with_keys``, and ``curves`` (``curve``: its arguments; None: none), computed after the connection is
+    closed."""
     from ..analysis import shared_reader
 
     if curve is not None:
         check_curves(curve.get("group_by", ()), curve.get("filters", ()), curve.get("stat", "iqm"),
                      curve.get("smoothing", 0.0), curve.get("reps", 1000))  # fmt: skip
     with shared_reader(store) as one:
-        out = {"runs": runs(one, suite, **page)}
+        out = {} if page is None else {"runs": runs(one, suite, **page)}
         if with_keys:
             out["keys"] = keys(one, suite)
         read = None if curve is None else curve_input(one, suite, curve["metric"], curve.get("filters", ()),
