@@ -249,8 +249,8 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         deadline = time.monotonic() + wait
         metric = q.get("metric") or ""
         for n in itertools.count():
-            if folders is None:
-                now = watch.stamp(run_id)  # stat calls only: cheap enough for the event loop
+            if folders is None or watch.shards_known(folders, metric):
+                now = watch.stamp(run_id, folders, metric)  # stat calls only: cheap enough for the event loop
             else:  # a suite's new shards are parsed (once): on a thread
                 now = await run_in_threadpool(watch.stamp, None, folders, metric)
             if any(k in q and q[k] != now[k] for k in ("db", "files")) or time.monotonic() >= deadline:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from .live import read_shard
 
 MAX_RUNS = 32  # runs whose rows are kept in memory (the run pages open lately)
 MAX_SUITE_RUNS = 64  # a suite's running runs whose shard folders a long poll watches (as live.MAX_RUNS)
+RUNNING_TTL_S = 5.0  # a suite's running runs looked up in the database at most this often
 MAX_WAIT_S = 30.0  # the longest a long poll is held
 
 
@@ -95,7 +97,7 @@ class Watch:
         self._stored: dict[
             tuple[str, str], tuple[Any, dict[str, Any]]
         ] = {}  # (run, metric) -> (db stamp, out)
-        self._running: dict[str, tuple[str, list[Path]]] = {}  # suite -> (db stamp, metrics folders)
+        self._running: dict[str, tuple[str, list[Path], float]] = {}  # suite -> (db stamp, folders, when)
         self._folders: dict[tuple[Path, str], tuple[Any, int]] = {}  # (folder, metric) -> (stat, shards)
         self._lock = threading.Lock()
 
@@ -132,10 +134,12 @@ class Watch:
 
     def running_folders(self, suite: str) -> list[Path]:
         """The ``metrics/`` folders of the suite's running runs' current attempts (``MAX_SUITE_RUNS`` at
-        most, by run id), read from the database again only when it changed."""
-        stamp = self.db_stamp()
+        most, by run id), read from the database again when it changed, at most every ``RUNNING_TTL_S``
+        (while rlbench run writes, it changes every second: an attach each time would cost more than the
+        rest of the live path; a run started meanwhile shows on the page's next whole refresh)."""
+        stamp, now = self.db_stamp(), time.monotonic()
         cached = self._running.get(suite)
-        if cached is not None and cached[0] == stamp:
+        if cached is not None and (cached[0] == stamp or now - cached[2] < RUNNING_TTL_S):
             return cached[1]
         with self.store.reader() as con:
             found = con.execute(
@@ -151,8 +155,16 @@ class Watch:
                 continue
         if len(self._running) >= MAX_RUNS:
             self._running.clear()
-        self._running[suite] = (stamp, folders)
+        self._running[suite] = (stamp, folders, now)
         return folders
+
+    def shards_known(self, folders: list[Path], metric: str = "") -> bool:
+        """Whether ``shards_stamp`` needs stat calls only (no folder changed since it last looked)."""
+        for folder in folders:
+            cached = self._folders.get((folder, metric))
+            if cached is None or cached[0] != file_stamp(folder):
+                return False
+        return True
 
     def shards_stamp(self, folders: list[Path], metric: str = "") -> str:
         """What a suite's page waits on: in each of its running runs' shard folders, how many shards hold a

@@ -446,3 +446,38 @@ def test_a_suite_pages_long_poll_answers_a_running_runs_new_shard_and_its_curves
     (script,) = [g for g in curves_only["curves"]["groups"] if g["label"] == "algo=script"]
     assert script["step"][-1] == 99_999  # the shard's row, not yet in the database
     assert curves_only["curves"] == get(ctx, f"/api/suite/uit/live?{q}")["curves"]
+
+
+def test_a_running_runs_new_shard_reaches_the_suites_curves_from_its_files_while_a_writer_holds_the_db(
+    env, tmp_path
+):
+    """After one read of the database while a run runs, a curves-only refresh takes the running run's rows
+    from its attempt's shards (ingested or not) and the other runs' rows from that read: the same curves as
+    the database and the pending shards give, answered while rlbench run holds the file. Once the run has
+    ended (its result.json), the database is read again."""
+    ctx = copy_of(env, tmp_path)
+    run_id = runs_of(ctx, algo="script")[0]["run_id"]
+    attempt = ctx["folder"] / "runs" / "uit" / run_id / "attempt-1"
+    result = (attempt / "result.json").read_text()
+    (attempt / "result.json").unlink()  # running: no result yet
+    with ctx["store"].writer() as con:
+        con.execute("UPDATE runs SET status = 'running' WHERE run_id = ?", [run_id])
+    q = "suite=uit&metric=eval/return&group=algo&group=env&reps=50"
+    client = TestClient(create_app(Store(ctx["db"], wait=0.3)))
+    first = client.get(f"/api/suite/uit/live?{q}").json()  # the page's whole refresh: reads the database
+    add_shard(ctx, run_id, 99_999, 7.0)
+    want = client.get(f"/api/suite/uit/live?{q}").json()["curves"]  # the database and the pending shard
+    assert want != first["curves"]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(ctx["db"]), "60"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        r = client.get(f"/api/suite/uit/live?{q}&runs=0")
+        assert r.status_code == 200, r.text
+        assert r.json()["curves"] == want
+        (attempt / "result.json").write_text(result)  # the run ended: its status is in the database
+        assert client.get(f"/api/suite/uit/live?{q}&runs=0").status_code == 503
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)

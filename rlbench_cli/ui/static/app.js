@@ -350,7 +350,7 @@ function suiteView(main, suite) {
     if (keySel.value && !curvesOnly) await loadByKey();
   }
   return refreshAll(false).then(() => ({ refresh: () => refreshAll(true), live: () => liveRefresh(false, true),
-    suite, metric: () => st.metric || "", liveGap: SUITE_LIVE_GAP_MS }));
+    suite, metric: () => st.metric || "", liveGap: SUITE_LIVE_GAP_MS, refreshGap: REFRESH_GAP_MAX_MS }));
 }
 
 // a suite rlbench tune made (NAME.tune, NAME.confirm): its study, as rlbench tune --status reads it
@@ -773,18 +773,20 @@ async function compareView(main, ids) {
 // hidden tab refreshes nothing. On a suite's page "files" are its running runs' shard folders, and live()
 // asks for the curves alone.
 // a suite's refresh is one request (/api/suite/NAME/live: ~25 ms of server CPU, parts the page has left out):
-// at most every 4 s while rlbench run writes (benchmarks/ui_live.py: the UI server's and the browser's CPU
-// seconds per minute of an open suite page)
+// at most every 8 s while rlbench run writes, its curves alone every second when a running run's shard holds
+// the metric shown (benchmarks/ui_live.py: the lag, and the UI server's and the browser's CPU seconds per
+// minute of an open suite page)
 const REFRESH_GAP_MS = 4000;
 const REFRESH_GAP_MAX_MS = 8000; // however slow the last one was (a loaded machine), the next within 8 s
 const REFRESH_GAP_LIVE_MS = 5000; // a view whose live() shows what is new (a run's points) refreshes the rest slower
 const REFRESH_COST = 8;
 const KEYS_EVERY_MS = 30000; // a suite's keys and metric names (a third of a refresh's cost), on a live refresh
 const LIVE_GAP_MS = 200; // a run's new points and log at most this often
-// a suite's curves on a running run's new shard at most this often (and at least REFRESH_COST times what the
-// last took apart): a row on screen within 2 s of being logged (its flush at most 1 s, then this), while
-// its database changes refresh the rest every REFRESH_GAP_LIVE_MS
-const SUITE_LIVE_GAP_MS = 750;
+// a suite's curves on a running run's new shard of the metric shown at most this often (and at least
+// REFRESH_COST times what the last took apart): a row on screen within 2 s of being logged (its flush at most
+// 1 s, then this); the rest of the page (its table, the other runs' rows) then refreshes every
+// REFRESH_GAP_MAX_MS (a whole refresh reads the database: 3-6 times a curves-only one, from the files)
+const SUITE_LIVE_GAP_MS = 1000;
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 const shown = () => new Promise((done) => document.addEventListener("visibilitychange", done, { once: true }));
 
@@ -828,7 +830,8 @@ async function refreshView(view, now) {
   if (view !== state.view) return;
   state.seen = { db: now.db, files: now.files };
   const took = performance.now() - t0;
-  const gap = Math.min(REFRESH_GAP_MAX_MS, Math.max(view.live ? REFRESH_GAP_LIVE_MS : REFRESH_GAP_MS, REFRESH_COST * took));
+  const floor = view.refreshGap || (view.live ? REFRESH_GAP_LIVE_MS : REFRESH_GAP_MS);
+  const gap = Math.min(REFRESH_GAP_MAX_MS, Math.max(floor, REFRESH_COST * took));
   state.due = performance.now() + gap;
   document.body.setAttribute("data-refreshed", String(Date.now()));
 }
