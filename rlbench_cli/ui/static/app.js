@@ -883,8 +883,12 @@ async function watch() {
       // its files: a run's folder, or the shards of a suite's running runs holding the metric its curves show
       const watched = view.run ? { run: view.run } : view.suite ? { suite: view.suite, metric: view.metric() } : null;
       if (whole && !watched) { await sleep(state.due - t); continue; }
-      const q = whole ? {} : { db: latest.db };
-      let wait = whole ? state.due - t : 30000;
+      // a suite's page asks whether the database changed only when its next whole refresh is due (while
+      // rlbench run writes it changes every second: a poll answered each time would cost more than the
+      // refreshes); until then it waits on its runs' shards alone
+      const ahead = !whole && view.suite && t < state.due;
+      const q = whole || ahead ? {} : { db: latest.db };
+      let wait = whole || ahead ? state.due - t : 30000;
       if (watched) {
         Object.assign(q, watched); q.files = latest.files;
         if (filesChanged) wait = Math.min(wait, state.liveDue - t);
