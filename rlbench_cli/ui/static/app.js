@@ -434,7 +434,7 @@ function bandColor(c, a) {
 }
 
 // above COMPACT_LEGEND groups the chart's legend is a searchable list of the groups (uPlot's own: a row per
-// series, 1,500 rows for 500 groups, a third of the browser's time to draw them), LEGEND_ROWS rows at once
+// series, 500 rows or more for 500 groups, most of the browser's time to draw them), LEGEND_ROWS rows at once
 const COMPACT_LEGEND = 50;
 const LEGEND_ROWS = 40;
 
