@@ -10,6 +10,9 @@ shard) and this script reads the number of points on screen every 50 ms. A point
 on screen minus its ``wall_time`` in the store (when the run read the script's line): the run's flush (at most
 1 s after the last shard), the change seen (0.1 s), the new points fetched from the shard and drawn. The UI
 reads a running run's shards itself, not what the coordinator ingested (``rlbench_cli/ui/watch.py``).
+The same run again with its suite's page open (curves of eval/return grouped by algorithm: the run's points),
+the lag of each point logged after the page showed the first: the suite page's live refresh (the long poll
+reports a new shard of one of the suite's running runs; ``/api/suite/NAME/live`` with only the curves).
 
 Wall time: the same suite (``random`` on CartPole-v1, --runs runs) timed with no UI, then with the UI open on
 the suite's page (curves grouped by algorithm, the table, the leaderboard not asked), alternating, --repeat
@@ -42,11 +45,13 @@ BIN = Path(sys.executable).parent
 LOGGER = """\
 import os, sys, time
 from rlbench_cli import client
-points, every, go = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+points, every, go, early = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+for k in range(early):  # logged before the page is open (the suite page picks eval/return when it is there)
+    client.log(k * 100, **{"eval/return": float(k)})
 deadline = time.time() + 300
-while not os.path.exists(go) and time.time() < deadline:  # the run's page open first
+while not os.path.exists(go) and time.time() < deadline:  # the page open first
     time.sleep(0.05)
-for k in range(points):
+for k in range(early, points):
     client.log(k * 100, **{"eval/return": float(k)})
     time.sleep(every)
 """
@@ -128,16 +133,36 @@ def page_state(driver) -> object:
     )
 
 
-def lag(work: Path, points: int, every: float) -> tuple[list[float], tuple[float, float]]:
-    """Seconds from each logged row's wall_time to its point on screen; the UI's and the browser's CPU
-    seconds per minute on the run's page."""
+def shown_on_run_page(driver) -> int:
+    """Points of eval/return on the run's chart (0 while a sys/ metric is shown first)."""
+    chart = driver.find_element("id", "run-chart")
+    return (
+        int(chart.get_attribute("data-points") or 0)
+        if chart.get_attribute("data-metric") == "eval/return"
+        else 0
+    )
+
+
+def shown_on_suite_page(driver) -> int:
+    """Points of eval/return on the suite's curves (one run: its steps), 0 while another metric is shown."""
+    if driver.find_element("id", "metric").get_attribute("value") != "eval/return":
+        return 0
+    return int(driver.find_element("id", "chart").get_attribute("data-points") or 0)
+
+
+def lag(work: Path, points: int, every: float, page: str = "run") -> tuple[list[float], tuple[float, float]]:
+    """Seconds from each logged row's wall_time to its point on screen, on the run's page (``page="run"``)
+    or on its suite's page (``"suite"``: curves grouped by algorithm, its one run); the UI's and the
+    browser's CPU seconds per minute on that page."""
     import duckdb
 
     (work / "logger.py").write_text(LOGGER)
-    suite = work / "lag.yaml"
-    suite.write_text(f"name: lag\nseeds: 1\nbudget: {{steps: {points * 100}}}\nenvs: [CartPole-v1]\nalgorithms:\n"
-                     f"  - {{name: logger, command: '{sys.executable} {work}/logger.py {points} {every} {work}/go'}}\n")  # fmt: skip
-    db = work / "lag.duckdb"
+    name = f"lag{page}"
+    early = 0 if page == "run" else 1  # the suite page shows eval/return from its load: one point before
+    suite = work / f"{name}.yaml"
+    suite.write_text(f"name: {name}\nseeds: 1\nbudget: {{steps: {points * 100}}}\nenvs: [CartPole-v1]\nalgorithms:\n"
+                     f"  - {{name: logger, command: '{sys.executable} {work}/logger.py {points} {every} {work}/go-{page} {early}'}}\n")  # fmt: skip
+    db = work / f"{name}.duckdb"
     run = subprocess.Popen([str(BIN / "rlbench"), "run", str(suite), "--db", str(db)], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)  # fmt: skip
     ui, driver, seen = None, None, {}
@@ -145,26 +170,35 @@ def lag(work: Path, points: int, every: float) -> tuple[list[float], tuple[float
         wait_until(db.exists, 120)
         ui, url = start_ui(db)
         driver = browser()
-        driver.get(url + "#/suite/lag")
-        link = wait_until(lambda: driver.find_element("css selector", "#runs-table tr[data-run] a"), 60)
-        link.click()
-        wait_until(lambda: driver.find_element("id", "run-status"), 60)
-        (work / "go").touch()  # every point is logged while the run's page is open
+        driver.get(url + f"#/suite/{name}")
+        if page == "run":
+            link = wait_until(lambda: driver.find_element("css selector", "#runs-table tr[data-run] a"), 60)
+            link.click()
+            wait_until(lambda: driver.find_element("id", "run-status"), 60)
+            shown_now = shown_on_run_page
+        else:  # loaded again until the first point is in the store and the page shows it
+
+            def first() -> bool:
+                driver.refresh()
+                wait_until(lambda: driver.find_element("css selector", "body[data-ready]"), 60)
+                return shown_on_suite_page(driver) >= early
+
+            wait_until(first, 120)
+            shown_now = shown_on_suite_page
+        (work / f"go-{page}").touch()  # every point measured is logged while the page is open
         load = Load(ui, driver)
         ended = None  # when the run ended: the page has 30 s more to show every point, then it has failed
-        while len(seen) < points:
+        while len(seen) < points - early:
             try:
-                chart = driver.find_element("id", "run-chart")
-                shown = chart.get_attribute("data-metric") == "eval/return"  # not a sys/ metric shown first
-                n = int(chart.get_attribute("data-points") or 0) if shown else 0
+                n = shown_now(driver)
             except Exception:  # between two renders
                 n = 0
-            for k in range(n):
+            for k in range(early, n):
                 seen.setdefault(k, time.time())
             if ended is None and run.poll() is not None:
                 ended = time.time()
             if ended is not None and time.time() - ended > 30:
-                raise SystemExit(f"the run page showed {len(seen)} of {points} points 30 s after the run ended; "
+                raise SystemExit(f"the {page} page showed {len(seen)} of {points - early} points 30 s after the run ended; "
                                  f"the server's log: {''.join(ui.log)[-3000:]}; page: {page_state(driver)}")  # fmt: skip
             time.sleep(0.05)
         cpu = load.stop()
@@ -225,12 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rlbench-ui-live-") as tmp:
         work = Path(tmp)
         floor = idle_browser(args.idle)
-        lags, run_page = lag(work, args.points, args.every)
+        lags, run_page = lag(work, args.points, args.every, "run")
+        suite_lags, suite_lag_page = lag(work, args.points, args.every, "suite")
         closed, open_, suite_page = wall_times(work, args.runs, args.repeat)
     ratio = statistics.median(open_) / statistics.median(closed)
-    worst = max(lags) if lags else float("nan")
-    print(f"live lag, {len(lags)} points: median {statistics.median(lags):.2f} s, max {worst:.2f} s   "
-          f"target <= 2 s: {'met' if worst <= 2.0 else 'NOT met'}")  # fmt: skip
+    for where, found in (("run's page", lags), ("suite's page", suite_lags)):
+        worst = max(found) if found else float("nan")
+        print(f"live lag on the {where}, {len(found)} points: median {statistics.median(found):.2f} s, max "
+              f"{worst:.2f} s   target <= 2 s: {'met' if worst <= 2.0 else 'NOT met'}")  # fmt: skip
     print(f"rlbench run wall time: UI closed {statistics.median(closed):.2f} s, open {statistics.median(open_):.2f} s "
           f"(x{ratio:.3f})   target <= x1.05: {'met' if ratio <= 1.05 else 'NOT met'}")  # fmt: skip
     ui_suite = statistics.median(c[0] for c in suite_page)
@@ -238,10 +274,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU seconds per minute of an open page: UI server {run_page[0]:.2f} (run's page), {ui_suite:.2f} "
           f"(suite's page); browser {browser_suite:.2f} (suite's page; on the run's page this script's own "
           f"reads every 50 ms dominate: {run_page[1]:.2f}); an idle browser on about:blank {floor:.2f}")  # fmt: skip
+    print(
+        f"  during the suite page's lag run (this script reads it every 50 ms): UI server "
+        f"{suite_lag_page[0]:.2f}, browser {suite_lag_page[1]:.2f}"
+    )
     print(f"  together on the suite's page: {ui_suite + browser_suite:.2f} CPU-s/min, {100 * (ui_suite + browser_suite) / 120:.1f}% "
           "of a 2-core machine (target 5%)")  # fmt: skip
     if args.json:
-        args.json.write_text(json.dumps({"lags_s": lags, "closed_s": closed, "open_s": open_, "ratio": ratio,
+        args.json.write_text(json.dumps({"lags_s": lags, "suite_lags_s": suite_lags,
+                                         "cpu_suite_lag_page": suite_lag_page, "closed_s": closed, "open_s": open_, "ratio": ratio,
                                          "cpu_run_page": run_page, "cpu_suite_page": suite_page,
                                          "cpu_idle_browser": floor}))  # fmt: skip
     return 0

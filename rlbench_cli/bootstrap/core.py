@@ -151,8 +151,31 @@ def resample(scores: np.ndarray, indices: np.ndarray) -> np.ndarray:
     return scores.ravel().take(_flat_indices(indices, scores.shape[1]))
 
 
+def sorted_percentiles(ascending: np.ndarray, q: list[float]) -> list[np.ndarray]:
+    """``np.percentile(a, q, axis=0)`` (its default, linear method) of ``ascending``, ``a`` sorted along its
+    first axis, to the bit: numpy's virtual index ``(n - 1) * (q / 100)`` and its two-sided interpolation
+    (``numpy.lib._function_base_impl._lerp``), from the two rows around it instead of a partition of all."""
+    n = ascending.shape[0]
+    out = []
+    for quantile in np.true_divide(q, 100):
+        virtual = (n - 1) * quantile
+        below = np.floor(virtual)
+        lo = hi = n - 1 if virtual >= n - 1 else int(below)
+        if virtual < n - 1:
+            hi = lo + 1
+        gamma = virtual - below
+        a, b = ascending[lo], ascending[hi]
+        diff = b - a
+        out.append(b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma)
+    return out
+
+
 def percentile_interval(
-    distribution: np.ndarray, point: np.ndarray | float, confidence: float = 0.95, method: str = "percentile"
+    distribution: np.ndarray,
+    point: np.ndarray | float,
+    confidence: float = 0.95,
+    method: str = "percentile",
+    presorted: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Interval ends from a bootstrap distribution, as arch's ``IIDBootstrap.conf_int`` computes them.
 
@@ -163,13 +186,17 @@ def percentile_interval(
         method: ``"percentile"``: ``np.percentile`` at ``100 * alpha`` and ``100 * (1 - alpha)`` with
             ``alpha = (1 - confidence) / 2`` (rliable's default). ``"basic"``: ``2 * point`` minus those,
             swapped.
+        presorted: The replicates are sorted along the first axis already: the same numbers, read from the
+            two rows around each percentile (``sorted_percentiles``).
 
     Returns:
         ``(lower, upper)``, each of shape (...).
     """
     alpha = (1.0 - float(confidence)) / 2.0
-    q = np.percentile(distribution, [100 * alpha, 100 * (1.0 - alpha)], axis=0)
-    lower, upper = q[0], q[1]
+    qs = [100 * alpha, 100 * (1.0 - alpha)]
+    lower, upper = (
+        sorted_percentiles(distribution, qs) if presorted else np.percentile(distribution, qs, axis=0)
+    )
     if method == "basic":
         point_arr = np.asarray(point, dtype=np.float64)
         lower, upper = 2.0 * point_arr - upper, 2.0 * point_arr - lower

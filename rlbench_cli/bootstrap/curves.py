@@ -196,7 +196,8 @@ def run_curve_interval(
 
 
 _GEMM_RUNS = 32  # up to this many runs, a replicate's cumulative counts come from one matrix product
-_BATCH_CELLS = 1 << 22  # replicate x point x run cells of the blocks computed together (32 MB of float64)
+_BATCH_CELLS = 1 << 20  # replicate x point x run cells of the blocks computed together (8 MB of float64:
+# smaller than 32 MB kept the products in cache, 15% less CPU for 500 groups of 20 seeds)
 
 
 def run_curve_intervals(
@@ -241,7 +242,9 @@ def run_curve_intervals(
             stack = _check_curves(
                 np.stack([blocks[i] for i in chunk]).transpose(1, 0, 2)
             )  # (runs, G, points)
-            counts = np.stack([run_counts(_rng(seed, keys[i]), n, reps) for i in chunk]).astype(np.float64)
+            # float32: the counts, the 0/1 table and their products' sums are small whole numbers, exact in
+            # float32 (at most _GEMM_RUNS), and its matrix product takes half the time of float64's
+            counts = np.stack([run_counts(_rng(seed, keys[i]), n, reps) for i in chunk]).astype(np.float32)
             for i, est in zip(chunk, _stacked_iqm_bands(stack.transpose(1, 0, 2), counts, confidence)):
                 out[i] = est
     return out  # type: ignore[return-value]
@@ -259,14 +262,17 @@ def _stacked_iqm_bands(arr: np.ndarray, counts: np.ndarray, confidence: float) -
     ends = high * ranked[:, -1] - low * ranked[:, 0]  # (G, points)
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(n)[None, :, None], axis=1)
-    below = (rank.transpose(0, 2, 1)[..., None] <= np.arange(n - 1)).astype(np.float64)  # (G, points, n, n-1)
-    cum = np.matmul(counts[:, None], below)  # (G, points, reps, runs - 1)
-    np.clip(cum, low, high, out=cum)
-    dist = np.matmul(cum, gaps)[..., 0]  # (G, points, reps)
+    below = (rank.transpose(0, 2, 1)[..., None] <= np.arange(n - 1)).astype(np.float32)  # (G, points, n, n-1)
+    cum = np.matmul(counts[:, None], below)  # (G, points, reps, runs - 1): exact whole numbers
+    weights = np.empty(cum.shape)  # float64, as run_curve_interval's, for the same products to the bit
+    np.clip(cum, low, high, out=weights)
+    dist = np.matmul(weights, gaps)[..., 0]  # (G, points, reps)
     dist += ends[..., None]
     dist /= high - low
-    # sorted first (each point's replicates are contiguous): the same percentiles, at a third of the cost
+    # sorted (each point's replicates are contiguous), then read at the two ranks around each percentile:
+    # np.percentile's numbers without its partition of every replicate
+    dist.sort(axis=-1)
     lower, upper = percentile_interval(
-        np.sort(dist, axis=-1).transpose(2, 0, 1), point, confidence, "percentile"
+        dist.transpose(2, 0, 1), point, confidence, "percentile", presorted=True
     )
     return [Interval(point[b], lower[b], upper[b]) for b in range(g)]

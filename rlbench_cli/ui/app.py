@@ -205,11 +205,13 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         return data.curves(store, suite_arg(request), **curve_args(request))
 
     def suite_live(request: Request) -> Response:
-        """A suite page's live refresh: the runs page, the curves (with ``metric=``) and the keys (with
-        ``keys=1``) of one read of the store; a part whose tag the page names in ``have=`` (it shows that
-        already) is left out and listed in ``same``."""
+        """A suite page's live refresh: the runs page (not with ``runs=0``: a new shard changes only the
+        curves), the curves (with ``metric=``) and the keys (with ``keys=1``) of one read of the store; a
+        part whose tag the page names in ``have=`` (it shows that already) is left out and listed in
+        ``same``."""
         q = request.query_params
-        out = data.suite_live(store, suite_arg(request), page_args(request),
+        page = None if q.get("runs") in ("0", "false") else page_args(request)
+        out = data.suite_live(store, suite_arg(request), page,
                               curve_args(request) if q.get("metric") else None, q.get("keys") in ("1", "true"))  # fmt: skip
         return tagged(out, set(q.getlist("have")))
 
@@ -224,11 +226,13 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
     watch = Watch(store)
 
     async def changes(request: Request) -> Response:
-        """The page's long poll: ``{db, files}`` stamps (``watch``), answered as soon as one differs from the
-        page's (``db=``, ``files=``; a part not given is not waited for; neither: at once), or after ``wait``
-        seconds (at most ``MAX_WAIT_S``)."""
+        """The page's long poll: ``{db, files}`` stamps (``watch``; files: of ``run=ID``, or of ``suite=NAME``'s
+        running runs' shards holding ``metric=``), answered as soon as one differs from the page's (``db=``, ``files=``; a part
+        not given is not waited for; neither: at once), or after ``wait`` seconds (at most ``MAX_WAIT_S``)."""
         q = request.query_params
         run_id = q.get("run") or None
+        suite = None if run_id else q.get("suite") or None  # files: its running runs' shard folders
+        folders = None
         try:
             wait = min(max(float(q.get("wait") or MAX_WAIT_S), 0.0), MAX_WAIT_S)
         except ValueError:
@@ -236,13 +240,19 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         try:
             if run_id is not None and await run_in_threadpool(watch.suite_of, run_id) is None:
                 return JSONResponse({"error": f"no run {run_id}"}, status_code=404)
+            if suite is not None:
+                folders = await run_in_threadpool(watch.running_folders, suite)
         except StoreBusy as e:
             return JSONResponse({"error": str(e)}, status_code=503)
         if not any(k in q for k in ("db", "files")):
             wait = 0.0  # nothing to wait for: the stamps now
         deadline = time.monotonic() + wait
+        metric = q.get("metric") or ""
         for n in itertools.count():
-            now = watch.stamp(run_id)  # stat calls only: cheap enough for the event loop
+            if folders is None or watch.shards_known(folders, metric):
+                now = watch.stamp(run_id, folders, metric)  # stat calls only: cheap enough for the event loop
+            else:  # a suite's new shards are parsed (once): on a thread
+                now = await run_in_threadpool(watch.stamp, None, folders, metric)
             if any(k in q and q[k] != now[k] for k in ("db", "files")) or time.monotonic() >= deadline:
                 break
             if n % 20 == 19 and await request.is_disconnected():  # the page gone: stop looking

@@ -18,10 +18,11 @@ from typing import Any
 
 from ..coordinator import runs_root
 from ..errors import UsageError
+from ..runner import attempt_dir
 from ..store.browse import Filters, flatten_config, key_sql
 from . import curves as curve_stats
 from . import live
-from .watch import file_stamp
+from .watch import file_stamp, latest_attempt
 
 LOG_TAIL = 64 * 1024  # bytes of output.log sent at most
 MAX_FILES = 500  # files listed per run at most
@@ -175,8 +176,61 @@ def curve_input(
                     while len(_ROWS) > ROWS_KEPT:
                         _ROWS.pop(next(iter(_ROWS)))
         if running:  # their rows flushed but not yet ingested, at the runs' positions
+            _keep_live(store, con, (str(store.path), suite, repr(filters), metric, tuple(group_by)), table,
+                       runs_found, running)  # fmt: skip
             table = _with_pending(table, live.pending_rows(store, con, running, metric), runs_found)
     return table, runs_found
+
+
+# the last read of a curve while runs ran: (runs, the other runs' rows, each running run's position and
+# current attempt's metrics folder), for live_curve_input
+_LIVE: dict[tuple, tuple[list[tuple], Any, list[tuple[int, Path]]]] = {}
+
+
+def _keep_live(
+    store: Any, con: Any, key: tuple, table: Any, runs_found: list[tuple], running: list[str]
+) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    found = live._running(con, running)
+    if len(found) < len(running):  # more than live.MAX_RUNS running: the database each time
+        _LIVE.pop(key, None)
+        return
+    position = {r[0]: i for i, r in enumerate(runs_found)}
+    root = runs_root(store)
+    folders = [(position[r], attempt_dir(root, s, r, int(a)) / "metrics") for r, s, a in found]
+    rows = table.column("run").to_numpy(zero_copy_only=False)
+    others = table.filter(pa.array(~np.isin(rows, [p for p, _ in folders])))
+    if len(_LIVE) >= ROWS_KEPT:
+        _LIVE.clear()
+    _LIVE[key] = (runs_found, others, folders)
+
+
+def live_curve_input(
+    store: Any, suite: str, metric: str, filters: Filters = (), group_by: Sequence[str] = ()
+) -> tuple[Any, list[tuple]] | None:
+    """``curve_input``'s answer without the database, for a running run's new shard: the last read's runs
+    and other runs' rows, and each running run's rows from its current attempt's shards
+    (``live.attempt_rows``). None, so the caller reads the database, when there was no such read or a
+    running run has ended (its result.json) or started another attempt since."""
+    import pyarrow as pa
+
+    base = _LIVE.get((str(store.path), suite, repr(filters), metric, tuple(group_by)))
+    if base is None:
+        return None
+    runs_found, others, folders = base
+    parts = [others]
+    for position, metrics in folders:
+        attempt = metrics.parent
+        if (attempt / "result.json").exists() or latest_attempt(attempt.parent) != int(attempt.name[8:]):
+            return None
+        rows = live.attempt_rows(metrics, metric)
+        if rows is None:
+            return None
+        run = pa.array([position] * rows.num_rows, pa.int32())
+        parts.append(rows.add_column(0, "run", run).cast(others.schema))
+    return pa.concat_tables(parts), runs_found
 
 
 ROWS_KEPT = 2  # curve_rows tables kept (10M rows' store: 1M rows of one metric, ~30 MB each)
@@ -205,18 +259,24 @@ def curves(
 
 
 def suite_live(
-    store: Any, suite: str, page: dict[str, Any], curve: dict[str, Any] | None, with_keys: bool
+    store: Any, suite: str, page: dict[str, Any] | None, curve: dict[str, Any] | None, with_keys: bool
 ) -> dict[str, Any]:
     """A suite page's live refresh in one read-only connection (opening the file costs more CPU than these
-    reads while ``rlbench run`` writes): ``runs`` (``page``: its arguments), ``keys`` when ``with_keys``,
-    and ``curves`` (``curve``: its arguments; None: none), computed after the connection is closed."""
+    reads while ``rlbench run`` writes): ``runs`` (``page``: its arguments; None: none), ``keys`` when
+    ``with_keys``, and ``curves`` (``curve``: its arguments; None: none), computed after the connection is
+    closed."""
     from ..analysis import shared_reader
 
     if curve is not None:
         check_curves(curve.get("group_by", ()), curve.get("filters", ()), curve.get("stat", "iqm"),
                      curve.get("smoothing", 0.0), curve.get("reps", 1000))  # fmt: skip
+    if page is None and not with_keys and curve is not None:  # a new shard: its rows from the files alone
+        args = (suite, curve["metric"], curve.get("filters", ()), curve.get("group_by", ()))
+        read = live_curve_input(store, *args)
+        if read is not None:
+            return {"curves": curves(store, suite, read=read, **curve)}
     with shared_reader(store) as one:
-        out = {"runs": runs(one, suite, **page)}
+        out = {} if page is None else {"runs": runs(one, suite, **page)}
         if with_keys:
             out["keys"] = keys(one, suite)
         read = None if curve is None else curve_input(one, suite, curve["metric"], curve.get("filters", ()),

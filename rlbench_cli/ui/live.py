@@ -16,6 +16,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ..coordinator import runs_root
@@ -25,6 +26,7 @@ from ..sink import SHARD_SCHEMA_COLUMNS, list_shards
 MAX_RUNS = 64  # running runs whose folders one request scans at most
 MAX_CACHED = 4096  # parsed shards kept (a shard never changes once in place; keyed by path, size, mtime)
 _parsed: OrderedDict[Any, Any] = OrderedDict()
+_grown: OrderedDict[Any, tuple[tuple[str, ...], Any]] = OrderedDict()  # attempt_rows: (folder, metric) ->
 _parsed_lock = threading.Lock()
 
 
@@ -102,3 +104,36 @@ def pending_rows(store: Any, con: Any, run_ids: Sequence[str] | None, metric: st
                          "name": pa.array([], pa.string()), "value": pa.array([], pa.float64()),
                          "wall_time": pa.array([], pa.float64())})  # fmt: skip
     return pa.concat_tables(tables)
+
+
+def attempt_rows(metrics: Any, metric: str) -> Any:
+    """Every row of ``metric`` in an attempt's ``metrics/`` folder (``step, value, wall_time``, a pyarrow
+    Table): a running run's rows, ingested or not, as the store will hold them (a run's rows are its current
+    attempt's shards). Grown shard by shard: a shard is parsed and filtered once. None when a shard cannot
+    be read (the folder removed meanwhile: the store has the rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = tuple(p.name for p in list_shards(metrics))
+    key = (str(metrics), metric)
+    with _parsed_lock:
+        done, table = _grown.get(key, ((), None))
+    if names[: len(done)] != done:  # a shard set aside: from the first again
+        done, table = (), None
+    parts = [] if table is None else [table]
+    for name in names[len(done) :]:
+        try:
+            t = read_shard(Path(metrics) / name)
+        except (OSError, pa.ArrowInvalid):
+            return None
+        parts.append(t.filter(pc.equal(t.column("name"), metric)).select(["step", "value", "wall_time"]))
+    if not parts:
+        return pa.table({"step": pa.array([], pa.int64()), "value": pa.array([], pa.float64()),
+                         "wall_time": pa.array([], pa.float64())})  # fmt: skip
+    table = pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
+    with _parsed_lock:
+        _grown[key] = (names, table)
+        _grown.move_to_end(key)
+        while len(_grown) > 4 * MAX_RUNS:
+            _grown.popitem(last=False)
+    return table

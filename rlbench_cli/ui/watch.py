@@ -7,7 +7,11 @@ answers as soon as something changed (a long poll: an idle page costs nothing) f
 - ``db``: the database file and its write-ahead log (inode, size, modification time), which change on every
   commit of ``rlbench run``;
 - ``files`` (with ``run=ID``): that run's folder: its latest attempt, the attempt's ``metrics/`` folder (a
-  shard renamed into place changes it), ``result.json`` and the size of ``output.log``.
+  shard renamed into place changes it), ``result.json`` and the size of ``output.log``; (with
+  ``suite=NAME`` and ``metric=M``) the shards holding rows of M in the ``metrics/`` folders of the suite's
+  running runs' current attempts (at most ``MAX_SUITE_RUNS``, looked up in the database once per change of
+  it), so a suite's page sees a new row of the metric it shows one flush after it is logged, not one
+  ingest and one refresh later.
 
 A run's points come from its latest attempt's shards (``points``): a shard is written whole and never
 changed, and the store's rows of a run are exactly its current attempt's shards (a new attempt drops the old
@@ -18,14 +22,20 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from ..coordinator import runs_root
+from ..errors import StoreError
+from ..runner import attempt_dir
 from ..sink import list_shards
+from .live import read_shard
 
 MAX_RUNS = 32  # runs whose rows are kept in memory (the run pages open lately)
+MAX_SUITE_RUNS = 64  # a suite's running runs whose shard folders a long poll watches (as live.MAX_RUNS)
+RUNNING_TTL_S = 5.0  # a suite's running runs looked up in the database at most this often
 MAX_WAIT_S = 30.0  # the longest a long poll is held
 
 
@@ -87,6 +97,8 @@ class Watch:
         self._stored: dict[
             tuple[str, str], tuple[Any, dict[str, Any]]
         ] = {}  # (run, metric) -> (db stamp, out)
+        self._running: dict[str, tuple[str, list[Path], float]] = {}  # suite -> (db stamp, folders, when)
+        self._folders: dict[tuple[Path, str], tuple[Any, int]] = {}  # (folder, metric) -> (stat, shards)
         self._lock = threading.Lock()
 
     def db_stamp(self) -> str:
@@ -120,8 +132,78 @@ class Watch:
         return repr((n, file_stamp(attempt / "metrics"), file_stamp(attempt / "result.json"),
                      file_stamp(attempt / "output.log")))  # fmt: skip
 
-    def stamp(self, run_id: str | None) -> dict[str, str]:
-        return {"db": self.db_stamp(), "files": self.files_stamp(run_id) if run_id else ""}
+    def running_folders(self, suite: str) -> list[Path]:
+        """The ``metrics/`` folders of the suite's running runs' current attempts (``MAX_SUITE_RUNS`` at
+        most, by run id), read from the database again when it changed, at most every ``RUNNING_TTL_S``
+        (while rlbench run writes, it changes every second: an attach each time would cost more than the
+        rest of the live path; a run started meanwhile shows on the page's next whole refresh)."""
+        stamp, now = self.db_stamp(), time.monotonic()
+        cached = self._running.get(suite)
+        if cached is not None and (cached[0] == stamp or now - cached[2] < RUNNING_TTL_S):
+            return cached[1]
+        with self.store.reader() as con:
+            found = con.execute(
+                "SELECT run_id, attempts FROM runs WHERE suite = ? AND status = 'running' AND attempts > 0 "
+                f"ORDER BY run_id LIMIT {MAX_SUITE_RUNS}",
+                [suite],
+            ).fetchall()
+        root, folders = runs_root(self.store), []
+        for run_id, attempts in found:
+            try:
+                folders.append(attempt_dir(root, suite, run_id, int(attempts)) / "metrics")
+            except StoreError:  # a name that cannot name a folder: no shards to watch
+                continue
+        if len(self._running) >= MAX_RUNS:
+            self._running.clear()
+        self._running[suite] = (stamp, folders, now)
+        return folders
+
+    def shards_known(self, folders: list[Path], metric: str = "") -> bool:
+        """Whether ``shards_stamp`` needs stat calls only (no folder changed since it last looked)."""
+        for folder in folders:
+            cached = self._folders.get((folder, metric))
+            if cached is None or cached[0] != file_stamp(folder):
+                return False
+        return True
+
+    def shards_stamp(self, folders: list[Path], metric: str = "") -> str:
+        """What a suite's page waits on: in each of its running runs' shard folders, how many shards hold a
+        row of ``metric`` (of any metric when empty), so a shard of other metrics (a run's system metrics)
+        refreshes nothing. A folder is listed again only when its stat changed; a shard is parsed once
+        (``live.read_shard``: the curves' refresh reads the same parse)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        counts = []
+        for folder in folders:
+            stat, key = file_stamp(folder), (folder, metric)
+            cached = self._folders.get(key)
+            if cached is None or cached[0] != stat:
+                n = 0
+                for shard in list_shards(folder):
+                    try:
+                        names = read_shard(shard).column("name")
+                        n += not metric or bool(pc.any(pc.equal(names, metric)).as_py())
+                    except (OSError, pa.ArrowInvalid):  # removed meanwhile: the database has its rows
+                        continue
+                if len(self._folders) >= 4 * MAX_SUITE_RUNS:
+                    self._folders.clear()
+                cached = self._folders[key] = (stat, n)
+            counts.append((folder.parent.name, cached[1]))
+        return repr(counts)
+
+    def stamp(
+        self, run_id: str | None, folders: list[Path] | None = None, metric: str = ""
+    ) -> dict[str, str]:
+        """``{db, files}``: ``files`` of the run ``run_id``, else of a suite's running runs' shard ``folders``
+        (``shards_stamp`` of ``metric``)."""
+        if run_id:
+            files = self.files_stamp(run_id)
+        elif folders is not None:
+            files = repr([f.parent.parent.name for f in folders]) + self.shards_stamp(folders, metric)
+        else:
+            files = ""
+        return {"db": self.db_stamp(), "files": files}
 
     def points(
         self, run_id: str, metric: str, after: int = 0, attempt: int | None = None

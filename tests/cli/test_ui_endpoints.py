@@ -412,3 +412,72 @@ def test_the_live_path_reads_no_database_while_a_writer_holds_it(env, tmp_path):
     finally:
         holder.kill()
         holder.wait(timeout=60)
+
+
+def test_a_suite_pages_long_poll_answers_a_running_runs_new_shard_and_its_curves_come_alone(env, tmp_path):
+    """A suite's page sees a running run's new shard one flush after it is written, before rlbench run
+    ingests it (the database unchanged), and asks for the curves alone, which hold the shard's rows."""
+    ctx = copy_of(env, tmp_path)
+    run_id = runs_of(ctx, algo="script")[0]["run_id"]
+    with ctx["store"].writer() as con:  # as while rlbench run runs it
+        con.execute("UPDATE runs SET status = 'running' WHERE run_id = ?", [run_id])
+    now = get(ctx, "/api/changes?suite=uit&metric=eval/return")
+    assert now["db"] and run_id in now["files"]
+    held = {"suite": "uit", "metric": "eval/return", "db": now["db"], "files": now["files"]}
+    # nothing new: held for `wait` seconds, then the same stamps
+    assert get(ctx, "/api/changes?" + urlencode({**held, "wait": 0.3})) == now
+    # a shard of another metric only (say the run's system metrics): nothing the curves of eval/return show
+    sink = ShardSink(ctx["folder"] / "runs" / "uit" / run_id / "attempt-1" / "metrics", background=False)
+    sink.log(99_998, **{"train/loss": 0.5})
+    sink.close()
+    assert get(ctx, "/api/changes?" + urlencode({**held, "wait": 0.3})) == now
+    assert (
+        get(ctx, "/api/changes?" + urlencode({**held, "metric": "train/loss", "wait": 0}))["files"]
+        != now["files"]
+    )
+    add_shard(ctx, run_id, 99_999, 7.0)
+    after = get(ctx, "/api/changes?" + urlencode({**held, "wait": 20}))
+    assert after["files"] != now["files"] and after["db"] == now["db"]
+    # a finished run's folder is not watched: the stamps are those of the suite's running runs only
+    assert get(ctx, "/api/changes?suite=nope")["files"] == "[][]"
+    q = "suite=uit&metric=eval/return&group=algo&reps=50"
+    curves_only = get(ctx, f"/api/suite/uit/live?{q}&runs=0")
+    assert "runs" not in curves_only and set(curves_only["tags"]) == {"curves"}
+    (script,) = [g for g in curves_only["curves"]["groups"] if g["label"] == "algo=script"]
+    assert script["step"][-1] == 99_999  # the shard's row, not yet in the database
+    assert curves_only["curves"] == get(ctx, f"/api/suite/uit/live?{q}")["curves"]
+
+
+def test_a_running_runs_new_shard_reaches_the_suites_curves_from_its_files_while_a_writer_holds_the_db(
+    env, tmp_path
+):
+    """After one read of the database while a run runs, a curves-only refresh takes the running run's rows
+    from its attempt's shards (ingested or not) and the other runs' rows from that read: the same curves as
+    the database and the pending shards give, answered while rlbench run holds the file. Once the run has
+    ended (its result.json), the database is read again."""
+    ctx = copy_of(env, tmp_path)
+    run_id = runs_of(ctx, algo="script")[0]["run_id"]
+    attempt = ctx["folder"] / "runs" / "uit" / run_id / "attempt-1"
+    result = (attempt / "result.json").read_text()
+    (attempt / "result.json").unlink()  # running: no result yet
+    with ctx["store"].writer() as con:
+        con.execute("UPDATE runs SET status = 'running' WHERE run_id = ?", [run_id])
+    q = "suite=uit&metric=eval/return&group=algo&group=env&reps=50"
+    client = TestClient(create_app(Store(ctx["db"], wait=0.3)))
+    first = client.get(f"/api/suite/uit/live?{q}").json()  # the page's whole refresh: reads the database
+    add_shard(ctx, run_id, 99_999, 7.0)
+    want = client.get(f"/api/suite/uit/live?{q}").json()["curves"]  # the database and the pending shard
+    assert want != first["curves"]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(ctx["db"]), "60"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        r = client.get(f"/api/suite/uit/live?{q}&runs=0")
+        assert r.status_code == 200, r.text
+        assert r.json()["curves"] == want
+        (attempt / "result.json").write_text(result)  # the run ended: its status is in the database
+        assert client.get(f"/api/suite/uit/live?{q}&runs=0").status_code == 503
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)

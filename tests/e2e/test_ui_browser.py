@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "cli"))
-from ui_suite import RLBENCH, XSS, write_suite  # noqa: E402
+from ui_suite import RLBENCH, XSS, run_suite, write_suite  # noqa: E402
 
 pytestmark = pytest.mark.slow
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -229,3 +229,102 @@ def test_a_running_runs_page_appends_its_new_points_to_one_chart(tmp_path, brows
         console_is_clean(browser)
     finally:
         stop(run, ui)
+
+
+def start_ui(db: Path) -> tuple[subprocess.Popen, str]:
+    ui = subprocess.Popen([RLBENCH, "ui", "--db", str(db), "--port", "0"], stderr=subprocess.PIPE, text=True)
+    return ui, re.search(r"http://127\.0\.0\.1:\d+/", ui.stderr.readline()).group(0)
+
+
+def test_a_suite_page_shows_a_running_runs_new_shard_before_rlbench_run_ingests_it(tmp_path, browser):
+    """The suite page's long poll watches its running runs' shard folders: a new shard's row is drawn on the
+    curves with the database unchanged (no whole refresh), as it is one flush after the run logs it."""
+    from selenium.webdriver.common.by import By
+
+    from rlbench_cli.sink import ShardSink
+    from rlbench_cli.store import Store
+
+    db = tmp_path / "rlbench.duckdb"
+    run_suite(write_suite(tmp_path, steps=300), db)
+    with Store(db, wait=60).writer() as con:  # one script run as rlbench run leaves it while running
+        run_id, attempts = con.execute("SELECT run_id, attempts FROM runs WHERE algo = 'script' ORDER BY run_id "
+                                       "LIMIT 1").fetchone()  # fmt: skip
+        con.execute("UPDATE runs SET status = 'running' WHERE run_id = ?", [run_id])
+    ui, url = start_ui(db)
+    try:
+        browser.get(url + "#/suite/uit")
+        chart = wait_for(lambda: browser.find_element(By.ID, "chart"), 60, "the curves")
+
+        def points() -> int:
+            return int(chart.get_attribute("data-points") or 0)
+
+        before = wait_for(points, 60, "the curves' points")
+        wait_for(
+            lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready"), 60, "the page"
+        )
+        sink = ShardSink(
+            db.parent / "runs" / "uit" / run_id / f"attempt-{attempts}" / "metrics", background=False
+        )
+        sink.log(99_999, **{"eval/return": 500.0})  # a step no run has: one more point in the script group
+        sink.close()
+        wait_for(lambda: points() == before + 1, 60, "the new shard's row on the suite's curves")
+        # drawn by the curves' live path: the database never changed, so no whole refresh ran
+        assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-refreshed") is None
+        console_is_clean(browser)
+    finally:
+        stop(ui)
+
+
+def test_a_compact_legend_finds_hides_and_shows_a_group_among_many(tmp_path, browser):
+    """Above 50 groups the chart's legend is a search box and a short list (uPlot's is a row per series): a
+    user finds a group by typing, hides it and shows it again, shows the matches alone, then every group."""
+    from selenium.webdriver.common.by import By
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    import store_scale
+
+    shots = Path(os.environ.get("RLBENCH_UI_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    db = tmp_path / "many.duckdb"
+    store_scale.build_store(
+        db, store_scale.Shape(2, 30, 2, 20), work=tmp_path / "shards"
+    )  # 2 algos x 30 tasks
+    ui, url = start_ui(db)
+    try:
+        browser.get(url + "#/suite/" + store_scale.SUITE)
+        chart = wait_for(lambda: browser.find_element(By.ID, "chart"), 60, "the curves")
+        wait_for(lambda: chart.get_attribute("data-groups") == "2", 60, "two groups by algo")
+        assert not browser.find_elements(By.ID, "curve-legend")  # few groups: uPlot's own legend
+        assert "algo=algo00 (n=60)" in browser.find_element(By.CSS_SELECTOR, "#chart .u-legend").text
+        browser.find_element(By.CSS_SELECTOR, "#group-by input[data-key='env']").click()
+        wait_for(lambda: chart.get_attribute("data-groups") == "60", 60, "60 groups by algo and task")
+        legend = wait_for(lambda: browser.find_element(By.ID, "curve-legend"), 60, "the compact legend")
+        assert not any(e.is_displayed() for e in browser.find_elements(By.CSS_SELECTOR, "#chart .u-legend"))
+        rows = lambda: legend.find_elements(By.CSS_SELECTOR, "#legend-list label")  # noqa: E731
+        assert len(rows()) == 40 and "60 of 60 groups" in browser.find_element(By.ID, "legend-count").text
+
+        def shown(label: str) -> list[bool]:
+            return browser.execute_script(
+                "return document.getElementById('chart').chart.series"
+                ".filter((s) => s.label === arguments[0]).map((s) => s.show)", label)  # fmt: skip
+
+        browser.find_element(By.ID, "legend-search").send_keys("task017")
+        wait_for(lambda: len(rows()) == 2, 10, "the two groups of task017")
+        target = "algo=algo01, env=task017"
+        assert [r.text for r in rows()] == ["algo=algo00, env=task017 (n=2)", f"{target} (n=2)"]
+        assert shown(f"{target} (n=2)") == [True]
+        legend.find_element(By.CSS_SELECTOR, f"input[data-group='{target}']").click()
+        wait_for(lambda: chart.get_attribute("data-hidden") == "1", 10, "the group hidden")
+        assert shown(f"{target} (n=2)") == [False] and "1 hidden" in legend.text
+        browser.save_screenshot(str(shots / "ui-compact-legend.png"))
+        legend.find_element(By.CSS_SELECTOR, f"input[data-group='{target}']").click()
+        wait_for(lambda: chart.get_attribute("data-hidden") == "0", 10, "the group shown again")
+        assert shown(f"{target} (n=2)") == [True]
+        browser.find_element(By.ID, "legend-only").click()  # the matches alone
+        wait_for(lambda: chart.get_attribute("data-hidden") == "58", 10, "58 groups hidden")
+        browser.save_screenshot(str(shots / "ui-compact-legend-only.png"))
+        browser.find_element(By.ID, "legend-all").click()
+        wait_for(lambda: chart.get_attribute("data-hidden") == "0", 10, "every group shown")
+        console_is_clean(browser)
+    finally:
+        stop(ui)

@@ -454,3 +454,23 @@ def test_the_ui_finds_the_distinct_steps_as_np_unique_does_with_or_without_its_s
                   np.array([], np.int64)):  # fmt: skip
         got, want = _distinct(steps), np.unique(steps, return_inverse=True)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1].reshape(-1))
+
+
+def test_percentiles_of_sorted_replicates_are_np_percentile_to_the_bit():
+    """The UI's bands read each percentile from the two sorted replicates around it (no partition of all):
+    the same numbers as ``np.percentile``, for any count of replicates and confidence, ties, one replicate."""
+    from rlbench_cli.bootstrap.core import percentile_interval, sorted_percentiles
+
+    rng = np.random.default_rng(3)
+    for reps in (1, 2, 3, 7, 40, 199, 200, 1000, 2001):
+        dist = rng.normal(size=(reps, 5, 3)) * 10.0 ** rng.integers(-3, 4)
+        dist[:, 0] = np.round(dist[:, 0])  # ties
+        ascending = np.sort(dist, axis=0)
+        for q in ([2.5, 97.5], [5.0, 95.0], [0.5, 99.5], [0.0, 100.0], [16.0, 84.0], [50.0]):
+            want = np.percentile(dist, q, axis=0)
+            for got, w in zip(sorted_percentiles(ascending, q), want):
+                assert got.shape == w.shape and np.array_equal(got, w)
+        for confidence in (0.95, 0.9, 0.68):
+            for a, b in zip(percentile_interval(ascending, 0.0, confidence, presorted=True),
+                            percentile_interval(dist, 0.0, confidence)):  # fmt: skip
+                assert np.array_equal(a, b)

@@ -329,24 +329,28 @@ function suiteView(main, suite) {
   }
   // a live refresh is one request (one read of the store) for the table, the curves and now and then the keys;
   // a part the page shows already (its tag in have=) comes back as "same" and is not drawn again
+  // curvesOnly: a new shard of a running run (the long poll's files stamp), which changes the curves only:
+  // neither the runs page nor the scores by setting are read again (a database change refreshes those)
   const tags = {};
-  async function liveRefresh(keys) {
+  async function liveRefresh(keys, curvesOnly) {
     const metric = st.metric;
-    const q = pageQuery(query());
+    const q = curvesOnly ? query() : pageQuery(query());
+    if (curvesOnly) q.set("runs", "0");
     if (metric) curveQuery(q);
-    if (keys) q.set("keys", "1");
+    if (keys || (curvesOnly && !metric)) q.set("keys", "1"); // no metric yet: its name may be in this shard
     Object.values(tags).forEach((t) => q.append("have", t));
     const t0 = performance.now();
     if (metric) performance.mark("curves-request");
     const out = await api(`/api/suite/${encodeURIComponent(suite)}/live?` + q);
     if (out.runs) { drawRuns(out.runs); tags.runs = out.tags.runs; }
-    if (keys) keysAt = performance.now();
+    if (q.has("keys")) keysAt = performance.now();
     if (out.keys) { applyKeys(out.keys); tags.keys = out.tags.keys; }
     if (metric && st.metric === metric && out.curves) { showCurves(out.curves, t0); tags.curves = out.tags.curves; }
     else if (!metric && st.metric) await loadCurves(); // the first metric just logged
-    if (keySel.value) await loadByKey();
+    if (keySel.value && !curvesOnly) await loadByKey();
   }
-  return refreshAll(false).then(() => ({ refresh: () => refreshAll(true) }));
+  return refreshAll(false).then(() => ({ refresh: () => refreshAll(true), live: () => liveRefresh(false, true),
+    suite, metric: () => st.metric || "", liveGap: SUITE_LIVE_GAP_MS, refreshGap: REFRESH_GAP_MAX_MS }));
 }
 
 // a suite rlbench tune made (NAME.tune, NAME.confirm): its study, as rlbench tune --status reads it
@@ -415,20 +419,36 @@ function unpack(out) {
   return out;
 }
 
+// the i-th group's colour: the palette's ten, then hues a golden angle apart (two groups found among 500 by
+// the compact legend's search rarely share a colour)
+function groupColor(i) {
+  if (i < PALETTE.length) return PALETTE[i];
+  const h = (i * 137.508) % 360, s = 0.7, l = i % 2 ? 0.38 : 0.5;
+  const f = (n) => { const k = (n + h / 30) % 12, c = l - s * Math.min(l, 1 - l) * Math.max(-1, Math.min(k - 3, 9 - k, 1)); return Math.round(255 * c).toString(16).padStart(2, "0"); };
+  return "#" + f(0) + f(8) + f(4);
+}
+
 function bandColor(c, a) {
   const n = parseInt(c.slice(1), 16);
   return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${a})`;
 }
 
+// above COMPACT_LEGEND groups the chart's legend is a searchable list of the groups (uPlot's own: a row per
+// series, 500 rows or more for 500 groups, most of the browser's time to draw them), LEGEND_ROWS rows at once
+const COMPACT_LEGEND = 50;
+const LEGEND_ROWS = 40;
+
 function drawCurves(div, out, st, drawn) {
   div.drawn = drawn; // called once the chart has drawn these data
   div.setAttribute("data-groups", out.groups.length);
   div.setAttribute("data-points", out.groups.reduce((n, g) => n + g.step.length, 0));
+  if (!div.hiddenGroups) div.hiddenGroups = new Set(); // the groups the user hid (by label), kept across redraws
   const layout = JSON.stringify([st.x, st.log, out.metric, out.groups.map((g) => [g.label, g.lines.map((l) => l.seed)])]);
   if (out.groups.length && div.chart && state.charts.includes(div.chart) && div.layout === layout) {
-    const { data, series } = curveData(out, st);
-    div.bands = curveData(out, st).bands;
+    const { data, series, bands, groups } = curveData(out, st);
+    div.bands = bands;
     div.chart.setData(data); // the same series: new points only, no new chart
+    if (div.legendGroups) { div.legendGroups = groups; div.renderLegend(); } // its run counts (n=)
     // a group's run count (n=) in its legend row, changed in place
     const u = div.chart, rows = u.root.querySelectorAll(".u-legend .u-series"), skip = series.length - rows.length;
     series.forEach((s, k) => {
@@ -447,23 +467,70 @@ function drawCurves(div, out, st, drawn) {
     if (div.drawn) { div.drawn(); div.drawn = null; }
     return;
   }
-  const { data, series, bands } = curveData(out, st);
+  const { data, series, bands, groups } = curveData(out, st);
   div.bands = bands;
+  groups.forEach((g) => { if (div.hiddenGroups.has(g.label)) g.series.forEach((k) => { series[k].show = false; }); });
+  const compact = groups.length > COMPACT_LEGEND;
   const opts = {
     width: Math.max(400, div.clientWidth || 900), height: 320, series,
-    scales: { x: { time: false }, y: st.log ? { distr: 4 } : {} },
+    scales: { x: { time: false }, y: { ...(st.log ? { distr: 4 } : {}), range: (u, min, max) => bandRange(u, div.bands, min, max, st.log) } },
     axes: [{ label: series[0].label }, { label: out.metric }],
-    legend: { live: false },
+    legend: { live: false, show: !compact },
     hooks: { drawAxes: [(u) => fillBands(u, div.bands)], draw: [() => { const f = div.drawn; div.drawn = null; if (f) f(); }] },
   };
   const u = new uPlot(opts, data, div);
-  // the legend names the groups; band edges and per-seed lines stay out of it
-  const rows = u.root.querySelectorAll(".u-legend .u-series");
-  const skip = series.length - rows.length; // the x series has no row when the legend is not live
-  rows.forEach((row, i) => { if (series[i + skip].band) row.style.display = "none"; });
+  div.legendGroups = null;
+  if (compact) compactLegend(div, u, groups);
+  else {
+    // the legend names the groups; band edges and per-seed lines stay out of it
+    const rows = u.root.querySelectorAll(".u-legend .u-series");
+    const skip = series.length - rows.length; // the x series has no row when the legend is not live
+    rows.forEach((row, i) => { if (series[i + skip].band) row.style.display = "none"; });
+  }
   state.charts.push(u);
   div.chart = u;
   div.layout = layout;
+}
+
+// the compact legend: a search box over the groups' labels, the first LEGEND_ROWS matches listed, each with
+// its colour and a box to hide or show it (its line, band and per-seed lines); "only these" shows the matches
+// alone, "all" every group. The search and the hidden groups outlive a live refresh's redraw.
+function compactLegend(div, u, groups) {
+  div.legendGroups = groups;
+  const search = el("input", { id: "legend-search", type: "search", size: 36, value: div.legendQuery || "",
+    placeholder: `find a group (${groups.length})`, "aria-label": "find a group" });
+  const count = el("span", { id: "legend-count", class: "muted" });
+  const list = el("div", { id: "legend-list" });
+  const matches = () => {
+    const q = search.value.trim().toLowerCase();
+    return div.legendGroups.filter((g) => !q || g.label.toLowerCase().includes(q));
+  };
+  const setShown = (g, on) => {
+    g.series.forEach((k) => { if (u.series[k].show !== on) u.setSeries(k, { show: on }); });
+    if (on) div.hiddenGroups.delete(g.label); else div.hiddenGroups.add(g.label);
+  };
+  function render() {
+    const found = matches(), all = div.legendGroups;
+    const hidden = all.filter((g) => !u.series[g.series[0]].show).length;
+    div.setAttribute("data-hidden", hidden);
+    count.textContent = `${found.length} of ${all.length} groups` + (hidden ? `, ${hidden} hidden` : "") +
+      (found.length > LEGEND_ROWS ? `; the first ${LEGEND_ROWS} listed, type to narrow` : "");
+    clear(list).append(...found.slice(0, LEGEND_ROWS).map((g) => {
+      const box = el("input", { type: "checkbox", "data-group": g.label, checked: u.series[g.series[0]].show });
+      box.addEventListener("change", () => { u.batch(() => setShown(g, box.checked)); render(); });
+      return el("label", { class: "legend-row", title: g.label }, box,
+        el("span", { class: "swatch", style: `background:${g.color}` }), `${g.label} (n=${g.runs})`);
+    }));
+  }
+  search.addEventListener("input", () => { div.legendQuery = search.value; render(); });
+  const only = el("button", { id: "legend-only", onclick: () => {
+    const keep = new Set(matches());
+    u.batch(() => div.legendGroups.forEach((g) => setShown(g, keep.has(g)))); render();
+  } }, "show only these");
+  const every = el("button", { id: "legend-all", onclick: () => { u.batch(() => div.legendGroups.forEach((g) => setShown(g, true))); render(); } }, "show all");
+  div.appendChild(el("div", { id: "curve-legend", class: "compact-legend" }, el("div", { class: "controls" }, search, only, every, count), list));
+  div.renderLegend = render;
+  render();
 }
 
 // each group's band as one polygon under the lines (upper edge, then the lower one back), its gaps spanned:
@@ -474,7 +541,7 @@ function fillBands(u, bands) {
   ctx.beginPath(); ctx.rect(left, top, width, height); ctx.clip();
   for (const b of bands || []) {
     if (!u.series[b.line] || !u.series[b.line].show) continue;
-    const lo = u.data[b.lower], hi = u.data[b.upper], at = [];
+    const lo = b.lower, hi = b.upper, at = [];
     for (let i = 0; i < xs.length; i++) if (hi[i] !== null && hi[i] !== undefined && lo[i] !== null && lo[i] !== undefined) at.push(i);
     if (at.length < 2) continue;
     ctx.beginPath();
@@ -487,29 +554,46 @@ function fillBands(u, bands) {
   ctx.restore();
 }
 
-// uPlot's columns (x joined over the groups), series and bands of /api/curves' groups
+// uPlot's columns (x joined over the groups), series and bands of /api/curves' groups: a band's edges are
+// columns of the join kept beside the chart's data, not series (500 groups: 1,000 series fewer, a third of
+// the chart's time); bandRange puts them in the y range
 function curveData(out, st) {
-  const tables = [], series = [{ label: st.x === "wall" ? "wall time (s)" : "step" }], bands = [];
-  let idx = 1;
+  const tables = [], series = [{ label: st.x === "wall" ? "wall time (s)" : "step" }], bands = [], groups = [];
+  const keep = []; // the join's columns that are series
+  let col = 1, idx = 1;
   out.groups.forEach((g, i) => {
-    const color = PALETTE[i % PALETTE.length];
+    const color = groupColor(i);
+    groups.push({ label: g.label, runs: g.runs, color, series: [idx, ...g.lines.map((_, k) => idx + 1 + k)] });
     const xs = st.x === "wall" ? g.wall : g.step;
     const order = xs.map((_, k) => k).filter((k) => xs[k] !== null).sort((a, b) => xs[a] - xs[b]);
     tables.push([order.map((k) => xs[k]), order.map((k) => g.y[k]), order.map((k) => g.lower[k]), order.map((k) => g.upper[k])]);
     series.push({ label: `${g.label} (n=${g.runs})`, stroke: color, width: 2, spanGaps: true });
-    // the band's edges: in the y range, drawn only as the band's fill (fillBands)
-    series.push({ label: "lower", stroke: bandColor(color, 0.3), width: 0, band: true, paths: () => null, points: { show: false } });
-    series.push({ label: "upper", stroke: bandColor(color, 0.3), width: 0, band: true, paths: () => null, points: { show: false } });
-    bands.push({ line: idx, lower: idx + 1, upper: idx + 2, fill: bandColor(color, 0.15) });
-    idx += 3;
+    bands.push({ line: idx, lowerCol: col + 1, upperCol: col + 2, fill: bandColor(color, 0.15) });
+    keep.push(col);
+    col += 3; idx += 1;
     g.lines.forEach((line) => {
       const lx = st.x === "wall" ? line.wall : line.step;
       tables.push([lx, line.y]);
       series.push({ label: `seed ${line.seed}`, stroke: bandColor(color, 0.45), width: 1, spanGaps: true, band: true });
-      idx += 1;
+      keep.push(col);
+      col += 1; idx += 1;
     });
   });
-  return { data: uPlot.join(tables), series, bands };
+  const joined = uPlot.join(tables);
+  bands.forEach((b) => { b.lower = joined[b.lowerCol]; b.upper = joined[b.upperCol]; });
+  return { data: [joined[0], ...keep.map((c) => joined[c])], series, bands, groups };
+}
+
+// the y range of the shown groups' lines and bands (uPlot's own range of the lines, widened)
+function bandRange(u, bands, min, max, log) {
+  let lo = min, hi = max;
+  for (const b of bands || []) {
+    if (!u.series[b.line] || !u.series[b.line].show) continue;
+    for (const v of b.lower) if (v !== null && v !== undefined && (lo === null || v < lo)) lo = v;
+    for (const v of b.upper) if (v !== null && v !== undefined && (hi === null || v > hi)) hi = v;
+  }
+  if (lo === null || hi === null) return [min, max];
+  return log ? uPlot.rangeAsinh(lo, hi, 10, false) : uPlot.rangeNum(lo, hi, 0.1, true);
 }
 
 // one chart per task: each legend entry's points at the key's values, with its 95% band
@@ -700,18 +784,25 @@ async function compareView(main, ids) {
 // The page holds one long poll on /api/changes, answered when the database (db) or, on a run's page, the run's
 // folder (files: a new metric shard, its log) changes: an idle page costs nothing. A view is { refresh, live,
 // run }: a new shard calls live() (a run's new points only); a database change calls refresh() (the whole
-// view), spaced by REFRESH_COST times what the last refresh took (4 to 8 s; 5 s on a run's page, whose points
-// come live), so a heavy view over a busy store never keeps the server or the browser busy; a hidden tab
-// refreshes nothing.
+// view), spaced by REFRESH_COST times what the last refresh took (4 to 8 s; 5 s on a run's or a suite's page,
+// whose points come live), so a heavy view over a busy store never keeps the server or the browser busy; a
+// hidden tab refreshes nothing. On a suite's page "files" are its running runs' shard folders, and live()
+// asks for the curves alone.
 // a suite's refresh is one request (/api/suite/NAME/live: ~25 ms of server CPU, parts the page has left out):
-// at most every 4 s while rlbench run writes (benchmarks/ui_live.py: the UI server's and the browser's CPU
-// seconds per minute of an open suite page)
+// at most every 8 s while rlbench run writes, its curves alone every second when a running run's shard holds
+// the metric shown (benchmarks/ui_live.py: the lag, and the UI server's and the browser's CPU seconds per
+// minute of an open suite page)
 const REFRESH_GAP_MS = 4000;
 const REFRESH_GAP_MAX_MS = 8000; // however slow the last one was (a loaded machine), the next within 8 s
 const REFRESH_GAP_LIVE_MS = 5000; // a view whose live() shows what is new (a run's points) refreshes the rest slower
 const REFRESH_COST = 8;
 const KEYS_EVERY_MS = 30000; // a suite's keys and metric names (a third of a refresh's cost), on a live refresh
 const LIVE_GAP_MS = 200; // a run's new points and log at most this often
+// a suite's curves on a running run's new shard of the metric shown at most this often (and at least
+// REFRESH_COST times what the last took apart): a row on screen within 2 s of being logged (its flush at most
+// 1 s, then this); the rest of the page (its table, the other runs' rows) then refreshes every
+// REFRESH_GAP_MAX_MS (a whole refresh reads the database: 3-6 times a curves-only one, from the files)
+const SUITE_LIVE_GAP_MS = 1000;
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 const shown = () => new Promise((done) => document.addEventListener("visibilitychange", done, { once: true }));
 
@@ -728,7 +819,9 @@ async function route() {
   // the stamps before the view reads anything: what it shows is at least that new, so a change while it
   // loads is refreshed next, never taken as seen
   const run = parts[0] === "run" && parts[1] ? parts[1] : "";
-  const before = await stamps(run ? { run, wait: 0 } : { wait: 0 }).catch(() => ({ db: "", files: "" }));
+  const suite = parts[0] === "suite" && parts[1] ? parts[1] : "";
+  const before = await stamps(run ? { run, wait: 0 } : suite ? { suite, wait: 0 } : { wait: 0 })
+    .catch(() => ({ db: "", files: "" }));
   let view = null;
   try {
     if (parts[0] === "suite" && parts[1]) view = await suiteView(main, parts[1]);
@@ -753,7 +846,8 @@ async function refreshView(view, now) {
   if (view !== state.view) return;
   state.seen = { db: now.db, files: now.files };
   const took = performance.now() - t0;
-  const gap = view.live ? REFRESH_GAP_LIVE_MS : Math.min(REFRESH_GAP_MAX_MS, Math.max(REFRESH_GAP_MS, REFRESH_COST * took));
+  const floor = view.refreshGap || (view.live ? REFRESH_GAP_LIVE_MS : REFRESH_GAP_MS);
+  const gap = Math.min(REFRESH_GAP_MAX_MS, Math.max(floor, REFRESH_COST * took));
   state.due = performance.now() + gap;
   document.body.setAttribute("data-refreshed", String(Date.now()));
 }
@@ -775,7 +869,8 @@ async function watch() {
         await view.live();
         if (view === state.view) {
           state.seen = { db: state.seen.db, files: latest.files };
-          state.liveDue = performance.now() + LIVE_GAP_MS;
+          const took = performance.now() - t;
+          state.liveDue = performance.now() + Math.min(REFRESH_GAP_MAX_MS, Math.max(view.liveGap || LIVE_GAP_MS, REFRESH_COST * took));
         }
         continue;
       }
@@ -785,17 +880,23 @@ async function watch() {
       }
       // wait for the next change; a database change already seen is not waited for again (its refresh is
       // due at state.due), nor is a new shard before state.liveDue
-      if (whole && !view.run) { await sleep(state.due - t); continue; }
-      const q = whole ? {} : { db: latest.db };
-      let wait = whole ? state.due - t : 30000;
-      if (view.run) {
-        q.run = view.run; q.files = latest.files;
+      // its files: a run's folder, or the shards of a suite's running runs holding the metric its curves show
+      const watched = view.run ? { run: view.run } : view.suite ? { suite: view.suite, metric: view.metric() } : null;
+      if (whole && !watched) { await sleep(state.due - t); continue; }
+      // a suite's page asks whether the database changed only when its next whole refresh is due (while
+      // rlbench run writes it changes every second: a poll answered each time would cost more than the
+      // refreshes); until then it waits on its runs' shards alone
+      const ahead = !whole && view.suite && t < state.due;
+      const q = whole || ahead ? {} : { db: latest.db };
+      let wait = whole || ahead ? state.due - t : 30000;
+      if (watched) {
+        Object.assign(q, watched); q.files = latest.files;
         if (filesChanged) wait = Math.min(wait, state.liveDue - t);
       }
       q.wait = Math.max(0, wait) / 1000;
       const now = await stamps(q);
       if (live.className) live.className = "";
-      if (view === state.view) latest = { view, db: now.db, files: view.run ? now.files : "" };
+      if (view === state.view) latest = { view, db: now.db, files: watched ? now.files : "" };
     } catch (e) {
       live.className = "stale"; // the server gone or the database busy: try again in a second
       await sleep(1000);
