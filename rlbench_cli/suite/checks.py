@@ -76,6 +76,17 @@ def warm_start_dataset(env_id: str, given: Any) -> str:
     return str(given) if given not in (None, "") else text_dataset_name(env_id, WARM_START_LEVEL)
 
 
+def _number(value: Any) -> float | None:
+    """``value`` as a number (YAML 1.1 reads ``1e3`` as a string), None when it is none: the algorithm's own
+    check names a value it cannot take."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def _warm_start_problem(suite: Suite, i: int) -> str | None:
     """What is wrong with ``algorithms[i].params.warm_start`` in ``suite`` (the field first), or None: an
     algorithm or env that takes no warm start, no dataset of the run's env to train the world model on, or
@@ -114,8 +125,8 @@ def _warm_start_problem(suite: Suite, i: int) -> str | None:
             return (
                 f"{where}.dataset: {ds} is a dataset of {names[ds].env}, not of {e.id}; name one of {e.id}'s"
             )
-        steps, imagined = int(suite.run_budget(a, e)["steps"]), ws.get("imagined_steps")
-        if isinstance(imagined, (int, float)) and not isinstance(imagined, bool) and imagined > steps:
+        steps, imagined = int(suite.run_budget(a, e)["steps"]), _number(ws.get("imagined_steps"))
+        if imagined is not None and imagined > steps:
             return (
                 f"{where}.imagined_steps: {imagined:g} imagined steps is more than the run's budget.steps "
                 f"({steps}) on {e.label}; imagined steps come on top of the real ones and may be at most as "
