@@ -47,10 +47,14 @@ def test_cold_and_warm_ppo_share_the_real_step_axis_and_the_imagined_turns_are_l
     imagined = _fetch(db, "train/imagined_steps")
     assert {r["algo"] for r in imagined} == {"warm"} and {r["step"] for r in imagined} == {0}
     assert 6 <= max(r["value"] for r in imagined) < 8  # whole rounds of num_envs
-    for metric in ("world_model/em", "world_model/loss", "world_model/real"):  # once, beside the curves
+    for metric in (
+        "eval/world_model/em",
+        "train/world_model_loss",
+        "eval/world_model/real",
+    ):  # once, beside the curves
         rows = _fetch(db, metric)
         assert [(r["algo"], r["step"]) for r in rows] == [("warm", 0)], metric
-    errors = _fetch(db, "train/imagined/error_rate")  # after each imagined update
+    errors = _fetch(db, "train/imagined_error_rate")  # after each imagined update
     assert len(errors) == 2 and {(r["algo"], r["step"]) for r in errors} == {("warm", 0)}
 
 

@@ -49,7 +49,7 @@ def _run(params: dict, steps: int = 8) -> list[tuple[int, dict]]:
     return rows
 
 
-def _own(rows, drop=("sys/", "world_model/", "train/imagined")):
+def _own(rows, drop=("sys/", "eval/world_model/", "train/world_model", "train/imagined")):
     """The rows' metrics less the machine's and the warm start's own, in order."""
     out = []
     for step, values in rows:
@@ -66,7 +66,7 @@ def test_imagined_steps_0_gives_bitwise_the_cold_starts_metrics(maze_data):
     assert _own(cold) == _own(warm)  # == on floats: bitwise, NaN aside (there is none)
     assert any(k.startswith("eval/return") for _, v in _own(cold) for k in v)
     logged = {k for _, v in warm for k in v}
-    assert {"world_model/loss", "world_model/em", "world_model/real"} <= logged
+    assert {"train/world_model_loss", "eval/world_model/em", "eval/world_model/real"} <= logged
     assert not any(k.startswith("train/imagined") for k in logged)
 
 
@@ -77,12 +77,14 @@ def test_an_imagined_phase_logs_apart_at_real_step_0(maze_data):
     assert imagined and all(s == 0 for s, _ in imagined)
     counts = [v["train/imagined_steps"] for _, v in imagined]
     assert counts == sorted(counts) and 6 <= counts[-1] < 6 + PPO["num_envs"]  # whole rounds of num_envs
-    assert all(0.0 <= v["train/imagined/error_rate"] <= 1.0 for _, v in imagined)
+    assert all(0.0 <= v["train/imagined_error_rate"] <= 1.0 for _, v in imagined)
     evals = [s for s, v in warm if "eval/return" in v]
     assert evals[0] == 0 and max(evals) == 8  # the real step axis: the cold start's budget
     first_eval = next(i for i, (_, v) in enumerate(warm) if "eval/return" in v)
     assert all(i < first_eval for i, (_, v) in enumerate(warm) if "train/imagined_steps" in v)
-    assert {"world_model/em", "world_model/wm", "world_model/w2r"} <= {k for _, v in warm for k in v}
+    assert {"eval/world_model/em", "eval/world_model/wm", "eval/world_model/w2r"} <= {
+        k for _, v in warm for k in v
+    }
 
 
 def test_an_untrained_world_model_ends_imagined_episodes_with_counted_errors():

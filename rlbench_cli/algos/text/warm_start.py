@@ -28,15 +28,16 @@ that a gain cannot come from an unbounded amount of extra optimisation that the 
 ``imagined_steps: 0`` trains and measures the world model but plays nothing in it: the run's other metrics
 are then bitwise the cold start's (the world model trains inside ``torch.random.fork_rng``).
 
-Logged at real step 0, before the first evaluation (so ``eval/return`` at step 0 is the warm-started
-policy): after each imagined update ``train/imagined_steps`` (imagined turns so far, rounded up to whole
-rounds of ``num_envs``), ``train/imagined/loss/{policy,value,approx_kl}``, ``train/imagined/episode_return``
-(mean of the imagined episodes that ended in the update), ``train/imagined/errors`` (unparsable predictions
-so far) and ``train/imagined/error_rate`` (per imagined turn); once, the world model's fidelity:
-``world_model/loss`` (its outcome tokens' cross-entropy over the last 10% of its steps), ``world_model/em``
-(exact next observation on the held-out real turns) and, for the warm-started policy, ``world_model/real``,
-``world_model/wm``, ``world_model/w2r`` and ``world_model/cr`` (``text_world_model``'s metrics, its
-``max_turns`` and the run's evaluation seeds): report them next to any warm-start figure.
+Logged at real step 0, before the first evaluation (so ``eval/return`` at step 0 is the warm-started policy):
+after each imagined update ``train/imagined_steps`` (imagined turns so far, rounded up to whole rounds of
+``num_envs``), ``train/imagined_loss/{policy,value,approx_kl}``, ``train/imagined_return`` (mean of the
+imagined episodes that ended in the update), ``train/imagined_errors`` (unparsable predictions so far) and
+``train/imagined_error_rate`` (per imagined turn); once, the world model's fidelity:
+``train/world_model_loss`` (its outcome tokens' cross-entropy over the last 10% of its steps),
+``eval/world_model/em`` (exact next observation on the held-out real turns) and, for the warm-started policy,
+``eval/world_model/real``, ``eval/world_model/wm``, ``eval/world_model/w2r`` and ``eval/world_model/cr``
+(``text_world_model``'s metrics, its ``max_turns`` and the run's evaluation seeds): report them next to any
+warm-start figure.
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ class WarmStart:
         """PPO inside the world model for ``imagined_steps`` turns (``ppo.update``, the run's model, AdamW,
         sampler and its generator ``rng``), logging at real step 0; returns the imagined turns played."""
         ctx, n_total = self.ctx, int(self.settings["imagined_steps"])
-        ctx.sink.log(0, **{"world_model/loss": self.loss})
+        ctx.sink.log(0, **{"train/world_model_loss": self.loss})
         if n_total <= 0:
             return 0
         pool = ImaginedPool(self.envs(int(settings["num_envs"])), ctx.seed)
@@ -184,11 +185,11 @@ class WarmStart:
                 played_total += len(played)
                 losses = ppo.update(model, tok, pool, played, settings, rng, ctx.device, optim)
                 errors = sum(e.errors for e in pool.envs)
-                values = {"train/imagined_steps": float(played_total), "train/imagined/errors": float(errors),
-                          "train/imagined/error_rate": errors / max(1, sum(e.turns for e in pool.envs)),
-                          **{f"train/imagined/loss/{k}": v for k, v in losses.items()}}  # fmt: skip
+                values = {"train/imagined_steps": float(played_total), "train/imagined_errors": float(errors),
+                          "train/imagined_error_rate": errors / max(1, sum(e.turns for e in pool.envs)),
+                          **{f"train/imagined_loss/{k}": v for k, v in losses.items()}}  # fmt: skip
                 if returns:
-                    values["train/imagined/episode_return"] = float(np.mean(returns))
+                    values["train/imagined_return"] = float(np.mean(returns))
                     returns.clear()
                 ctx.sink.log(0, **values)
         finally:
@@ -199,6 +200,6 @@ class WarmStart:
 
     def fidelity(self, agent: TextPolicy) -> dict[str, float]:
         """The world model's EM on the held-out real turns and ``agent``'s Real, WM, W2R and CR with it, as
-        ``world_model/*``."""
+        ``eval/world_model/*``."""
         out = TextWorldModel().evaluate(self.ctx, self.model, self.tok, self.held, self.settings, agent=agent)
-        return {f"world_model/{k.partition('/')[2]}": v for k, v in out.items()}
+        return {f"eval/world_model/{k.partition('/')[2]}": v for k, v in out.items()}
