@@ -12,7 +12,7 @@ from typing import Any
 
 from ..envs.families import is_text_env
 from ..suite.ids import canonical_json
-from .registry import ALGORITHMS, is_jax, needs_torch
+from .registry import ALGORITHMS, is_jax, needs_torch, warm_startable
 
 __all__ = [
     "check_params",
@@ -50,6 +50,12 @@ def check_params(name: str, env_id: str | None, params: dict[str, Any]) -> None:
                                  f"one: remove {key}")  # fmt: skip
             raise ValueError(f"{key}: {name} does not take it; it is an option of bc, filtered_bc, mc_returns "
                              "and ilql on a text task")  # fmt: skip
+    if "warm_start" in params and not getattr(adapter, "takes_warm_start", False):
+        if env_id is not None and not is_text_env(env_id):
+            raise ValueError(f"warm_start: a warm start learns inside a text world model and {env_id} is not a "
+                             "text env (rlbench/MazeFO-v0, ...): remove warm_start")  # fmt: skip
+        raise ValueError(f"warm_start: {name} does not take it; it is an option of "
+                         f"{', '.join(warm_startable())} on a text env")  # fmt: skip
     check = getattr(adapter, "check_params", None)
     if check is not None:
         check(dict(params))

@@ -23,6 +23,7 @@ __all__ = [
     "offline_names",
     "packable",
     "text_variant_names",
+    "warm_startable",
 ]
 
 
@@ -42,6 +43,8 @@ class AlgoInfo:
         jax: trains inside one compiled JAX program on JAX envs (``gymnax/...``, ``envs.families``) and on
             them only; needs the ``jax`` extra.
         discrete_only: acts on discrete actions only (refused on a task its env family knows is continuous).
+        warm_start: its text variant can first learn inside a world model of the task's dataset, then in the
+            real env (``warm_start:``, ``algos.text.warm_start``; checked in ``suite.checks``).
     """
 
     name: str
@@ -53,6 +56,7 @@ class AlgoInfo:
     text_variant: str | None = None
     jax: bool = False
     discrete_only: bool = False
+    warm_start: bool = False
 
 
 def _table(*entries: AlgoInfo) -> dict[str, AlgoInfo]:
@@ -63,7 +67,7 @@ def _table(*entries: AlgoInfo) -> dict[str, AlgoInfo]:
 ALGORITHMS: dict[str, AlgoInfo] = _table(
     AlgoInfo("random", "random_policy:RandomPolicy", needs_torch=False),
     # `ppo` on a text env trains a token policy
-    AlgoInfo("ppo", "ppo:PPO", packable=True, text_variant="text.ppo:TextPPO"),
+    AlgoInfo("ppo", "ppo:PPO", packable=True, text_variant="text.ppo:TextPPO", warm_start=True),
     # gymnax/... tasks: jit over the whole training, vmap over the seeds of a job (see algos/gymnax/)
     AlgoInfo("ppo_jax", "gymnax:PPOJax", needs_torch=False, packable=True, jax=True),
     AlgoInfo("pqn_jax", "gymnax:PQNJax", needs_torch=False, packable=True, jax=True, discrete_only=True),
@@ -131,6 +135,11 @@ def jax_names() -> tuple[str, ...]:
 def offline_names() -> frozenset[str]:
     """The registered offline algorithms."""
     return frozenset(a.name for a in ALGORITHMS.values() if a.offline)
+
+
+def warm_startable() -> tuple[str, ...]:
+    """The registered algorithms whose text variant takes ``warm_start:``, sorted."""
+    return tuple(sorted(a.name for a in ALGORITHMS.values() if a.warm_start))
 
 
 def finetunable() -> tuple[str, ...]:

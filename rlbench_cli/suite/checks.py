@@ -8,13 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..algos.registry import ALGORITHMS, warm_startable
 from ..envs import known_env, known_wrapper, wrapper_kwargs_problem
 from ..envs.families import is_text_env, kwargs_problem
 from ..envs.gymnax import drawn_in
 from ..errors import SuiteInvalid
 from .models import Suite, WrapperSpec
 
-__all__ = ["TEXT_MIXES", "check_pretrained", "check_suite", "printable"]
+__all__ = ["TEXT_MIXES", "check_pretrained", "check_suite", "printable", "warm_start_dataset"]
+
+WARM_START_LEVEL = "mixed"  # the generated dataset a warm start's world model learns from when none is named
 
 
 def check_pretrained(path: Any, where: str = "params.pretrained") -> str | None:
@@ -94,6 +97,73 @@ def _check_text_mixes(suite: Suite, path: str) -> None:
                                    "mc_returns, ilql) or use data_mix: real")  # fmt: skip
 
 
+def warm_start_dataset(env_id: str, given: Any) -> str:
+    """The dataset a ``warm_start`` on ``env_id`` trains its world model on: ``given`` (a dataset name, or a
+    path to a JSONL file of the env's episodes), else the env's generated ``<EnvName>-mixed``."""
+    from ..datasets.names import text_dataset_name
+
+    return str(given) if given not in (None, "") else text_dataset_name(env_id, WARM_START_LEVEL)
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a number (YAML 1.1 reads ``1e3`` as a string), None when it is none: the algorithm's own
+    check names a value it cannot take."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _warm_start_problem(suite: Suite, i: int) -> str | None:
+    """What is wrong with ``algorithms[i].params.warm_start`` in ``suite`` (the field first), or None: an
+    algorithm or env that takes no warm start, no dataset of the run's env to train the world model on, or
+    more imagined steps than the run's own budget.steps (see ``algos.text.warm_start``)."""
+    a, where = suite.algorithms[i], f"algorithms[{i}].params.warm_start"
+    ws = a.params["warm_start"]
+    takers = ", ".join(warm_startable())
+    if a.entrypoint or a.command or not ALGORITHMS[a.name].warm_start:
+        return f"{where}: {a.name} does not take it; warm start is an option of {takers} on a text env"
+    if not isinstance(ws, dict):
+        return f"{where}: must be a mapping, e.g. {{world_model_steps: 300, imagined_steps: 1000}}"
+    names = {d.name: d for d in suite.datasets}
+    for e in (e for e in suite.envs if a.runs_on(e)):
+        if not is_text_env(e.id):
+            return (
+                f"{where}: a warm start learns inside a text world model and {e.id} is not a text env "
+                f"(rlbench/MazeFO-v0, ...); give algorithms[{i}] an envs: list of text envs, or remove it"
+            )
+        ds = warm_start_dataset(e.id, ws.get("dataset"))
+        if ds.endswith(".jsonl") or "/" in ds:
+            if not Path(ds).expanduser().is_file():
+                return f"{where}.dataset: no file at {ds}; give a JSONL file of {e.id}'s episodes or a dataset name"
+        elif ds not in names:
+            how = (
+                "warm_start.dataset names one the suite does not list"
+                if ws.get("dataset")
+                else (f"the suite has no dataset {ds}")
+            )
+            return (
+                f"{where}: {e.id} has no dataset to train the world model on ({how}); add {ds} to the "
+                "suite's datasets: (rlbench run builds it) or name one of them in warm_start.dataset"
+            )
+        elif names[ds].path:
+            return f"{where}.dataset: {ds} is a file of yours; give its path ({names[ds].path}) instead"
+        elif names[ds].env != e.id:
+            return (
+                f"{where}.dataset: {ds} is a dataset of {names[ds].env}, not of {e.id}; name one of {e.id}'s"
+            )
+        steps, imagined = int(suite.run_budget(a, e)["steps"]), _number(ws.get("imagined_steps"))
+        if imagined is not None and imagined > steps:
+            return (
+                f"{where}.imagined_steps: {imagined:g} imagined steps is more than the run's budget.steps "
+                f"({steps}) on {e.label}; imagined steps come on top of the real ones and may be at most as "
+                "many: lower imagined_steps or raise the budget's steps"
+            )
+    return None
+
+
 def check_suite(suite: Suite, path: str) -> None:
     """Raise SuiteInvalid for the first env, dataset env, env kwargs, wrapper or pretrained folder of ``suite``
     that its registry refuses; ``path`` is the suite file's, for the message."""
@@ -123,3 +193,6 @@ def check_suite(suite: Suite, path: str) -> None:
         problem = check_pretrained(a.params.get("pretrained"), f"algorithms[{i}].params.pretrained")
         if problem:
             raise SuiteInvalid(f"{path}: field {problem}")
+        problem = _warm_start_problem(suite, i) if "warm_start" in a.params else None
+        if problem:
+            raise SuiteInvalid(f"{path}: field {printable(problem)}")

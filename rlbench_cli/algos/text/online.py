@@ -19,7 +19,7 @@ from ..base import RunContext
 from .common import TextParams
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer
 
-__all__ = ["Turn", "collect", "OnlineFilteredBC", "online_setup"]
+__all__ = ["EnvPool", "Turn", "collect", "OnlineFilteredBC", "online_setup"]
 
 
 @dataclass
@@ -36,15 +36,25 @@ class Turn:
 
 
 class EnvPool:
-    """``n`` envs of the run, playing on across calls to ``collect``."""
+    """Text envs playing on across calls to ``collect`` (the run's own: ``EnvPool.of_run``), each reset with
+    seed ``seed * 1000 + i``. ``step`` steps all of them; a pool of envs that step together overrides it."""
 
-    def __init__(self, ctx: RunContext, n: int):
-        self.envs = [ctx.make_env(seed=ctx.seed * 1000 + i) for i in range(n)]
+    def __init__(self, envs: list[Any], seed: int):
+        self.envs = list(envs)
         self.obs: list[str] = []
-        self.open: list[list[Turn]] = [[] for _ in range(n)]
-        self.returns = np.zeros(n)
+        self.open: list[list[Turn]] = [[] for _ in self.envs]
+        self.returns = np.zeros(len(self.envs))
         self.episodes = 0
-        self.reset_all(ctx.seed)
+        self.reset_all(seed)
+
+    @classmethod
+    def of_run(cls, ctx: RunContext, n: int) -> EnvPool:
+        """``n`` envs of the run, made with seeds ``ctx.seed * 1000 + i``."""
+        return cls([ctx.make_env(seed=ctx.seed * 1000 + i) for i in range(n)], ctx.seed)
+
+    def step(self, actions: list[str]) -> list[tuple[Any, float, bool, bool, Any]]:
+        """Each env's ``step`` with its action, in order."""
+        return [env.step(a) for env, a in zip(self.envs, actions)]
 
     def reset_all(self, seed: int) -> None:
         self.obs = [str(env.reset(seed=seed * 1000 + i)[0]) for i, env in enumerate(self.envs)]
@@ -70,11 +80,12 @@ def collect(pool: EnvPool, policy: TextPolicy, turns: int | None = None, episode
     while (turns is None or len(out) < turns) and (episodes is None or len(ended) < episodes):
         idx = np.arange(n)
         actions = policy.act(np.array(pool.obs, dtype=object), np.zeros(n), idx)
+        cands = [policy.candidates(i) for i in range(n)]  # before the step: a state's own valid actions
+        stepped = pool.step([str(a) for a in actions])
         for i in range(n):
-            cands = policy.candidates(i)
-            t = Turn(policy.last_contexts[i], str(actions[i]), cands, float(policy.last_logprobs[i]),
+            t = Turn(policy.last_contexts[i], str(actions[i]), cands[i], float(policy.last_logprobs[i]),
                      extra={"obs": pool.obs[i]})  # fmt: skip
-            o, r, term, trunc, _ = pool.envs[i].step(str(actions[i]))
+            o, r, term, trunc, _ = stepped[i]
             t.reward, t.done, t.terminated = float(r), bool(term or trunc), bool(term)
             pool.returns[i] += r
             pool.open[i].append(t)
@@ -100,7 +111,7 @@ def online_setup(ctx: RunContext, settings: dict[str, Any], values: bool) -> tup
     from .common import normalizer
 
     ctx.score_normalizer = normalizer(ctx.spec.env, ctx.spec.env_id)
-    pool = EnvPool(ctx, int(settings["num_envs"]))
+    pool = EnvPool.of_run(ctx, int(settings["num_envs"]))
     texts = _explore_texts(ctx, episodes=int(settings["vocab_episodes"]))
     tok = build_tokenizer(settings, texts)
     torch.manual_seed(ctx.seed)

@@ -8,6 +8,11 @@ plays ``n_steps`` turns in ``num_envs`` envs, computes GAE(``gae_lambda``) advan
 ``update_epochs`` passes of clipped-ratio policy loss plus ``vf_coef`` times the value loss over minibatches
 of ``batch_size`` turns. ``budget.steps`` counts env turns. Checkpoints: model, optimiser, step; the envs
 start new episodes when a run resumes.
+
+``warm_start: {world_model_steps: W, imagined_steps: N, ...}``: before its first real turn the run trains a
+world model of the task's dataset and plays ``N`` turns inside it with these same updates, then goes on in
+the real env with the same model and optimiser (``algos.text.warm_start``: settings, logging, and why
+``budget.steps`` still counts real turns only).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import numpy as np
 import torch
 
 from ..base import RunContext
-from .common import TextParams
+from .common import TextParams, settings_of
 from .online import ONLINE_PARAMS, EnvPool, Turn, collect, online_setup
 from .policy import TextPolicy, action_batch, action_logprobs
 
@@ -44,11 +49,22 @@ class TextPPO(TextParams):
     own: ClassVar[dict[str, Any]] = {**ONLINE_PARAMS, "n_steps": 128, "update_epochs": 2, "clip_coef": 0.2,
                                      "vf_coef": 0.5, "gae_lambda": 0.95, "learning_rate": 1e-4,
                                      "reward_scale": 0.1}  # fmt: skip
+    takes_warm_start: ClassVar[bool] = True  # ``warm_start:`` (``algos.text.warm_start``)
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        from .warm_start import check_warm_start, without_warm_start
+
+        if "warm_start" in params:
+            check_warm_start(params["warm_start"])
+        settings_of(cls.name, without_warm_start(params), cls.own)
 
     def train(self, ctx: RunContext) -> None:
-        from .common import adamw, settings_of
+        from .common import adamw
+        from .warm_start import WarmStart, check_warm_start, without_warm_start
 
-        settings = settings_of(self.name, ctx.params, self.own)
+        settings = settings_of(self.name, without_warm_start(ctx.params), self.own)
+        warm = check_warm_start(ctx.params["warm_start"]) if "warm_start" in ctx.params else None
         tok, model, pool = online_setup(ctx, settings, values=True)
         device = ctx.device
         optim = adamw(model.parameters(), settings)
@@ -58,6 +74,11 @@ class TextPPO(TextParams):
         step = 0
         state = ctx.resume()
         if state is None:
+            if warm is not None:  # the imagined phase, before the first real turn (not again on a resume)
+                world = WarmStart(ctx, warm)
+                world.run(self, model, tok, sampler, settings, optim, rng)
+                if not ctx.should_stop():
+                    ctx.sink.log(0, **world.fidelity(greedy))
             ctx.maybe_evaluate(0, greedy)
         else:
             model.load_state_dict(state["model"])

@@ -43,7 +43,7 @@ from .common import TextParams, adamw, load_episodes, normalizer, settings_of, t
 from .losses import token_ce
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer, decode_tokens
 
-__all__ = ["TextWorldModel", "outcome_ids", "parse_outcome", "world_model_metrics"]
+__all__ = ["TextWorldModel", "outcome_error", "outcome_ids", "parse_outcome", "world_model_metrics"]
 
 
 def outcome_ids(tok: Any, next_obs: str, reward: float, done: bool) -> list[int]:
@@ -69,6 +69,30 @@ def parse_outcome(tok: Any, ids: list[int]) -> tuple[str, float, bool]:
     except ValueError:
         reward = 0.0
     return tok.decode(obs_part), reward, done
+
+
+def outcome_error(tok: Any, ids: list[int]) -> str | None:
+    """Why generated outcome tokens are not a whole outcome (``<obs> ... <rew> reward <cont|done>``), or None
+    when they are: ``parse_outcome`` reads anything, this says when what it read was made up."""
+    ids = list(ids)
+    if ids[:1] != [tok.obs_id]:
+        return "no <obs>"
+    if tok.rew_id not in ids:
+        return "no <rew>"
+    rest = ids[ids.index(tok.rew_id) + 1 :]
+    stop = [i for i, t in enumerate(rest) if t in (tok.done_id, tok.cont_id)]
+    if not stop:
+        return "no <cont> or <done>"
+    try:
+        float(tok.decode(rest[: stop[0]]).strip())
+    except ValueError:
+        return "reward is not a number"
+    return None
+
+
+def _with_error(tok: Any, ids: list[int]) -> tuple[str, float, bool, str | None]:
+    """``parse_outcome``'s reading of ``ids`` and ``outcome_error``'s verdict on them."""
+    return (*parse_outcome(tok, ids), outcome_error(tok, ids))
 
 
 def world_model_metrics(real: float, w2r_successes: int, episodes: int, errors: int) -> dict[str, float]:
@@ -97,10 +121,7 @@ class TextWorldModel(TextParams):
         episodes = load_episodes(ctx)
         ctx._dataset = episodes
         ctx.score_normalizer = normalizer(str(ctx.spec.dataset), ctx.spec.env_id)
-        n_hold = int(round(float(settings["holdout_fraction"]) * len(episodes)))
-        train_eps = list(episodes)[: len(episodes) - n_hold] or list(episodes)
-        held = list(episodes)[len(episodes) - n_hold :]
-        train_eps = self.first_episodes(train_eps, int(settings["train_episodes"]), str(ctx.spec.dataset))
+        train_eps, held = self.split(episodes, settings, str(ctx.spec.dataset))
         tok = build_tokenizer(settings, texts_of(episodes))
         samples = self.samples(tok, train_eps, settings)
         torch.manual_seed(ctx.seed)
@@ -167,6 +188,15 @@ class TextWorldModel(TextParams):
         return token_ce(lg, b.tok, act_mask), token_ce(lg, b.tok, b.valid - act_mask)
 
     @staticmethod
+    def split(episodes: Any, settings: dict[str, Any], dataset: str) -> tuple[list[Any], list[Any]]:
+        """(the episodes trained on, the held-out ones EM is measured on): the last ``holdout_fraction`` are
+        held out, and of the rest the first ``train_episodes`` (all of them for 0) are trained on."""
+        n_hold = int(round(float(settings["holdout_fraction"]) * len(episodes)))
+        train_eps = list(episodes)[: len(episodes) - n_hold] or list(episodes)
+        held = list(episodes)[len(episodes) - n_hold :]
+        return TextWorldModel.first_episodes(train_eps, int(settings["train_episodes"]), dataset), held
+
+    @staticmethod
     def first_episodes(train_eps: list[Any], n: int, dataset: str) -> list[Any]:
         """The first ``n`` training episodes (all of them for 0): the data size a scaling suite sweeps. The
         held-out episodes stay the same whatever ``n`` is, so EM is measured on the same turns."""
@@ -208,9 +238,23 @@ class TextWorldModel(TextParams):
             model.train(was)
         return [parse(tok, ids) for ids, _ in out]
 
+    @staticmethod
+    def predict_outcomes(model: Any, tok: Any, obs: list[str], actions: list[str], settings: dict[str, Any],
+                         device: str) -> list[tuple[str, float, bool, str | None]]:  # fmt: skip
+        """``predict``'s outcomes, each with ``outcome_error``'s verdict on its tokens (None: a whole one)."""
+        return TextWorldModel.predict(model, tok, obs, actions, settings, device, parse=_with_error)
+
     def evaluate(
-        self, ctx: RunContext, model: Any, tok: Any, held: list[Any], settings: dict[str, Any]
+        self,
+        ctx: RunContext,
+        model: Any,
+        tok: Any,
+        held: list[Any],
+        settings: dict[str, Any],
+        agent: TextPolicy | None = None,
     ) -> dict[str, float]:
+        """EM on ``held``, and Real, WM, W2R and CR of ``agent`` (the world model's own behaviour cloning head
+        when None) with the world model ``model``: the module docstring's metrics, named ``eval/...``."""
         device = ctx.device
         values: dict[str, float] = {}
         # EM on held-out turns that have a next observation
@@ -227,7 +271,7 @@ class TextWorldModel(TextParams):
             values["eval/em"] = hits / len(pairs)
         seeds = eval_seeds(ctx.seed, int(ctx.spec.budget["eval_episodes"]))
         max_turns = int(settings["max_turns"])
-        agent = TextPolicy(model, tok, settings, device)
+        agent = agent if agent is not None else TextPolicy(model, tok, settings, device)
         envs = [ctx.make_env(seed=s) for s in seeds]
         starts = [str(env.reset(seed=s)[0]) for env, s in zip(envs, seeds)]
         real = self.play_real(envs, seeds, agent, max_turns)
