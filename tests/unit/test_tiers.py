@@ -45,3 +45,12 @@ def test_a_stale_name_would_be_found(tmp_path):
     module.write_text("def test_kept():\n    pass\n", encoding="utf-8")
     assert _test_names(module) == {"test_kept"}
     assert {"test_renamed"} - _test_names(module) == {"test_renamed"}
+
+
+def test_every_test_module_has_a_basename_of_its_own():
+    """pytest imports test modules by basename (rootdir conftest, no packages): a second test_x.py in another
+    folder is a collection error that stops the whole suite."""
+    seen: dict[str, list[str]] = {}
+    for path in TESTS.rglob("test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(TESTS)))
+    assert {name: where for name, where in seen.items() if len(where) > 1} == {}
