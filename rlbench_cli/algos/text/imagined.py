@@ -48,7 +48,6 @@ episodes again (same seed, same episodes on the same device).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -60,7 +59,7 @@ from .common import settings_of
 from .policy import TextPolicy
 from .tokenizer import SPECIALS
 from .verifier import train_world_model
-from .world_model import TextWorldModel, parse_outcome
+from .world_model import TextWorldModel, outcome_error, parse_outcome
 
 __all__ = [
     "IMAGINATION_OWN",
@@ -148,25 +147,8 @@ def real_budget(episodes: list[Any], n: int, holdout: float, dataset: str) -> tu
 
 def strict_outcome(tok: Any, ids: list[int]) -> Outcome | None:
     """(next observation, reward, done) from a world model's generated outcome tokens, or None when they do
-    not read as one: ``<obs> text <rew> number <done|cont>`` and nothing else (no special token inside the
-    text or the number, a finite number, the end marker present, a text unless the episode ends: an
-    episode's last turn has no next observation in the data)."""
-    ids = [int(t) for t in ids]
-    ends = (tok.done_id, tok.cont_id)
-    special = {tok.pad_id, tok.unk_id, tok.bos_id, tok.act_id, tok.eoa_id, tok.obs_id, tok.rew_id, *ends}
-    if ids[:1] != [tok.obs_id] or len(ids) < 4 or ids[-1] not in ends or tok.rew_id not in ids:
-        return None
-    k = ids.index(tok.rew_id)
-    text, number = ids[1:k], ids[k + 1 : -1]
-    if not number or (not text and ids[-1] != tok.done_id) or any(t in special for t in text + number):
-        return None
-    try:
-        reward = float(tok.decode(number).strip())
-    except ValueError:
-        return None
-    if not math.isfinite(reward):
-        return None
-    return parse_outcome(tok, ids)
+    not read as one (``world_model.outcome_error`` says why)."""
+    return None if outcome_error(tok, ids) else parse_outcome(tok, ids)
 
 
 def shown(tok: Any, ids: list[int]) -> str:

@@ -33,11 +33,13 @@ reward: 0 in the mazes, where every other step costs).
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
+from ...datasets.text import held_out
 from ..base import RunContext, eval_seeds
 from .common import TextParams, adamw, load_episodes, normalizer, settings_of, texts_of
 from .losses import token_ce
@@ -72,22 +74,34 @@ def parse_outcome(tok: Any, ids: list[int]) -> tuple[str, float, bool]:
 
 
 def outcome_error(tok: Any, ids: list[int]) -> str | None:
-    """Why generated outcome tokens are not a whole outcome (``<obs> ... <rew> reward <cont|done>``), or None
-    when they are: ``parse_outcome`` reads anything, this says when what it read was made up."""
-    ids = list(ids)
+    """Why generated outcome tokens are not a whole outcome, or None when they are: ``<obs> text <rew> number
+    <done|cont>`` and nothing else (no special token inside the text or the number, a finite number, the end
+    marker last, a text unless the episode ends: an episode's last turn has no next observation in the data).
+    ``parse_outcome`` reads anything; this says when what it read was made up."""
+    ids = [int(t) for t in ids]
+    ends = (tok.done_id, tok.cont_id)
     if ids[:1] != [tok.obs_id]:
         return "no <obs>"
     if tok.rew_id not in ids:
         return "no <rew>"
-    rest = ids[ids.index(tok.rew_id) + 1 :]
-    stop = [i for i, t in enumerate(rest) if t in (tok.done_id, tok.cont_id)]
-    if not stop:
+    if not any(t in ends for t in ids):
         return "no <cont> or <done>"
+    if ids[-1] not in ends:
+        return "tokens after <cont> or <done>"
+    k = ids.index(tok.rew_id)
+    text, number = ids[1:k], ids[k + 1 : -1]
+    if not number:
+        return "no reward"
+    if not text and ids[-1] != tok.done_id:
+        return "no observation"
+    special = {tok.pad_id, tok.unk_id, tok.bos_id, tok.act_id, tok.eoa_id, tok.obs_id, tok.rew_id, *ends}
+    if any(t in special for t in text + number):
+        return "a special token inside the observation or the reward"
     try:
-        float(tok.decode(rest[: stop[0]]).strip())
+        reward = float(tok.decode(number).strip())
     except ValueError:
         return "reward is not a number"
-    return None
+    return None if math.isfinite(reward) else "reward is not finite"
 
 
 def _with_error(tok: Any, ids: list[int]) -> tuple[str, float, bool, str | None]:
@@ -190,8 +204,8 @@ class TextWorldModel(TextParams):
     @staticmethod
     def split(episodes: Any, settings: dict[str, Any], dataset: str) -> tuple[list[Any], list[Any]]:
         """(the episodes trained on, the held-out ones EM is measured on): the last ``holdout_fraction`` are
-        held out, and of the rest the first ``train_episodes`` (all of them for 0) are trained on."""
-        n_hold = int(round(float(settings["holdout_fraction"]) * len(episodes)))
+        held out (``datasets.text.held_out``: at least one of two or more), and of the rest the first ``train_episodes`` (all of them for 0) are trained on."""
+        n_hold = held_out(len(episodes), float(settings["holdout_fraction"]))
         train_eps = list(episodes)[: len(episodes) - n_hold] or list(episodes)
         held = list(episodes)[len(episodes) - n_hold :]
         return TextWorldModel.first_episodes(train_eps, int(settings["train_episodes"]), dataset), held
