@@ -40,7 +40,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..packed import run_job
-from ..runner import attempt_dir, read_result, write_json_atomic
+from ..runner import attempt_dir, configure_torch, read_result, uses_torch, write_json_atomic
 from ..suite.grid import RunSpec
 from .base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, output_to, signal_name
 
@@ -340,12 +340,16 @@ class _Task:
         visible = [
             v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip() not in ("", "-1")
         ]
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RLBENCH_TORCH_THREADS"):
             os.environ[var] = str(threads)
-        import torch  # before placement.json: --timeout counts from there, as it does on a warm local worker
+        device = "cpu"
+        # torch before placement.json (--timeout counts from there, as it does on a warm local worker), and not
+        # at all when no run of the task uses it and there is no GPU to check, as on a Ray actor (seconds saved)
+        if visible or any(uses_torch(s) for s in specs):
+            import torch
 
-        torch.set_num_threads(threads)
-        device = "cuda:0" if visible and torch.cuda.is_available() else "cpu"
+            configure_torch(torch)
+            device = "cuda:0" if visible and torch.cuda.is_available() else "cpu"
         for f, attempt in zip(folders, attempts):
             write_json_atomic(f / PLACEMENT, {
                 "job_id": _job_id_here(), "host": os.environ.get("SLURMD_NODENAME") or os.environ.get(

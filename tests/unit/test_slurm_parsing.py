@@ -98,3 +98,29 @@ def test_no_sbatch_on_path_is_one_line_before_anything_happens(tmp_path, monkeyp
     suite = Suite.model_validate({"name": "t", "envs": ["CartPole-v1"], "algorithms": ["random"]})
     with pytest.raises(UsageError, match="no 'sbatch' on PATH"):
         create(suite, 1, None, None, {"runs_root": str(tmp_path / "runs")})
+
+
+TASK_IN_A_FRESH_PROCESS = """
+import json, sys
+from pathlib import Path
+from rlbench_cli.executors.slurm import _Task
+from rlbench_cli.suite.grid import RunSpec
+spec = RunSpec(suite="t", algo="random", algo_name="random", params={}, env_id="CartPole-v1", env_kwargs={},
+               seed=0, budget={"steps": 20, "eval_every": 10, "eval_episodes": 1})
+out = _Task()(spec, sys.argv[1], 1, 1)
+print(json.dumps({"status": out["status"], "torch": "torch" in sys.modules}))
+"""
+
+
+def test_a_slurm_task_of_runs_without_torch_does_not_import_it(tmp_path):
+    """An array task of a torch-free run (random, ppo_jax, a command) starts without torch's seconds of import,
+    as a Ray actor does; it is imported only for a run that uses it or a GPU to check."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CUDA_VISIBLE"))}
+    r = subprocess.run([sys.executable, "-c", TASK_IN_A_FRESH_PROCESS, str(tmp_path / "runs")], env=env,
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"status": "finished", "torch": False}
