@@ -167,7 +167,13 @@ def test_world_model_trains_on_the_first_train_episodes_and_holds_out_the_same_o
     assert TextWorldModel.first_episodes(episodes, 0, "d") == episodes
     with pytest.raises(ValueError, match="train_episodes 10: dataset 'd' has 9 episodes to train on"):
         TextWorldModel.first_episodes(episodes, 10, "d")
-    TextWorldModel.check_params({"train_episodes": 800})
+    TextWorldModel.check_params({"train_episodes": 800, "policy_weight": 0.1})
+    from rlbench_cli.algos.text.warm_start import check_warm_start
+
+    with pytest.raises(
+        ValueError, match="unknown parameter.*policy_weight"
+    ):  # its world model has no agent loss
+        check_warm_start({"imagined_steps": 0, "policy_weight": 0.1})
     with pytest.raises(ValueError, match="train_episodes"):
         TextWorldModel.check_params({"train_episodes": "many"})
 
