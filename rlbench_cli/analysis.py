@@ -53,8 +53,8 @@ __all__ = [
 
 ROW_COLUMNS = ["run_id", "algo", "env", "seed", "step", "value"]
 # a text world model's rates on [0, 1] that --normalize auto leaves raw, as it does success (eval/success...):
-# fidelity (EM, Real, WM, W2R) and consistency (CR = W2R / Real)
-RATE_METRICS = ("eval/em", "eval/real", "eval/wm", "eval/w2r", "eval/cr")
+# fidelity (EM, EM on episode ends, Real, WM, W2R) and consistency (CR = W2R / Real)
+RATE_METRICS = ("eval/em", "eval/em_end", "eval/real", "eval/wm", "eval/w2r", "eval/cr")
 
 
 class _SharedReader:

@@ -19,7 +19,14 @@ from typing import Any
 from ..errors import ImportInvalid
 from .episodes import TextEpisodes
 
-__all__ = ["HOLDOUT_FRACTION", "held_out", "load_text_dataset", "episode_returns"]
+__all__ = [
+    "HOLDOUT_FRACTION",
+    "held_out",
+    "held_out_ends",
+    "held_out_turns",
+    "load_text_dataset",
+    "episode_returns",
+]
 
 HOLDOUT_FRACTION = 0.1  # a world model's held-out episodes (its EM), the last of a dataset's (algos.text)
 
@@ -30,6 +37,31 @@ def held_out(n_episodes: int, fraction: float) -> int:
     if fraction <= 0 or n_episodes < 2:
         return 0
     return min(n_episodes - 1, max(1, int(round(fraction * n_episodes))))
+
+
+def held_out_turns(episodes: Any, n: int) -> list[tuple[str, str, str]]:
+    """(observation, action, next observation) of at most ``n`` turns of ``episodes`` that have a next
+    observation (an episode's last turn has none), spread evenly over all of them in order (every k-th, the
+    first and the last included), so that every episode is sampled as often as it is long. A world model's EM
+    is measured on these: the first ``n`` turns would be those of a few episodes (in a maze's mixed data mostly
+    one random walk of 100 turns), the same cells again and again."""
+    turns = [(str(t["observation"]), str(t["action"]), str(ep[i + 1]["observation"]))
+             for ep in episodes for i, t in enumerate(ep) if i + 1 < len(ep)]  # fmt: skip
+    if n <= 0:
+        return []
+    if len(turns) <= n:
+        return turns
+    if n == 1:
+        return turns[:1]
+    step = (len(turns) - 1) / (n - 1)  # at least 1: the picks are distinct
+    return [turns[int(round(k * step))] for k in range(n)]
+
+
+def held_out_ends(episodes: Any, n: int) -> list[dict[str, Any]]:
+    """The last turns of at most ``n`` of ``episodes`` (the first ones) that ended them: done, and not a time
+    limit's cut (``truncated``). The turns that carry a goal's reward, which ``held_out_turns`` leaves out."""
+    ends = [ep[-1] for ep in episodes if len(ep) and bool(ep[-1].get("done")) and not ep[-1].get("truncated")]
+    return ends[: max(0, n)]
 
 
 def episode_returns(data: TextEpisodes) -> list[float]:

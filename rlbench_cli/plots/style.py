@@ -57,6 +57,7 @@ METRIC_NAMES = {
     "train/episode_return": "Training episode return",
     # a text world model's (algos.text.world_model)
     "eval/em": "EM (exact next observation)",
+    "eval/em_end": "EM on episode ends (end and reward)",
     "eval/real": "Real success",
     "eval/wm": "Success in the world model",
     "eval/w2r": "W2R success",

@@ -119,7 +119,7 @@ def test_suite_scoring_and_normalize_read_the_suite_and_flags_win(tmp_path):
     assert analysis.suite_scoring(store, "s", "m", "final@all", 0) == ("m", "final", 0)
     assert analysis.suite_normalize(store, "s", "auto", "eval/return") == block
     assert analysis.suite_normalize(store, "s", "auto", "eval/success") is None
-    for rate in ("eval/em", "eval/real", "eval/wm", "eval/w2r", "eval/cr"):  # a text world model's, on [0, 1]
+    for rate in ("eval/em", "eval/em_end", "eval/real", "eval/wm", "eval/w2r", "eval/cr"):  # on [0, 1]
         assert analysis.suite_normalize(store, "s", "auto", rate) is None
     assert analysis.suite_normalize(store, "s", "auto", "eval/emissions") == block
     assert analysis.suite_normalize(store, "s", "suite", "eval/em") == block  # asked for: as asked

@@ -150,7 +150,7 @@ def test_world_model_metrics_on_a_tiny_model(maze_dataset):
     sink = _run("text_world_model", {"em_turns": 6, "max_turns": 4, "max_outcome_tokens": 40,
                                      "holdout_fraction": 0.25}, 3, maze_dataset)  # fmt: skip
     last = {k: v for _, row in sink.rows for k, v in row.items()}
-    assert 0.0 <= last["eval/em"] <= 1.0
+    assert 0.0 <= last["eval/em"] <= 1.0 and 0.0 <= last["eval/em_end"] <= 1.0
     for k in ("eval/real", "eval/wm", "eval/w2r"):
         assert 0.0 <= last[k] <= 1.0
     if last["eval/real"] > 0:
@@ -167,9 +167,45 @@ def test_world_model_trains_on_the_first_train_episodes_and_holds_out_the_same_o
     assert TextWorldModel.first_episodes(episodes, 0, "d") == episodes
     with pytest.raises(ValueError, match="train_episodes 10: dataset 'd' has 9 episodes to train on"):
         TextWorldModel.first_episodes(episodes, 10, "d")
-    TextWorldModel.check_params({"train_episodes": 800})
+    TextWorldModel.check_params({"train_episodes": 800, "policy_weight": 0.1})
+    from rlbench_cli.algos.text.warm_start import check_warm_start
+
+    with pytest.raises(
+        ValueError, match="unknown parameter.*policy_weight"
+    ):  # its world model has no agent loss
+        check_warm_start({"imagined_steps": 0, "policy_weight": 0.1})
     with pytest.raises(ValueError, match="train_episodes"):
         TextWorldModel.check_params({"train_episodes": "many"})
+
+
+def test_world_model_learns_maze_po_histories_longer_than_its_positions():
+    """A partially observed maze's next observation is its whole history (over 1,000 tokens after 100 turns):
+    each turn's training sequence is cut to the model's n_positions, and a longest sequence that cannot fit
+    is refused when the suite is checked."""
+    from rlbench_cli.algos.text.common import settings_of, texts_of
+    from rlbench_cli.algos.text.policy import build_model, build_tokenizer
+    from rlbench_cli.algos.text.world_model import TextWorldModel
+    from rlbench_cli.datagen.text import build_text_dataset
+
+    torch.set_num_threads(1)
+    data = build_text_dataset("rlbench/MazePO-v0", "mixed", 20, seed=0)
+    params = {**TINY, "n_positions": 160, "max_context": 64, "max_outcome_tokens": 60}
+    TextWorldModel.check_params(params)
+    settings = settings_of("text_world_model", params, TextWorldModel.own)
+    tok = build_tokenizer(settings, texts_of(data))
+    samples = TextWorldModel.samples(tok, list(data), settings)
+    assert (
+        max(len(tok.encode(t["observation"])) for ep in data for t in ep) > 1000
+    )  # the long walks' histories
+    assert max(len(c) + len(a) + 1 for c, a, _ in samples) == 160  # + the <eoa> the batch adds
+    model = build_model(settings, tok)
+    longest = np.argsort([-len(a) for _, a, _ in samples])[:4]
+    l_pi, l_wm = TextWorldModel.losses(model, tok, samples, longest, "cpu")
+    assert torch.isfinite(l_pi) and torch.isfinite(l_wm)
+    with pytest.raises(
+        ValueError, match=r"max_outcome_tokens \(160\) \+ 2 = 242 is more than n_positions \(160\)"
+    ):
+        TextWorldModel.check_params({**params, "max_outcome_tokens": 160})
 
 
 def test_ilql_stops_with_a_checkpoint_and_resumes(maze_dataset, tmp_path):

@@ -62,3 +62,28 @@ def test_malformed_lines_name_file_and_line(tmp_path):
         load_text_dataset(_write(tmp_path, {"foo": 1}), env="rlbench/Wordle-v0")
     with pytest.raises(ImportInvalid, match="name the env"):
         load_text_dataset(_write(tmp_path, good))
+
+
+def test_em_turns_are_spread_over_every_held_out_episode():
+    from rlbench_cli.datasets.text import held_out_ends, held_out_turns
+
+    def ep(name, n):
+        return [{"observation": f"{name}{i}", "action": "a"} for i in range(n)]
+
+    walk, short = (
+        ep("w", 51),
+        [ep(f"s{k}_", 3) for k in range(5)],
+    )  # a long random walk first, then short ones
+    picked = held_out_turns([walk, *short], 10)
+    assert len(picked) == 10 and len(set(picked)) == 10
+    assert picked[0] == ("w0", "a", "w1") and picked[-1] == ("s4_1", "a", "s4_2")  # first and last turn
+    assert sum(o.startswith("s") for o, _, _ in picked) == 2  # 10 of 60 turns: 2 of the short ones' 10
+    assert all(nxt == o[:-1] + str(int(o[-1]) + 1) for o, _, nxt in picked if o[0] == "s")
+    assert held_out_turns([walk, *short], 100) == held_out_turns(
+        [walk, *short], 60
+    )  # all 60 that have a next
+    assert len(held_out_turns([walk, *short], 1000)) == 60 and held_out_turns([walk], 0) == []
+    walk[-1] |= {"done": True, "truncated": True}  # a time limit's cut: no goal there
+    for k, e in enumerate(short):
+        e[-1] |= {"done": True, "reward": float(k)}
+    assert [t["reward"] for t in held_out_ends([walk, *short], 3)] == [0.0, 1.0, 2.0]

@@ -60,7 +60,9 @@ from .world_model import TextWorldModel
 __all__ = ["WARM_START_OWN", "ImaginedPool", "check_warm_start", "without_warm_start", "WarmStart"]
 
 WARM_START_OWN: dict[str, Any] = {
-    **TextWorldModel.own,  # holdout_fraction, train_episodes, em_turns, max_turns, max_outcome_tokens, ...
+    # holdout_fraction, train_episodes, em_turns, max_turns, max_outcome_tokens, ... (not policy_weight: the warm
+    # start's world model learns the outcomes alone)
+    **{k: v for k, v in TextWorldModel.own.items() if k != "policy_weight"},
     "world_model_steps": 300,  # gradient steps of the world model, before the policy's first step
     "imagined_steps": -1,  # PPO turns inside the world model (required; 0: none, the cold start's run)
     "dataset": "",  # what the world model learns from (default: the env's generated <EnvName>-mixed)
