@@ -59,7 +59,7 @@ from .common import settings_of
 from .policy import TextPolicy
 from .tokenizer import SPECIALS
 from .verifier import train_world_model
-from .world_model import TextWorldModel, outcome_error, parse_outcome
+from .world_model import TextWorldModel, strict_outcome
 
 __all__ = [
     "IMAGINATION_OWN",
@@ -143,12 +143,6 @@ def real_budget(episodes: list[Any], n: int, holdout: float, dataset: str) -> tu
         raise ValueError(f"train_episodes {n}: dataset {dataset!r} has {len(pool)} episodes to train on{out}; "
                          "use 1 to that many, or 0 for all")  # fmt: skip
     return (pool[:n] if n else pool), held
-
-
-def strict_outcome(tok: Any, ids: list[int]) -> Outcome | None:
-    """(next observation, reward, done) from a world model's generated outcome tokens, or None when they do
-    not read as one (``world_model.outcome_error`` says why)."""
-    return None if outcome_error(tok, ids) else parse_outcome(tok, ids)
 
 
 def shown(tok: Any, ids: list[int]) -> str:

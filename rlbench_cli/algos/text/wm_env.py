@@ -38,11 +38,10 @@ Step = tuple[str, float, bool, bool, dict[str, Any]]
 def model_predict(model: Any, tok: Any, settings: dict[str, Any], device: str) -> Predict:
     """A trained ``TextWorldModel`` (model, its tokenizer, its settings) as a ``Predict``: greedy outcomes,
     None where the generated tokens are not a whole outcome (``world_model.outcome_error``)."""
-    from .world_model import TextWorldModel  # imports torch: the env itself needs none
+    from .world_model import TextWorldModel, strict_outcome  # imports torch: the env itself needs none
 
     def predict(obs: list[str], actions: list[str]) -> list[Outcome | None]:
-        out = TextWorldModel.predict_outcomes(model, tok, obs, actions, settings, device)
-        return [None if err is not None else (o, r, d) for o, r, d, err in out]
+        return TextWorldModel.predict(model, tok, obs, actions, settings, device, parse=strict_outcome)
 
     return predict
 

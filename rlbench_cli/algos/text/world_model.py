@@ -63,6 +63,7 @@ __all__ = [
     "outcome_error",
     "outcome_ids",
     "parse_outcome",
+    "strict_outcome",
     "world_model_metrics",
 ]
 
@@ -123,9 +124,10 @@ def outcome_error(tok: Any, ids: list[int]) -> str | None:
     return None if math.isfinite(reward) else "reward is not finite"
 
 
-def _with_error(tok: Any, ids: list[int]) -> tuple[str, float, bool, str | None]:
-    """``parse_outcome``'s reading of ``ids`` and ``outcome_error``'s verdict on them."""
-    return (*parse_outcome(tok, ids), outcome_error(tok, ids))
+def strict_outcome(tok: Any, ids: list[int]) -> tuple[str, float, bool] | None:
+    """(next observation, reward, done) from a world model's generated outcome tokens, or None when they do
+    not read as one (``outcome_error`` says why): what a rollout inside a world model acts on."""
+    return None if outcome_error(tok, ids) else parse_outcome(tok, ids)
 
 
 def check_lengths(settings: dict[str, Any], where: str) -> None:
@@ -280,7 +282,7 @@ class TextWorldModel(TextParams):
     def predict(model: Any, tok: Any, obs: list[str], actions: list[str], settings: dict[str, Any],
                 device: str, parse: Any = parse_outcome) -> list[Any]:  # fmt: skip
         """The greedy outcome of each (observation, action), read by ``parse(tok, ids)`` (``parse_outcome``;
-        ``imagined.strict_outcome`` returns None for tokens that do not read as an outcome)."""
+        ``strict_outcome`` returns None for tokens that do not read as an outcome)."""
         limit = int(settings["max_context"])
         contexts = [([tok.bos_id, *tok.encode(o), tok.act_id])[-limit:] + tok.encode(a) + [tok.eoa_id]
                     for o, a in zip(obs, actions)]  # fmt: skip
@@ -303,12 +305,6 @@ class TextWorldModel(TextParams):
                 model, tok, obs[s : s + chunk], actions[s : s + chunk], settings, device
             )
         return out
-
-    @staticmethod
-    def predict_outcomes(model: Any, tok: Any, obs: list[str], actions: list[str], settings: dict[str, Any],
-                         device: str) -> list[tuple[str, float, bool, str | None]]:  # fmt: skip
-        """``predict``'s outcomes, each with ``outcome_error``'s verdict on its tokens (None: a whole one)."""
-        return TextWorldModel.predict(model, tok, obs, actions, settings, device, parse=_with_error)
 
     def evaluate(
         self,
