@@ -196,18 +196,21 @@ class _LiveBase:
         self.stamp = file_stamp(suite_dir)
         self.known = set(_names(suite_dir))  # run folders there at the read: started ones are new names
         self.new: list[str] = []  # run folders made since (a run started), in the order first seen
+        self._lock = threading.Lock()  # two refreshes at once list the folder once
 
     def started(self) -> list[tuple[int, Path]]:
         """``(position, metrics folder)`` of the runs whose folder was made since the read (``rlbench run``
         makes a run's folder when it starts it): a look at the suite folder's stat, listed when it changed."""
-        stamp = file_stamp(self.suite_dir)
-        if stamp != self.stamp:
-            self.stamp = stamp
-            seen = set(self.new)
-            self.new += [n for n in _names(self.suite_dir) if n not in self.known and n not in seen
-                         and n in self.position]  # fmt: skip
+        with self._lock:
+            stamp = file_stamp(self.suite_dir)
+            if stamp != self.stamp:
+                self.stamp = stamp
+                seen = set(self.new)
+                self.new += [n for n in _names(self.suite_dir) if n not in self.known and n not in seen
+                             and n in self.position]  # fmt: skip
+            names = list(self.new)
         out = []
-        for name in self.new:
+        for name in names:
             n = latest_attempt(self.suite_dir / name)
             if n:
                 out.append((self.position[name], self.suite_dir / name / f"attempt-{n}" / "metrics"))
