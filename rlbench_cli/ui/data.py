@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from collections.abc import Sequence
 from datetime import datetime
@@ -182,9 +183,48 @@ def curve_input(
     return table, runs_found
 
 
-# the last read of a curve while runs ran: (runs, the other runs' rows, each running run's position and
-# current attempt's metrics folder), for live_curve_input
-_LIVE: dict[tuple, tuple[list[tuple], Any, list[tuple[int, Path]]]] = {}
+# the last read of a curve while runs ran, for live_curve_input: its runs, the rows of the runs that were not
+# running, and the runs whose rows come from their files (each one's position and current attempt's metrics
+# folder: the running ones, then those started since, found in the suite's folder)
+class _LiveBase:
+    def __init__(
+        self, runs_found: list[tuple], others: Any, folders: list[tuple[int, Path]], suite_dir: Path
+    ):
+        self.runs_found, self.others, self.folders = runs_found, others, folders
+        self.suite_dir = suite_dir
+        self.position = {str(r[0]): i for i, r in enumerate(runs_found)}
+        self.stamp = file_stamp(suite_dir)
+        self.known = set(_names(suite_dir))  # run folders there at the read: started ones are new names
+        self.new: list[str] = []  # run folders made since (a run started), in the order first seen
+        self._lock = threading.Lock()  # two refreshes at once list the folder once
+
+    def started(self) -> list[tuple[int, Path]]:
+        """``(position, metrics folder)`` of the runs whose folder was made since the read (``rlbench run``
+        makes a run's folder when it starts it): a look at the suite folder's stat, listed when it changed."""
+        with self._lock:
+            stamp = file_stamp(self.suite_dir)
+            if stamp != self.stamp:
+                self.stamp = stamp
+                seen = set(self.new)
+                self.new += [n for n in _names(self.suite_dir) if n not in self.known and n not in seen
+                             and n in self.position]  # fmt: skip
+            names = list(self.new)
+        out = []
+        for name in names:
+            n = latest_attempt(self.suite_dir / name)
+            if n:
+                out.append((self.position[name], self.suite_dir / name / f"attempt-{n}" / "metrics"))
+        return out
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+_LIVE: dict[tuple, _LiveBase] = {}
 
 
 def _keep_live(
@@ -204,33 +244,36 @@ def _keep_live(
     others = table.filter(pa.array(~np.isin(rows, [p for p, _ in folders])))
     if len(_LIVE) >= ROWS_KEPT:
         _LIVE.clear()
-    _LIVE[key] = (runs_found, others, folders)
+    _LIVE[key] = _LiveBase(runs_found, others, folders, root / key[1])
 
 
 def live_curve_input(
     store: Any, suite: str, metric: str, filters: Filters = (), group_by: Sequence[str] = ()
 ) -> tuple[Any, list[tuple]] | None:
     """``curve_input``'s answer without the database, for a running run's new shard: the last read's runs
-    and other runs' rows, and each running run's rows from its current attempt's shards
-    (``live.attempt_rows``). None, so the caller reads the database, when there was no such read or a
-    running run has ended (its result.json) or started another attempt since."""
+    and other runs' rows, and the rows of the runs that were running then or have started since (a new
+    folder in the suite's) from their current attempt's shards (``live.attempt_rows``: the store's rows of
+    a run are its current attempt's shards, also once it has ended). None, so the caller reads the database,
+    when there was no such read or a run has started another attempt since."""
     import pyarrow as pa
 
     base = _LIVE.get((str(store.path), suite, repr(filters), metric, tuple(group_by)))
     if base is None:
         return None
-    runs_found, others, folders = base
-    parts = [others]
-    for position, metrics in folders:
+    parts = [base.others]
+    started = base.started()
+    if len(base.folders) + len(started) > live.MAX_RUNS:  # many runs started since: the database
+        return None
+    for position, metrics in base.folders + started:
         attempt = metrics.parent
-        if (attempt / "result.json").exists() or latest_attempt(attempt.parent) != int(attempt.name[8:]):
+        if latest_attempt(attempt.parent) != int(attempt.name[8:]):
             return None
         rows = live.attempt_rows(metrics, metric)
         if rows is None:
             return None
         run = pa.array([position] * rows.num_rows, pa.int32())
-        parts.append(rows.add_column(0, "run", run).cast(others.schema))
-    return pa.concat_tables(parts), runs_found
+        parts.append(rows.add_column(0, "run", run).cast(base.others.schema))
+    return pa.concat_tables(parts), base.runs_found
 
 
 ROWS_KEPT = 2  # curve_rows tables kept (10M rows' store: 1M rows of one metric, ~30 MB each)

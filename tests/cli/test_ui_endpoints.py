@@ -453,21 +453,37 @@ def test_a_running_runs_new_shard_reaches_the_suites_curves_from_its_files_while
 ):
     """After one read of the database while a run runs, a curves-only refresh takes the running run's rows
     from its attempt's shards (ingested or not) and the other runs' rows from that read: the same curves as
-    the database and the pending shards give, answered while rlbench run holds the file. Once the run has
-    ended (its result.json), the database is read again."""
+    the database and the pending shards give, answered while rlbench run holds the file; still from its
+    shards once the run has ended (its result.json), and a run started since (its folder made) joins its
+    group from its shards. A run's new attempt reads the database again."""
     ctx = copy_of(env, tmp_path)
-    run_id = runs_of(ctx, algo="script")[0]["run_id"]
+    run = runs_of(ctx, algo="script")[0]
+    run_id = run["run_id"]
     attempt = ctx["folder"] / "runs" / "uit" / run_id / "attempt-1"
     result = (attempt / "result.json").read_text()
     (attempt / "result.json").unlink()  # running: no result yet
+    # the other seed of its group not started yet: pending, no rows, no folder
+    (later,) = [r["run_id"] for r in runs_of(ctx, algo="script", env=run["env"]) if r["run_id"] != run_id]
+    later_folder = ctx["folder"] / "runs" / "uit" / later
+    later_folder.rename(tmp_path / "later")
     with ctx["store"].writer() as con:
         con.execute("UPDATE runs SET status = 'running' WHERE run_id = ?", [run_id])
+        con.execute("UPDATE runs SET status = 'pending' WHERE run_id = ?", [later])
+        con.execute("DELETE FROM metrics WHERE run_id = ?", [later])
+        con.execute("DELETE FROM shards WHERE run_id = ?", [later])
     q = "suite=uit&metric=eval/return&group=algo&group=env&reps=50"
     client = TestClient(create_app(Store(ctx["db"], wait=0.3)))
     first = client.get(f"/api/suite/uit/live?{q}").json()  # the page's whole refresh: reads the database
     add_shard(ctx, run_id, 99_999, 7.0)
     want = client.get(f"/api/suite/uit/live?{q}").json()["curves"]  # the database and the pending shard
     assert want != first["curves"]
+    label = f"algo=script, env={run['env']}"
+
+    def group(curves):
+        (found,) = [g for g in curves["groups"] if g["label"] == label]
+        return found
+
+    assert group(want)["runs"] == 1
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(ctx["db"]), "60"], stdout=subprocess.PIPE, text=True
     )
@@ -476,7 +492,15 @@ def test_a_running_runs_new_shard_reaches_the_suites_curves_from_its_files_while
         r = client.get(f"/api/suite/uit/live?{q}&runs=0")
         assert r.status_code == 200, r.text
         assert r.json()["curves"] == want
-        (attempt / "result.json").write_text(result)  # the run ended: its status is in the database
+        (attempt / "result.json").write_text(result)  # the run ended: its rows are still its shards
+        r = client.get(f"/api/suite/uit/live?{q}&runs=0")
+        assert r.status_code == 200, r.text
+        assert r.json()["curves"] == want
+        (tmp_path / "later").rename(later_folder)  # the pending run started: its folder and shards
+        r = client.get(f"/api/suite/uit/live?{q}&runs=0")
+        assert r.status_code == 200, r.text
+        assert group(r.json()["curves"])["runs"] == 2
+        (attempt.parent / "attempt-2").mkdir()  # a new attempt: what the store holds of the run changed
         assert client.get(f"/api/suite/uit/live?{q}&runs=0").status_code == 503
     finally:
         holder.kill()

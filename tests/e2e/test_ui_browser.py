@@ -262,12 +262,20 @@ def test_a_suite_page_shows_a_running_runs_new_shard_before_rlbench_run_ingests_
         wait_for(
             lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready"), 60, "the page"
         )
+        # the chart drawn at the load is the one that gets the new point (uPlot's setData): neither a new
+        # chart nor a new legend
+        browser.execute_script(
+            "document.querySelector('#chart canvas').setAttribute('data-first', '1');"
+            "document.querySelector('#chart .u-legend').setAttribute('data-first', '1')"
+        )
         sink = ShardSink(
             db.parent / "runs" / "uit" / run_id / f"attempt-{attempts}" / "metrics", background=False
         )
         sink.log(99_999, **{"eval/return": 500.0})  # a step no run has: one more point in the script group
         sink.close()
         wait_for(lambda: points() == before + 1, 60, "the new shard's row on the suite's curves")
+        assert browser.find_element(By.CSS_SELECTOR, "#chart canvas").get_attribute("data-first") == "1"
+        assert browser.find_element(By.CSS_SELECTOR, "#chart .u-legend").get_attribute("data-first") == "1"
         # drawn by the curves' live path: the database never changed, so no whole refresh ran
         assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-refreshed") is None
         console_is_clean(browser)

@@ -883,6 +883,9 @@ async function watch() {
       // its files: a run's folder, or the shards of a suite's running runs holding the metric its curves show
       const watched = view.run ? { run: view.run } : view.suite ? { suite: view.suite, metric: view.metric() } : null;
       if (whole && !watched) { await sleep(state.due - t); continue; }
+      // a new shard already seen, its live() not due yet: nothing the server could say changes what runs next
+      // (a suite's running runs write a shard a second each: one long poll answered per shard otherwise)
+      if (filesChanged && view.live && !whole) { await sleep(state.liveDue - t); continue; }
       // a suite's page asks whether the database changed only when its next whole refresh is due (while
       // rlbench run writes it changes every second: a poll answered each time would cost more than the
       // refreshes); until then it waits on its runs' shards alone
