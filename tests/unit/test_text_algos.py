@@ -151,6 +151,7 @@ def test_world_model_metrics_on_a_tiny_model(maze_dataset):
                                      "holdout_fraction": 0.25}, 3, maze_dataset)  # fmt: skip
     last = {k: v for _, row in sink.rows for k, v in row.items()}
     assert 0.0 <= last["eval/em"] <= 1.0 and 0.0 <= last["eval/em_end"] <= 1.0
+    assert last["train/outcome_suffix"] == 0.0  # Maze FO: whole observations, as before
     for k in ("eval/real", "eval/wm", "eval/w2r"):
         assert 0.0 <= last[k] <= 1.0
     if last["eval/real"] > 0:
@@ -206,6 +207,92 @@ def test_world_model_learns_maze_po_histories_longer_than_its_positions():
         ValueError, match=r"max_outcome_tokens \(160\) \+ 2 = 242 is more than n_positions \(160\)"
     ):
         TextWorldModel.check_params({**params, "max_outcome_tokens": 160})
+
+
+def test_po_world_model_learns_the_new_lines_and_reads_back_whole_observations():
+    """Maze PO's next observation is its observation with the new turn's lines after it: the world model's
+    target is that text alone (``outcome: auto``), and a prediction reads back as the whole next observation;
+    Maze FO's whole observations stay as they were."""
+    from rlbench_cli.algos.text.common import settings_of, texts_of
+    from rlbench_cli.algos.text.policy import build_model, build_tokenizer
+    from rlbench_cli.algos.text.world_model import (
+        TextWorldModel,
+        extends,
+        next_observation,
+        outcome_mode,
+        outcome_text,
+        strict_outcome,
+    )
+    from rlbench_cli.datagen.text import build_text_dataset
+
+    po = list(build_text_dataset("rlbench/MazePO-v0", "mixed", 4, seed=0))
+    fo = list(build_text_dataset("rlbench/MazeFO-v0", "mixed", 4, seed=0))
+    assert extends(po) and not extends(fo) and not extends([[{"observation": "a"}]])
+    settings = settings_of("text_world_model", {**TINY, "max_outcome_tokens": 40}, TextWorldModel.own)
+    assert settings["outcome"] == "auto"
+    fo_settings = dict(settings)
+    assert outcome_mode(settings, po, "outcome") == "suffix" and settings["outcome"] == "suffix"
+    assert outcome_mode(fo_settings, fo, "outcome") == "full"
+    tok = build_tokenizer(settings, texts_of(po))
+    samples = TextWorldModel.samples(tok, po, settings)
+    k = 0
+    for ep in po:
+        for i, t in enumerate(ep):
+            obs, end = t["observation"], i + 1 == len(ep)
+            nxt = "" if end else ep[i + 1]["observation"]
+            text = outcome_text(obs, nxt, True)
+            assert text == ("" if end else nxt[len(obs) :]) and (end or text.startswith("\n"))
+            tail = samples[k][1][samples[k][2] + 1 :]  # after the action and its <eoa>
+            assert strict_outcome(tok, tail) == (text, t["reward"], bool(t["done"]) or end)
+            got, reward, done = strict_outcome(tok, tail)
+            assert next_observation(obs, got, True) == nxt and reward == t["reward"]
+            k += 1
+    assert k == len(samples) and po[0][-1]["done"] and not po[0][-1].get("truncated")  # an episode end
+    assert max(len(a) for _, a, _ in samples) < 40  # a new line or two, not a history of 1,000+ tokens
+    # the model's outcome is read back as the whole next observation (any parse: here a fixed one)
+    model = build_model(settings, tok)
+    obs = [po[0][1]["observation"], po[1][0]["observation"]]
+    got = TextWorldModel.predict(model, tok, obs, ["move up", "move left"], settings, "cpu",
+                                 parse=lambda _t, _ids: ("\nmove up\nThere are walls above you.", -1.0, False))  # fmt: skip
+    assert [g[0] for g in got] == [o + "\nmove up\nThere are walls above you." for o in obs]
+    ended = TextWorldModel.predict(model, tok, obs[:1], ["move up"], settings, "cpu",
+                                   parse=lambda _t, _ids: ("", 0.0, True))  # fmt: skip
+    assert ended == [("", 0.0, True)]  # an end: no next observation, as the data has none
+    assert TextWorldModel.predict(model, tok, obs[:1], ["move up"], settings, "cpu",
+                                  parse=lambda _t, _ids: None) == [None]  # fmt: skip
+    # Maze FO: the targets are the whole next observations, as before the suffix mode
+    fo_tok = build_tokenizer(fo_settings, texts_of(fo))
+    old = {k: v for k, v in fo_settings.items() if k != "outcome"}
+    assert TextWorldModel.samples(fo_tok, fo, fo_settings) == TextWorldModel.samples(fo_tok, fo, old)
+    same = TextWorldModel.predict(
+        model, tok, obs[:1], ["up"], fo_settings, "cpu", parse=lambda _t, _ids: ("x", 0, 0)
+    )
+    assert same == [("x", 0, 0)]
+
+
+def test_world_model_outcome_settings_are_checked():
+    from rlbench_cli.algos.text.imagined import check_imagination
+    from rlbench_cli.algos.text.verifier import check_verifier
+    from rlbench_cli.algos.text.warm_start import check_warm_start
+    from rlbench_cli.algos.text.world_model import TextWorldModel, outcome_mode, outcome_text
+    from rlbench_cli.datagen.text import build_text_dataset
+
+    with pytest.raises(ValueError, match=r"^outcome must be one of auto, full, suffix .*got 'prefix'"):
+        TextWorldModel.check_params({"outcome": "prefix"})
+    with pytest.raises(ValueError, match=r"^verifier.outcome must be one of"):
+        check_verifier({"outcome": "whole"})
+    with pytest.raises(ValueError, match=r"^imagination.outcome must be one of"):
+        check_imagination({"outcome": "shape"})
+    with pytest.raises(ValueError, match=r"^warm_start.outcome must be one of"):
+        check_warm_start({"imagined_steps": 0, "outcome": "line"})
+    fo = list(build_text_dataset("rlbench/MazeFO-v0", "mixed", 3, seed=0))
+    with pytest.raises(ValueError, match=r"^warm_start.outcome suffix: the data has a next observation that does "
+                                         r"not start with its turn's observation.*use outcome: full or auto"):  # fmt: skip
+        outcome_mode({"outcome": "suffix"}, fo, "warm_start.outcome")
+    settings = {"outcome": "full"}
+    assert outcome_mode(settings, build_text_dataset("rlbench/MazePO-v0", "mixed", 2, seed=0), "o") == "full"
+    with pytest.raises(ValueError, match="does not start with the observation"):
+        outcome_text("abc", "xbcd", True)
 
 
 def test_ilql_stops_with_a_checkpoint_and_resumes(maze_dataset, tmp_path):

@@ -8,7 +8,19 @@ dataset, as one token sequence::
 
 the action given the observation (the agent: behaviour cloning of the dataset) and what follows an action
 (the world model: the next observation, the reward as text, and whether the episode ended). A turn that ends
-its episode has no next observation in the dataset: its target is ``<obs> <rew> reward <done>``. The
+its episode has no next observation in the dataset: its target is ``<obs> <rew> reward <done>``.
+
+Where a task's observation is its whole history (the partially observed maze, TextNav, Wordle: each next
+observation is the current one with the new turn's lines after it), the world model predicts only that new
+text: ``outcome: auto`` (the default) decides it from the data the world model trains on (every next
+observation starts with its observation and is longer: ``extends``), ``suffix`` asks for it (refused for
+data where a next observation does not extend its observation) and ``full`` predicts whole observations.
+Whatever reads a prediction back (EM, the WM rollouts, ``WorldModelEnv``, the verifier, the imagined
+episodes) gets the whole next observation, the current one with the predicted text after it
+(``next_observation``); the input context is cut on the left to ``max_context`` tokens as always. A whole
+history is long (over 1,300 tokens after 100 maze turns) and a small model almost never copies it exactly
+(Maze PO, 800 steps: EM 0.01, no episode end predicted); a new line is about 15 tokens. The mode used is
+logged as ``train/outcome_suffix`` (1: the new text, 0: whole observations). The
 episodes are split: ``holdout_fraction`` of them (the last ones) are never trained on and measure EM; of the
 rest, the first ``train_episodes`` are trained on (all of them for 0), the data size a scaling suite sweeps.
 The loss is ``policy_weight`` times the action tokens' cross-entropy plus the outcome tokens'. The agent's
@@ -58,14 +70,76 @@ from .losses import token_ce
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer, decode_tokens
 
 __all__ = [
+    "OUTCOMES",
     "TextWorldModel",
     "check_lengths",
+    "check_outcome",
+    "extends",
+    "next_observation",
+    "outcome_mode",
+    "outcome_text",
     "outcome_error",
     "outcome_ids",
     "parse_outcome",
     "strict_outcome",
     "world_model_metrics",
 ]
+
+
+OUTCOMES = ("auto", "full", "suffix")
+
+
+def extends(episodes: Any) -> bool:
+    """Whether every next observation in ``episodes`` is its turn's observation with more text after it (a
+    history that grows), and there is at least one."""
+    pairs = 0
+    for ep in episodes:
+        for i in range(len(ep) - 1):
+            obs, nxt = str(ep[i]["observation"]), str(ep[i + 1]["observation"])
+            if len(nxt) <= len(obs) or not nxt.startswith(obs):
+                return False
+            pairs += 1
+    return pairs > 0
+
+
+def check_outcome(value: Any, field: str) -> None:
+    """ValueError naming the ``field`` (``outcome``, ``verifier.outcome``, ...) when ``value`` is not one of
+    ``OUTCOMES``."""
+    if value not in OUTCOMES:
+        raise ValueError(f"{field} must be one of {', '.join(OUTCOMES)} (auto: the new text alone where "
+                         f"each next observation extends the current one), got {value!r}")  # fmt: skip
+
+
+def outcome_mode(settings: dict[str, Any], episodes: Any, field: str) -> str:
+    """What the world model of ``episodes`` predicts after an action, ``full`` (whole next observations) or
+    ``suffix`` (the text after the current observation), from ``settings["outcome"]`` (see the module
+    docstring); sets ``settings["outcome"]`` to it, which ``samples`` and ``predict`` read. ValueError for
+    ``suffix`` on data where a next observation does not extend its observation."""
+    want = settings.get("outcome", "auto")
+    check_outcome(want, field)
+    fits = extends(episodes)
+    if want == "suffix" and not fits:
+        raise ValueError(f"{field} suffix: the data has a next observation that does not start with its "
+                         "turn's observation (or adds nothing to it), so there is no new text alone to predict; "
+                         "use outcome: full or auto")  # fmt: skip
+    settings["outcome"] = "suffix" if want == "suffix" or (want == "auto" and fits) else "full"
+    return str(settings["outcome"])
+
+
+def outcome_text(obs: str, nxt: str, suffix: bool) -> str:
+    """The next observation ``nxt`` as the world model learns it: whole, or with ``suffix`` the text after
+    ``obs``; ``""`` (an episode's end: no next observation) stays ``""``."""
+    if not suffix or not nxt:
+        return nxt
+    if not nxt.startswith(obs):
+        raise ValueError(f"outcome suffix: next observation {nxt[:60]!r} does not start with the observation")
+    return nxt[len(obs) :]
+
+
+def next_observation(obs: str, text: str, suffix: bool) -> str:
+    """The whole next observation from a predicted ``text`` (``outcome_text``'s inverse): with ``suffix``,
+    ``obs`` followed by it; an empty text is no next observation (``""``) in either mode."""
+    return obs + text if suffix and text else text
 
 
 def outcome_ids(tok: Any, next_obs: str, reward: float, done: bool) -> list[int]:
@@ -162,11 +236,14 @@ class TextWorldModel(TextParams):
         "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
         "success_reward": 0.0,  # a world-model episode succeeds when it predicts <done> with this reward or more
         "policy_weight": 1.0,  # weight of the agent's (behaviour cloning) loss beside the world model's
+        "outcome": "auto",  # next observations whole (full) or their new text (suffix); auto: from the data
     }
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
-        check_lengths(settings_of(cls.name, params, cls.own), cls.name)
+        settings = settings_of(cls.name, params, cls.own)
+        check_outcome(settings["outcome"], "outcome")
+        check_lengths(settings, cls.name)
 
     def train(self, ctx: RunContext) -> None:
         settings = settings_of(self.name, ctx.params, self.own)
@@ -174,6 +251,7 @@ class TextWorldModel(TextParams):
         ctx._dataset = episodes
         ctx.score_normalizer = normalizer(str(ctx.spec.dataset), ctx.spec.env_id)
         train_eps, held = self.split(episodes, settings, str(ctx.spec.dataset))
+        suffix = outcome_mode(settings, train_eps, "outcome") == "suffix"
         tok = build_tokenizer(settings, texts_of(episodes))
         samples = self.samples(tok, train_eps, settings)
         torch.manual_seed(ctx.seed)
@@ -223,7 +301,8 @@ class TextWorldModel(TextParams):
             )
         ctx.finish(step, agent)
         if not ctx.should_stop():
-            ctx.sink.log(step, **self.evaluate(ctx, model, tok, held, settings))
+            values = self.evaluate(ctx, model, tok, held, settings)
+            ctx.sink.log(step, **{"train/outcome_suffix": float(suffix), **values})
 
     @staticmethod
     def losses(
@@ -265,13 +344,19 @@ class TextWorldModel(TextParams):
         the right to what fits the model's ``n_positions`` after the context (and the ``<eoa>`` the batch adds):
         a partially observed maze's next observation is its whole history, longer than any model of a few
         hundred positions takes; the world model learns its beginning, and what it cannot see it cannot
-        predict (EM counts such a turn as a miss)."""
+        predict (EM counts such a turn as a miss). With ``settings["outcome"]`` ``suffix`` the next observation
+        is only its new text (``outcome_text``)."""
         limit, act_limit = int(settings["max_context"]), int(settings["max_action_tokens"])
         positions = int(settings["n_positions"])
+        suffix = settings.get("outcome") == "suffix"
         out = []
         for ep in episodes:
             for i, t in enumerate(ep):
-                nxt = ep[i + 1]["observation"] if i + 1 < len(ep) else ""
+                nxt = (
+                    outcome_text(t["observation"], ep[i + 1]["observation"], suffix)
+                    if i + 1 < len(ep)
+                    else ""
+                )
                 ctx_ids = ([tok.bos_id, *tok.encode(t["observation"]), tok.act_id])[-limit:]
                 act = tok.encode(t["action"])[:act_limit]
                 tail = outcome_ids(tok, nxt, float(t["reward"]), bool(t["done"]) or i + 1 == len(ep))
@@ -282,7 +367,9 @@ class TextWorldModel(TextParams):
     def predict(model: Any, tok: Any, obs: list[str], actions: list[str], settings: dict[str, Any],
                 device: str, parse: Any = parse_outcome) -> list[Any]:  # fmt: skip
         """The greedy outcome of each (observation, action), read by ``parse(tok, ids)`` (``parse_outcome``;
-        ``strict_outcome`` returns None for tokens that do not read as an outcome)."""
+        ``strict_outcome`` returns None for tokens that do not read as an outcome), its text made the whole
+        next observation (``next_observation``: with ``settings["outcome"]`` ``suffix``, the observation
+        followed by the predicted text)."""
         limit = int(settings["max_context"])
         contexts = [([tok.bos_id, *tok.encode(o), tok.act_id])[-limit:] + tok.encode(a) + [tok.eoa_id]
                     for o, a in zip(obs, actions)]  # fmt: skip
@@ -293,7 +380,10 @@ class TextWorldModel(TextParams):
             out = decode_tokens(model, tok, contexts, int(settings["max_outcome_tokens"]), banned, device)
         finally:
             model.train(was)
-        return [parse(tok, ids) for ids, _ in out]
+        suffix = settings.get("outcome") == "suffix"
+        read = [parse(tok, ids) for ids, _ in out]
+        return [r if r is None or not suffix else (next_observation(o, r[0], True), *r[1:])
+                for o, r in zip(obs, read)]  # fmt: skip
 
     @staticmethod
     def predict_chunked(model: Any, tok: Any, obs: list[str], actions: list[str], settings: dict[str, Any],
