@@ -124,7 +124,7 @@ def _po_suite(tmp_path, params: str) -> str:
 
 
 def test_a_maze_po_world_model_predicts_the_new_lines_end_to_end(tmp_path):
-    """Maze PO's observation is its history: the world model predicts each turn's new lines (outcome auto),
+    """Maze PO's observation is its history: the world model predicts each turn's new text (outcome auto),
     the run logs which it used, and its metrics are measured on the whole observations rebuilt."""
     suite = _po_suite(tmp_path, "em_turns: 6, max_turns: 4, max_outcome_tokens: 40, holdout_fraction: 0.25")
     db = tmp_path / "r.duckdb"
@@ -134,7 +134,7 @@ def test_a_maze_po_world_model_predicts_the_new_lines_end_to_end(tmp_path):
         return json.loads(rl("fetch", "--suite", "wm-po-tiny", "--metric", metric, "--format", "json", "--db",
                              db).stdout)  # fmt: skip
 
-    assert [(r["step"], r["value"]) for r in fetch("train/outcome_suffix")] == [(4, 1.0)]
+    assert [(r["step"], r["value"]) for r in fetch("train/outcome_mode")] == [(4, 2.0)]  # echo
     for metric in ("eval/em", "eval/em_end", "eval/real", "eval/wm", "eval/w2r"):
         rows = fetch(metric)
         assert [r["step"] for r in rows] == [4] and 0.0 <= rows[0]["value"] <= 1.0, metric
@@ -146,7 +146,7 @@ def test_a_world_model_outcome_it_does_not_know_is_a_one_line_error(tmp_path):
     assert r.returncode == 2
     err = r.stderr.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in r.stderr
-    assert "outcome must be one of auto, full, suffix" in err and "'line'" in err
+    assert "outcome must be one of auto, full, suffix, echo" in err and "'line'" in err
     assert not (tmp_path / "r.duckdb").exists()
 
 

@@ -41,7 +41,7 @@ Logged at the run's last step, beside its final evaluation: ``train/real_episode
 agent trains on: 0 on ``imagined``), ``train/world_model_episodes`` (those the world model trains on: the
 budget ``N``), ``train/imagined_episodes`` (kept), ``train/imagined_turns``, ``train/imagined_errors`` (episodes ended by an
 unreadable outcome), ``train/imagined_return`` (their mean return), ``train/world_model_loss``,
-``train/world_model_outcome_suffix`` (1 where the world model predicted only each turn's new text:
+``train/world_model_outcome_mode`` (0: whole next observations, 1 and 2: only each turn's new text:
 ``imagination.outcome``, ``text_world_model``'s ``outcome``), and the world
 model's fidelity on the held-out real episodes, ``text_world_model``'s metrics (``TextWorldModel.evaluate``)
 under ``eval/world_model/``: ``em``, ``real``, ``wm``, ``w2r``, ``cr``. A resumed run makes its imagined
@@ -61,7 +61,7 @@ from .common import settings_of
 from .policy import TextPolicy
 from .tokenizer import SPECIALS
 from .verifier import train_world_model
-from .world_model import TextWorldModel, check_outcome, strict_outcome
+from .world_model import OUTCOMES, TextWorldModel, check_outcome, strict_outcome
 
 __all__ = [
     "IMAGINATION_OWN",
@@ -83,7 +83,7 @@ IMAGINATION_OWN: dict[str, Any] = {
     "max_turns": 30,  # turns of an imagined episode, at most (text_world_model's cap)
     "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
     "success_reward": 0.0,  # a world-model episode ending with this reward or more succeeds (eval/world_model/wm)
-    "outcome": "auto",  # next observations whole (full) or their new text (suffix); auto: from the data
+    "outcome": "auto",  # next observations whole (full) or their new text (suffix, echo); auto: from the data
 }
 MAX_EPISODES = 1_000_000
 DATA_PARAMS = ("imagination", "train_episodes", "verifier")  # params that are not the agent's model settings
@@ -243,7 +243,7 @@ def _imagine(ctx: Any, real: list[Any], held: list[Any], settings: dict[str, Any
         if episodes
         else 0.0,
         "train/world_model_loss": loss,
-        "train/world_model_outcome_suffix": float(settings["outcome"] == "suffix"),
+        "train/world_model_outcome_mode": float(OUTCOMES.index(settings["outcome"]) - 1),
         **{"eval/world_model/" + k.partition("/")[2]: v for k, v in fidelity.items()},
     }
     return episodes, values

@@ -23,7 +23,7 @@ it), ``eval/verified/normalized_return`` (where the run has a normaliser), ``eva
 the share whose first choice was in fact good: replayed in a copy of the real env, it did not fail by the
 same rule, the env's ``invalid`` flag counting as a failure; over the vetoes whose env could be copied) and
 ``eval/verified/world_model_loss`` (the outcome tokens' cross-entropy over the last 10% of its steps) and
-``eval/verified/world_model_outcome_suffix`` (1 where the world model predicted only each turn's new text,
+``eval/verified/world_model_outcome_mode`` (0: whole next observations, 1 and 2: only each turn's new text,
 ``verifier.outcome``: ``text_world_model``'s ``outcome``).
 """
 
@@ -38,7 +38,7 @@ import torch
 from ..base import RunContext, eval_seeds
 from .common import adamw, settings_of, texts_of
 from .policy import TextPolicy, build_model, build_tokenizer
-from .world_model import TextWorldModel, check_outcome, outcome_mode
+from .world_model import OUTCOMES, TextWorldModel, check_outcome, outcome_mode
 
 __all__ = ["VERIFIER_OWN", "check_verifier", "predicted_failure", "verified_metrics"]
 
@@ -47,7 +47,7 @@ VERIFIER_OWN: dict[str, Any] = {
     "tries": 3,  # the agent's ranked actions the world model checks each turn, at most
     "success_reward": 0.0,  # an end predicted with at least this reward is a success (the mazes' goal: 0)
     "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
-    "outcome": "auto",  # next observations whole (full) or their new text (suffix); auto: from the data
+    "outcome": "auto",  # next observations whole (full) or their new text (suffix, echo); auto: from the data
 }
 MAX_WORLD_MODEL_STEPS = 1_000_000
 
@@ -239,7 +239,7 @@ def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, An
         "eval/verified/calls_per_step": out["calls"] / max(1, out["turns"]),
         "eval/verified/veto_rate": out["vetoes"] / max(1, out["turns"]),
         "eval/verified/world_model_loss": loss,
-        "eval/verified/world_model_outcome_suffix": float(settings["outcome"] == "suffix"),
+        "eval/verified/world_model_outcome_mode": float(OUTCOMES.index(settings["outcome"]) - 1),
     }
     if out["checked"]:
         values["eval/verified/false_veto_rate"] = out["false_vetoes"] / out["checked"]

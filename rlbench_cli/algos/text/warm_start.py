@@ -34,7 +34,7 @@ after each imagined update ``train/imagined_steps`` (imagined turns so far, roun
 imagined episodes that ended in the update), ``train/imagined_errors`` (unparsable predictions so far) and
 ``train/imagined_error_rate`` (per imagined turn); once, the world model's fidelity:
 ``train/world_model_loss`` (its outcome tokens' cross-entropy over the last 10% of its steps),
-``train/world_model_outcome_suffix`` (1 where it predicted only each turn's new text: ``warm_start.outcome``,
+``train/world_model_outcome_mode`` (0: whole next observations, 1 and 2: only each turn's new text: ``warm_start.outcome``,
 ``text_world_model``'s ``outcome``),
 ``eval/world_model/em`` (exact next observation on the held-out real turns) and, for the warm-started policy,
 ``eval/world_model/real``, ``eval/world_model/wm``, ``eval/world_model/w2r`` and ``eval/world_model/cr``
@@ -57,7 +57,7 @@ from .online import EnvPool, collect
 from .policy import TextPolicy
 from .verifier import MAX_WORLD_MODEL_STEPS, train_world_model
 from .wm_env import WorldModelEnv, model_predict, step_many
-from .world_model import TextWorldModel, check_outcome
+from .world_model import OUTCOMES, TextWorldModel, check_outcome
 
 __all__ = ["WARM_START_OWN", "ImaginedPool", "check_warm_start", "without_warm_start", "WarmStart"]
 
@@ -177,8 +177,8 @@ class WarmStart:
         """PPO inside the world model for ``imagined_steps`` turns (``ppo.update``, the run's model, AdamW,
         sampler and its generator ``rng``), logging at real step 0; returns the imagined turns played."""
         ctx, n_total = self.ctx, int(self.settings["imagined_steps"])
-        suffix = float(self.settings["outcome"] == "suffix")
-        ctx.sink.log(0, **{"train/world_model_loss": self.loss, "train/world_model_outcome_suffix": suffix})
+        mode = float(OUTCOMES.index(self.settings["outcome"]) - 1)
+        ctx.sink.log(0, **{"train/world_model_loss": self.loss, "train/world_model_outcome_mode": mode})
         if n_total <= 0:
             return 0
         pool = ImaginedPool(self.envs(int(settings["num_envs"])), ctx.seed)
