@@ -23,6 +23,8 @@ imagined episodes) gets the whole next observation, the known text followed by t
 history is long (over 1,300 tokens after 100 maze turns) and a small model almost never copies it exactly
 (Maze PO, 800 steps: EM 0.01, no episode end predicted); a new line is about 15 tokens, and copying the
 action back was most of what a suffix model still got wrong after 800 steps (204 of its 235 misses of 300).
+Maze PO, seed 0, ``suites/lmrl-world-model.yaml``'s recipe: EM 0.63 (800 steps) and 0.76 (1,600) with echo,
+0.22 and 0.70 with suffix; episode ends 28 and 40 of 79 with echo (whole histories: EM 0.01, 0 of 79).
 The mode used is logged as ``train/outcome_mode`` (0 full, 1 suffix, 2 echo). The
 episodes are split: ``holdout_fraction`` of them (the last ones) are never trained on and measure EM; of the
 rest, the first ``train_episodes`` are trained on (all of them for 0), the data size a scaling suite sweeps.
