@@ -109,6 +109,47 @@ def test_a_verifier_on_an_algorithm_without_one_is_a_one_line_error(tmp_path):
     assert not (tmp_path / "r.duckdb").exists()
 
 
+def _po_suite(tmp_path, params: str) -> str:
+    data = tmp_path / "maze-po.jsonl"
+    save_text_dataset(
+        build_text_dataset("rlbench/MazePO-v0", "mixed", 10, seed=0, env_kwargs={"max_steps": 8}), data
+    )
+    suite = tmp_path / "po.yaml"
+    suite.write_text(
+        "name: wm-po-tiny\nseeds: 1\nbudget: {steps: 4, eval_every: 4, eval_episodes: 2}\n"
+        f"datasets: [{{name: MazePO-v0-mine, path: {data}, env: rlbench/MazePO-v0, kwargs: {{max_steps: 8}}}}]\n"
+        f"algorithms:\n  - {{name: text_world_model, params: {{{TINY}, {params}}}}}\n"
+    )
+    return str(suite)
+
+
+def test_a_maze_po_world_model_predicts_the_new_lines_end_to_end(tmp_path):
+    """Maze PO's observation is its history: the world model predicts each turn's new text (outcome auto),
+    the run logs which it used, and its metrics are measured on the whole observations rebuilt."""
+    suite = _po_suite(tmp_path, "em_turns: 6, max_turns: 4, max_outcome_tokens: 40, holdout_fraction: 0.25")
+    db = tmp_path / "r.duckdb"
+    rl("run", suite, "--db", db, "--workers", "1")
+
+    def fetch(metric):
+        return json.loads(rl("fetch", "--suite", "wm-po-tiny", "--metric", metric, "--format", "json", "--db",
+                             db).stdout)  # fmt: skip
+
+    assert [(r["step"], r["value"]) for r in fetch("train/outcome_mode")] == [(4, 2.0)]  # echo
+    for metric in ("eval/em", "eval/em_end", "eval/real", "eval/wm", "eval/w2r"):
+        rows = fetch(metric)
+        assert [r["step"] for r in rows] == [4] and 0.0 <= rows[0]["value"] <= 1.0, metric
+
+
+def test_a_world_model_outcome_it_does_not_know_is_a_one_line_error(tmp_path):
+    suite = _po_suite(tmp_path, "outcome: line")
+    r = rl("run", suite, "--db", tmp_path / "r.duckdb", check=False)
+    assert r.returncode == 2
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in r.stderr
+    assert "outcome must be one of auto, full, suffix, echo" in err and "'line'" in err
+    assert not (tmp_path / "r.duckdb").exists()
+
+
 def _mix_suite(tmp_path, params: str, mixes: str = "[real, imagined, real+imagined]") -> str:
     return _suite(tmp_path, f"  - {{name: bc, params: {{n_embd: 16, n_layer: 1, n_head: 1, batch_size: 8, {params}}}}}\n",
                   mixes)  # fmt: skip

@@ -151,6 +151,7 @@ def test_world_model_metrics_on_a_tiny_model(maze_dataset):
                                      "holdout_fraction": 0.25}, 3, maze_dataset)  # fmt: skip
     last = {k: v for _, row in sink.rows for k, v in row.items()}
     assert 0.0 <= last["eval/em"] <= 1.0 and 0.0 <= last["eval/em_end"] <= 1.0
+    assert last["train/outcome_mode"] == 0.0  # Maze FO: whole observations, as before
     for k in ("eval/real", "eval/wm", "eval/w2r"):
         assert 0.0 <= last[k] <= 1.0
     if last["eval/real"] > 0:
@@ -206,6 +207,109 @@ def test_world_model_learns_maze_po_histories_longer_than_its_positions():
         ValueError, match=r"max_outcome_tokens \(160\) \+ 2 = 242 is more than n_positions \(160\)"
     ):
         TextWorldModel.check_params({**params, "max_outcome_tokens": 160})
+
+
+def test_po_world_model_learns_the_new_lines_and_reads_back_whole_observations():
+    """Maze PO's next observation is its observation, the action written back and the new walls: the world
+    model's target is the new text alone (``outcome: auto`` picks echo; suffix keeps the action's line), and
+    a prediction reads back as the whole next observation; Maze FO's whole observations stay as they were."""
+    from rlbench_cli.algos.text.common import settings_of, texts_of
+    from rlbench_cli.algos.text.policy import build_model, build_tokenizer
+    from rlbench_cli.algos.text.world_model import (
+        TextWorldModel,
+        fits,
+        known_prefix,
+        next_observation,
+        outcome_mode,
+        outcome_text,
+        strict_outcome,
+    )
+    from rlbench_cli.datagen.text import build_text_dataset
+
+    po = list(build_text_dataset("rlbench/MazePO-v0", "mixed", 4, seed=0))
+    fo = list(build_text_dataset("rlbench/MazeFO-v0", "mixed", 4, seed=0))
+    assert fits(po, "echo") and fits(po, "suffix") and not fits(fo, "suffix") and not fits(fo, "echo")
+    assert not fits([[{"observation": "a", "action": "b"}]], "suffix")  # no next observation at all
+    base = settings_of("text_world_model", {**TINY, "max_outcome_tokens": 40}, TextWorldModel.own)
+    assert base["outcome"] == "auto"
+    settings, fo_settings = dict(base), dict(base)
+    assert outcome_mode(settings, po, "outcome") == "echo" and settings["outcome"] == "echo"
+    assert outcome_mode(fo_settings, fo, "outcome") == "full" and fo_settings["outcome"] == "full"
+    tok = build_tokenizer(settings, texts_of(po))
+    for mode in ("echo", "suffix"):
+        samples = TextWorldModel.samples(tok, po, {**settings, "outcome": mode})
+        k = 0
+        for ep in po:
+            for i, t in enumerate(ep):
+                obs, end = t["observation"], i + 1 == len(ep)
+                nxt = "" if end else ep[i + 1]["observation"]
+                known = known_prefix(obs, t["action"], mode)
+                assert known == (f"{obs}\n{t['action']}\n" if mode == "echo" else obs)
+                text = outcome_text(known, nxt)
+                assert text == ("" if end else nxt[len(known) :])
+                assert end or text.startswith("There") == (mode == "echo")  # the new walls line, or "\nmove"
+                tail = samples[k][1][samples[k][2] + 1 :]  # after the action and its <eoa>
+                got = strict_outcome(tok, tail)
+                assert got == (text, t["reward"], bool(t["done"]) or end)
+                assert next_observation(known, got[0]) == nxt
+                k += 1
+        assert k == len(samples) and max(len(a) for _, a, _ in samples) < 40  # not a 1,000-token history
+    assert po[0][-1]["done"] and not po[0][-1].get(
+        "truncated"
+    )  # an episode end: no next observation, reward 0
+    # the model's outcome is read back as the whole next observation (any parse: here a fixed one)
+    model = build_model(settings, tok)
+    obs = [po[0][1]["observation"], po[1][0]["observation"]]
+    walls = "There are walls above you."
+
+    def predict(conf, parse, n=2):
+        return TextWorldModel.predict(
+            model, tok, obs[:n], ["move up", "move left"][:n], conf, "cpu", parse=parse
+        )
+
+    got = predict(settings, lambda _t, _ids: (walls, -1.0, False))
+    assert got == [
+        (obs[0] + "\nmove up\n" + walls, -1.0, False),
+        (obs[1] + "\nmove left\n" + walls, -1.0, False),
+    ]
+    got = predict({**settings, "outcome": "suffix"}, lambda _t, _ids: ("\nmove up\n" + walls, -1.0, False))
+    assert [g[0] for g in got] == [o + "\nmove up\n" + walls for o in obs]
+    assert predict(settings, lambda _t, _ids: ("", 0.0, True), 1) == [("", 0.0, True)]  # an end: no next obs
+    assert predict(settings, lambda _t, _ids: None, 1) == [None]  # an unreadable outcome stays unreadable
+    assert predict(fo_settings, lambda _t, _ids: ("x", 0.0, False), 1) == [("x", 0.0, False)]  # full: as read
+    # Maze FO: the targets are the whole next observations, as before the outcome setting
+    fo_tok = build_tokenizer(fo_settings, texts_of(fo))
+    old = {k: v for k, v in fo_settings.items() if k != "outcome"}
+    assert TextWorldModel.samples(fo_tok, fo, fo_settings) == TextWorldModel.samples(fo_tok, fo, old)
+
+
+def test_world_model_outcome_settings_are_checked():
+    from rlbench_cli.algos.text.imagined import check_imagination
+    from rlbench_cli.algos.text.verifier import check_verifier
+    from rlbench_cli.algos.text.warm_start import check_warm_start
+    from rlbench_cli.algos.text.world_model import TextWorldModel, outcome_mode, outcome_text
+    from rlbench_cli.datagen.text import build_text_dataset
+
+    with pytest.raises(ValueError, match=r"^outcome must be one of auto, full, suffix, echo .*got 'prefix'"):
+        TextWorldModel.check_params({"outcome": "prefix"})
+    with pytest.raises(ValueError, match=r"^verifier.outcome must be one of"):
+        check_verifier({"outcome": "whole"})
+    with pytest.raises(ValueError, match=r"^imagination.outcome must be one of"):
+        check_imagination({"outcome": "shape"})
+    with pytest.raises(ValueError, match=r"^warm_start.outcome must be one of"):
+        check_warm_start({"imagined_steps": 0, "outcome": "line"})
+    fo = list(build_text_dataset("rlbench/MazeFO-v0", "mixed", 3, seed=0))
+    with pytest.raises(ValueError, match=r"^warm_start.outcome suffix: the data has a next observation that does "
+                                         r"not start with its turn's observation .*use outcome: full or auto"):  # fmt: skip
+        outcome_mode({"outcome": "suffix"}, fo, "warm_start.outcome")
+    wordle = list(build_text_dataset("rlbench/Wordle-v0", "mixed", 3, seed=0))  # writes "t h a n k" back
+    with pytest.raises(ValueError, match=r"^outcome echo: .*observation and action on a line of its own"):
+        outcome_mode({"outcome": "echo"}, wordle, "outcome")
+    assert outcome_mode({"outcome": "auto"}, wordle, "outcome") == "suffix"
+    po = build_text_dataset("rlbench/MazePO-v0", "mixed", 2, seed=0)
+    assert outcome_mode({"outcome": "full"}, po, "o") == "full"
+    with pytest.raises(ValueError, match="does not start with the known"):
+        outcome_text("abc", "xbcd")
 
 
 def test_ilql_stops_with_a_checkpoint_and_resumes(maze_dataset, tmp_path):

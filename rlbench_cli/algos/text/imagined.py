@@ -40,7 +40,9 @@ one ``truncated``), an episode without any is dropped, and the errors are counte
 Logged at the run's last step, beside its final evaluation: ``train/real_episodes`` (the real episodes the
 agent trains on: 0 on ``imagined``), ``train/world_model_episodes`` (those the world model trains on: the
 budget ``N``), ``train/imagined_episodes`` (kept), ``train/imagined_turns``, ``train/imagined_errors`` (episodes ended by an
-unreadable outcome), ``train/imagined_return`` (their mean return), ``train/world_model_loss``, and the world
+unreadable outcome), ``train/imagined_return`` (their mean return), ``train/world_model_loss``,
+``train/world_model_outcome_mode`` (0: whole next observations, 1 and 2: only each turn's new text:
+``imagination.outcome``, ``text_world_model``'s ``outcome``), and the world
 model's fidelity on the held-out real episodes, ``text_world_model``'s metrics (``TextWorldModel.evaluate``)
 under ``eval/world_model/``: ``em``, ``real``, ``wm``, ``w2r``, ``cr``. A resumed run makes its imagined
 episodes again (same seed, same episodes on the same device).
@@ -59,7 +61,7 @@ from .common import settings_of
 from .policy import TextPolicy
 from .tokenizer import SPECIALS
 from .verifier import train_world_model
-from .world_model import TextWorldModel, strict_outcome
+from .world_model import OUTCOMES, TextWorldModel, check_outcome, strict_outcome
 
 __all__ = [
     "IMAGINATION_OWN",
@@ -81,6 +83,7 @@ IMAGINATION_OWN: dict[str, Any] = {
     "max_turns": 30,  # turns of an imagined episode, at most (text_world_model's cap)
     "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
     "success_reward": 0.0,  # a world-model episode ending with this reward or more succeeds (eval/world_model/wm)
+    "outcome": "auto",  # next observations whole (full) or their new text (suffix, echo); auto: from the data
 }
 MAX_EPISODES = 1_000_000
 DATA_PARAMS = ("imagination", "train_episodes", "verifier")  # params that are not the agent's model settings
@@ -114,6 +117,7 @@ def check_imagination(value: Any) -> dict[str, Any]:
     for key in ("max_turns", "max_outcome_tokens", "em_turns"):
         if int(settings[key]) < 1:
             raise ValueError(f"imagination.{key} must be at least 1, got {settings[key]}")
+    check_outcome(settings["outcome"], "imagination.outcome")
     return settings
 
 
@@ -196,7 +200,9 @@ def rollouts(
 def _imagine(ctx: Any, real: list[Any], held: list[Any], settings: dict[str, Any]) -> tuple[list[Any], dict]:
     """Train the world model on ``real``, play the imagined episodes in it; (episodes, values to log)."""
     device = ctx.device
-    model, tok, loss = train_world_model(real, settings, ctx.seed, device, policy=True)
+    model, tok, loss = train_world_model(
+        real, settings, ctx.seed, device, policy=True, field="imagination.outcome"
+    )
     behaviour = TextPolicy(model, tok, settings, device, sample=True, rng=np.random.default_rng(ctx.seed))
     n = int(settings["episodes"]) or len(real)
     starts = [str(real[j % len(real)][0]["observation"]) for j in range(n)]
@@ -237,6 +243,7 @@ def _imagine(ctx: Any, real: list[Any], held: list[Any], settings: dict[str, Any
         if episodes
         else 0.0,
         "train/world_model_loss": loss,
+        "train/world_model_outcome_mode": float(OUTCOMES.index(settings["outcome"]) - 1),
         **{"eval/world_model/" + k.partition("/")[2]: v for k, v in fidelity.items()},
     }
     return episodes, values

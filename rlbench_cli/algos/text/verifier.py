@@ -22,7 +22,9 @@ it), ``eval/verified/normalized_return`` (where the run has a normaliser), ``eva
 (turns whose executed action is not the agent's first choice), ``eval/verified/false_veto_rate`` (of those,
 the share whose first choice was in fact good: replayed in a copy of the real env, it did not fail by the
 same rule, the env's ``invalid`` flag counting as a failure; over the vetoes whose env could be copied) and
-``eval/verified/world_model_loss`` (the outcome tokens' cross-entropy over the last 10% of its steps).
+``eval/verified/world_model_loss`` (the outcome tokens' cross-entropy over the last 10% of its steps) and
+``eval/verified/world_model_outcome_mode`` (0: whole next observations, 1 and 2: only each turn's new text,
+``verifier.outcome``: ``text_world_model``'s ``outcome``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import torch
 from ..base import RunContext, eval_seeds
 from .common import adamw, settings_of, texts_of
 from .policy import TextPolicy, build_model, build_tokenizer
-from .world_model import TextWorldModel
+from .world_model import OUTCOMES, TextWorldModel, check_outcome, outcome_mode
 
 __all__ = ["VERIFIER_OWN", "check_verifier", "predicted_failure", "verified_metrics"]
 
@@ -45,6 +47,7 @@ VERIFIER_OWN: dict[str, Any] = {
     "tries": 3,  # the agent's ranked actions the world model checks each turn, at most
     "success_reward": 0.0,  # an end predicted with at least this reward is a success (the mazes' goal: 0)
     "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
+    "outcome": "auto",  # next observations whole (full) or their new text (suffix, echo); auto: from the data
 }
 MAX_WORLD_MODEL_STEPS = 1_000_000
 
@@ -64,6 +67,7 @@ def check_verifier(value: Any) -> dict[str, Any]:
     if not 2 <= tries <= most:
         raise ValueError(f"verifier.tries must be 2 to max_candidates ({most}), got {tries}: the agent's first "
                          "choice and at least one alternative")  # fmt: skip
+    check_outcome(settings["outcome"], "verifier.outcome")
     return settings
 
 
@@ -95,12 +99,20 @@ def real_failure(env: Any, action: str, obs: str, seen: set[str]) -> bool | None
 
 
 def train_world_model(
-    episodes: Any, settings: dict[str, Any], seed: int, device: str, policy: bool = False
+    episodes: Any,
+    settings: dict[str, Any],
+    seed: int,
+    device: str,
+    policy: bool = False,
+    field: str = "outcome",
 ) -> tuple[Any, Any, float]:
     """A world model of ``episodes``: (model, tokenizer, mean outcome loss over the last 10% of its steps).
     ``policy``: its action head learns the episodes' actions too (``text_world_model``'s two losses), so the
-    model also clones their behaviour (``algos.text.imagined`` acts with it). Shared by the verifier and the
-    synthetic-trajectories channel."""
+    model also clones their behaviour (``algos.text.imagined`` acts with it). ``settings["outcome"]`` is
+    resolved in place (``world_model.outcome_mode``; ``field`` names it in an error), so that predictions
+    with the same settings read the model's outcomes back as whole observations. Shared by the three
+    agent-utility channels."""
+    outcome_mode(settings, episodes, field)
     tok = build_tokenizer(settings, texts_of(episodes))
     samples = TextWorldModel.samples(tok, list(episodes), settings)
     torch.manual_seed(seed)
@@ -208,7 +220,7 @@ def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, An
     return the ``eval/verified/*`` metrics (see the module docstring)."""
     settings = check_verifier(verifier)
     device = ctx.device
-    model, tok, loss = train_world_model(ctx.dataset(), settings, ctx.seed, device)
+    model, tok, loss = train_world_model(ctx.dataset(), settings, ctx.seed, device, field="verifier.outcome")
 
     def judge(obs: list[str], actions: list[str]) -> list[tuple[str, float, bool]]:
         return TextWorldModel.predict(model, tok, obs, actions, settings, device)
@@ -227,6 +239,7 @@ def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, An
         "eval/verified/calls_per_step": out["calls"] / max(1, out["turns"]),
         "eval/verified/veto_rate": out["vetoes"] / max(1, out["turns"]),
         "eval/verified/world_model_loss": loss,
+        "eval/verified/world_model_outcome_mode": float(OUTCOMES.index(settings["outcome"]) - 1),
     }
     if out["checked"]:
         values["eval/verified/false_veto_rate"] = out["false_vetoes"] / out["checked"]

@@ -34,6 +34,8 @@ after each imagined update ``train/imagined_steps`` (imagined turns so far, roun
 imagined episodes that ended in the update), ``train/imagined_errors`` (unparsable predictions so far) and
 ``train/imagined_error_rate`` (per imagined turn); once, the world model's fidelity:
 ``train/world_model_loss`` (its outcome tokens' cross-entropy over the last 10% of its steps),
+``train/world_model_outcome_mode`` (0: whole next observations, 1 and 2: only each turn's new text: ``warm_start.outcome``,
+``text_world_model``'s ``outcome``),
 ``eval/world_model/em`` (exact next observation on the held-out real turns) and, for the warm-started policy,
 ``eval/world_model/real``, ``eval/world_model/wm``, ``eval/world_model/w2r`` and ``eval/world_model/cr``
 (``text_world_model``'s metrics, its ``max_turns`` and the run's evaluation seeds): report them next to any
@@ -55,7 +57,7 @@ from .online import EnvPool, collect
 from .policy import TextPolicy
 from .verifier import MAX_WORLD_MODEL_STEPS, train_world_model
 from .wm_env import WorldModelEnv, model_predict, step_many
-from .world_model import TextWorldModel
+from .world_model import OUTCOMES, TextWorldModel, check_outcome
 
 __all__ = ["WARM_START_OWN", "ImaginedPool", "check_warm_start", "without_warm_start", "WarmStart"]
 
@@ -106,6 +108,7 @@ def check_warm_start(value: Any) -> dict[str, Any]:
             ) from None
     if int(settings["max_turns"]) < 1:
         raise ValueError(f"warm_start.max_turns must be at least 1, got {settings['max_turns']}")
+    check_outcome(settings["outcome"], "warm_start.outcome")
     return settings
 
 
@@ -146,7 +149,7 @@ class WarmStart:
         self.train_eps, self.held = TextWorldModel.split(episodes, settings, name)
         with torch.random.fork_rng(devices=[] if str(ctx.device) == "cpu" else None):
             self.model, self.tok, self.loss = train_world_model(
-                self.train_eps, settings, ctx.seed, ctx.device
+                self.train_eps, settings, ctx.seed, ctx.device, field="warm_start.outcome"
             )
         rewards = [float(t["reward"]) for ep in self.train_eps for t in ep]
         given = settings["error_reward"]
@@ -174,7 +177,8 @@ class WarmStart:
         """PPO inside the world model for ``imagined_steps`` turns (``ppo.update``, the run's model, AdamW,
         sampler and its generator ``rng``), logging at real step 0; returns the imagined turns played."""
         ctx, n_total = self.ctx, int(self.settings["imagined_steps"])
-        ctx.sink.log(0, **{"train/world_model_loss": self.loss})
+        mode = float(OUTCOMES.index(self.settings["outcome"]) - 1)
+        ctx.sink.log(0, **{"train/world_model_loss": self.loss, "train/world_model_outcome_mode": mode})
         if n_total <= 0:
             return 0
         pool = ImaginedPool(self.envs(int(settings["num_envs"])), ctx.seed)

@@ -37,7 +37,8 @@ Step = tuple[str, float, bool, bool, dict[str, Any]]
 
 def model_predict(model: Any, tok: Any, settings: dict[str, Any], device: str) -> Predict:
     """A trained ``TextWorldModel`` (model, its tokenizer, its settings) as a ``Predict``: greedy outcomes,
-    None where the generated tokens are not a whole outcome (``world_model.outcome_error``)."""
+    None where the generated tokens are not a whole outcome (``world_model.outcome_error``); whole next
+    observations also where the model predicts only the new text (``settings["outcome"]`` ``suffix`` or ``echo``)."""
     from .world_model import TextWorldModel, strict_outcome  # imports torch: the env itself needs none
 
     def predict(obs: list[str], actions: list[str]) -> list[Outcome | None]:

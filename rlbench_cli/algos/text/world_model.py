@@ -8,7 +8,24 @@ dataset, as one token sequence::
 
 the action given the observation (the agent: behaviour cloning of the dataset) and what follows an action
 (the world model: the next observation, the reward as text, and whether the episode ended). A turn that ends
-its episode has no next observation in the dataset: its target is ``<obs> <rew> reward <done>``. The
+its episode has no next observation in the dataset: its target is ``<obs> <rew> reward <done>``.
+
+Where a task's observation is its whole history (the partially observed maze, TextNav, Wordle: each next
+observation is the current one with the new turn's lines after it), the world model predicts only the new
+text, after what is known (``known_prefix``): ``suffix``, the text after the observation; ``echo``, the text
+after the observation and the action written back on a line of its own (Maze PO, TextNav: ``\nmove up\n``
+then the new walls); ``full``, whole observations. ``outcome: auto`` (the default) takes the first of echo and
+suffix that every turn of the data the world model trains on fits (``fits``: each next observation starts
+with its known text and is longer), else full; ``suffix`` or ``echo`` asked for on data that does not fit is
+refused. Whatever reads a prediction back (EM, the WM rollouts, ``WorldModelEnv``, the verifier, the
+imagined episodes) gets the whole next observation, the known text followed by the predicted one
+(``next_observation``); the input context is cut on the left to ``max_context`` tokens as always. A whole
+history is long (over 1,300 tokens after 100 maze turns) and a small model almost never copies it exactly
+(Maze PO, 800 steps: EM 0.01, no episode end predicted); a new line is about 15 tokens, and copying the
+action back was most of what a suffix model still got wrong after 800 steps (204 of its 235 misses of 300).
+Maze PO, seed 0, ``suites/lmrl-world-model.yaml``'s recipe: EM 0.63 (800 steps) and 0.76 (1,600) with echo,
+0.22 and 0.70 with suffix; episode ends 28 and 40 of 79 with echo (whole histories: EM 0.01, 0 of 79).
+The mode used is logged as ``train/outcome_mode`` (0 full, 1 suffix, 2 echo). The
 episodes are split: ``holdout_fraction`` of them (the last ones) are never trained on and measure EM; of the
 rest, the first ``train_episodes`` are trained on (all of them for 0), the data size a scaling suite sweeps.
 The loss is ``policy_weight`` times the action tokens' cross-entropy plus the outcome tokens'. The agent's
@@ -58,14 +75,94 @@ from .losses import token_ce
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer, decode_tokens
 
 __all__ = [
+    "OUTCOMES",
     "TextWorldModel",
     "check_lengths",
+    "check_outcome",
+    "fits",
+    "known_prefix",
+    "next_observation",
+    "outcome_mode",
+    "outcome_text",
     "outcome_error",
     "outcome_ids",
     "parse_outcome",
     "strict_outcome",
     "world_model_metrics",
 ]
+
+
+OUTCOMES = ("auto", "full", "suffix", "echo")
+AUTO_ORDER = ("echo", "suffix")  # what auto picks, the first the data fits; else full
+
+
+def known_prefix(obs: str, action: str, mode: str) -> str:
+    """What a next observation starts with, known before the world model predicts it: nothing (``full``),
+    the observation (``suffix``), or the observation followed by the action on a line of its own (``echo``:
+    a history that writes each action back)."""
+    if mode == "echo":
+        return f"{obs}\n{str(action).strip()}\n"
+    return obs if mode == "suffix" else ""
+
+
+def fits(episodes: Any, mode: str) -> bool:
+    """Whether every next observation in ``episodes`` is its ``known_prefix`` under ``mode`` with more text
+    after it, and there is at least one (always for ``full``)."""
+    if mode == "full":
+        return True
+    pairs = 0
+    for ep in episodes:
+        for i in range(len(ep) - 1):
+            known = known_prefix(str(ep[i]["observation"]), str(ep[i]["action"]), mode)
+            nxt = str(ep[i + 1]["observation"])
+            if len(nxt) <= len(known) or not nxt.startswith(known):
+                return False
+            pairs += 1
+    return pairs > 0
+
+
+def check_outcome(value: Any, field: str) -> None:
+    """ValueError naming the ``field`` (``outcome``, ``verifier.outcome``, ...) when ``value`` is not one of
+    ``OUTCOMES``."""
+    if value not in OUTCOMES:
+        raise ValueError(f"{field} must be one of {', '.join(OUTCOMES)} (auto: the new text alone where "
+                         f"each next observation extends the current one), got {value!r}")  # fmt: skip
+
+
+def outcome_mode(settings: dict[str, Any], episodes: Any, field: str) -> str:
+    """What the world model of ``episodes`` predicts after an action (``full``, ``suffix`` or ``echo``: the
+    next observation less its ``known_prefix``), from ``settings["outcome"]`` (see the module docstring);
+    sets ``settings["outcome"]`` to it, which ``samples`` and ``predict`` read. ValueError for ``suffix`` or
+    ``echo`` on data where a next observation does not start with that known text."""
+    want = settings.get("outcome", "auto")
+    check_outcome(want, field)
+    if want == "auto":
+        want = next((m for m in AUTO_ORDER if fits(episodes, m)), "full")
+    elif not fits(episodes, want):
+        what = "its turn's observation" + (" and action on a line of its own" if want == "echo" else "")
+        raise ValueError(f"{field} {want}: the data has a next observation that does not start with {what} "
+                         "(or adds nothing to it), so there is no new text alone to predict; use outcome: "
+                         f"{'suffix, ' if want == 'echo' else ''}full or auto")  # fmt: skip
+    settings["outcome"] = want
+    return str(want)
+
+
+def outcome_text(known: str, nxt: str) -> str:
+    """The next observation ``nxt`` as the world model learns it: the text after its ``known`` prefix
+    (``known_prefix``; all of it for ``full``); ``""`` (an episode's end: no next observation) stays ``""``."""
+    if not nxt:
+        return nxt
+    if not nxt.startswith(known):
+        raise ValueError(
+            f"outcome: next observation {nxt[:60]!r} does not start with the known {known[-60:]!r}"
+        )
+    return nxt[len(known) :]
+
+
+def next_observation(known: str, text: str) -> str:
+    """The whole next observation from a predicted ``text`` (``outcome_text``'s inverse): ``known`` followed
+    by it; an empty text is no next observation (``""``) in every mode."""
+    return known + text if text else text
 
 
 def outcome_ids(tok: Any, next_obs: str, reward: float, done: bool) -> list[int]:
@@ -162,11 +259,14 @@ class TextWorldModel(TextParams):
         "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
         "success_reward": 0.0,  # a world-model episode succeeds when it predicts <done> with this reward or more
         "policy_weight": 1.0,  # weight of the agent's (behaviour cloning) loss beside the world model's
+        "outcome": "auto",  # next observations whole (full) or their new text (suffix, echo); auto: from the data
     }
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
-        check_lengths(settings_of(cls.name, params, cls.own), cls.name)
+        settings = settings_of(cls.name, params, cls.own)
+        check_outcome(settings["outcome"], "outcome")
+        check_lengths(settings, cls.name)
 
     def train(self, ctx: RunContext) -> None:
         settings = settings_of(self.name, ctx.params, self.own)
@@ -174,6 +274,7 @@ class TextWorldModel(TextParams):
         ctx._dataset = episodes
         ctx.score_normalizer = normalizer(str(ctx.spec.dataset), ctx.spec.env_id)
         train_eps, held = self.split(episodes, settings, str(ctx.spec.dataset))
+        mode = OUTCOMES.index(outcome_mode(settings, train_eps, "outcome")) - 1  # full 0, suffix 1, echo 2
         tok = build_tokenizer(settings, texts_of(episodes))
         samples = self.samples(tok, train_eps, settings)
         torch.manual_seed(ctx.seed)
@@ -223,7 +324,8 @@ class TextWorldModel(TextParams):
             )
         ctx.finish(step, agent)
         if not ctx.should_stop():
-            ctx.sink.log(step, **self.evaluate(ctx, model, tok, held, settings))
+            values = self.evaluate(ctx, model, tok, held, settings)
+            ctx.sink.log(step, **{"train/outcome_mode": float(mode), **values})
 
     @staticmethod
     def losses(
@@ -265,13 +367,16 @@ class TextWorldModel(TextParams):
         the right to what fits the model's ``n_positions`` after the context (and the ``<eoa>`` the batch adds):
         a partially observed maze's next observation is its whole history, longer than any model of a few
         hundred positions takes; the world model learns its beginning, and what it cannot see it cannot
-        predict (EM counts such a turn as a miss)."""
+        predict (EM counts such a turn as a miss). With ``settings["outcome"]`` ``suffix`` or ``echo`` the next
+        observation is only its new text (``outcome_text``)."""
         limit, act_limit = int(settings["max_context"]), int(settings["max_action_tokens"])
         positions = int(settings["n_positions"])
+        mode = str(settings.get("outcome", "full"))
         out = []
         for ep in episodes:
             for i, t in enumerate(ep):
-                nxt = ep[i + 1]["observation"] if i + 1 < len(ep) else ""
+                known = known_prefix(t["observation"], t["action"], mode)
+                nxt = outcome_text(known, ep[i + 1]["observation"]) if i + 1 < len(ep) else ""
                 ctx_ids = ([tok.bos_id, *tok.encode(t["observation"]), tok.act_id])[-limit:]
                 act = tok.encode(t["action"])[:act_limit]
                 tail = outcome_ids(tok, nxt, float(t["reward"]), bool(t["done"]) or i + 1 == len(ep))
@@ -282,7 +387,9 @@ class TextWorldModel(TextParams):
     def predict(model: Any, tok: Any, obs: list[str], actions: list[str], settings: dict[str, Any],
                 device: str, parse: Any = parse_outcome) -> list[Any]:  # fmt: skip
         """The greedy outcome of each (observation, action), read by ``parse(tok, ids)`` (``parse_outcome``;
-        ``strict_outcome`` returns None for tokens that do not read as an outcome)."""
+        ``strict_outcome`` returns None for tokens that do not read as an outcome), its text made the whole
+        next observation (``next_observation``: with ``settings["outcome"]`` ``suffix`` or ``echo``, the
+        known text, ``known_prefix``, followed by the predicted text)."""
         limit = int(settings["max_context"])
         contexts = [([tok.bos_id, *tok.encode(o), tok.act_id])[-limit:] + tok.encode(a) + [tok.eoa_id]
                     for o, a in zip(obs, actions)]  # fmt: skip
@@ -293,7 +400,12 @@ class TextWorldModel(TextParams):
             out = decode_tokens(model, tok, contexts, int(settings["max_outcome_tokens"]), banned, device)
         finally:
             model.train(was)
-        return [parse(tok, ids) for ids, _ in out]
+        mode = str(settings.get("outcome", "full"))
+        read = [parse(tok, ids) for ids, _ in out]
+        if mode == "full":
+            return read
+        return [r if r is None else (next_observation(known_prefix(o, a, mode), r[0]), *r[1:])
+                for o, a, r in zip(obs, actions, read)]  # fmt: skip
 
     @staticmethod
     def predict_chunked(model: Any, tok: Any, obs: list[str], actions: list[str], settings: dict[str, Any],
