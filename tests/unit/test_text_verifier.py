@@ -4,15 +4,23 @@ the observed cell), the ``eval/verified/*`` metrics of a tiny bc run, and its ba
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
 from rlbench_cli.algos import check_params, get_algorithm
 from rlbench_cli.algos.base import RunContext, _episodes
 from rlbench_cli.algos.text.policy import TextPolicy, build_model, build_tokenizer
-from rlbench_cli.algos.text.verifier import check_verifier, play_verified, predicted_failure
+from rlbench_cli.algos.text.verifier import (
+    check_verifier,
+    play_verified,
+    predicted_failure,
+    real_failure,
+    turn_text,
+)
 from rlbench_cli.envs import make_env
-from rlbench_cli.envs.text.maze import FREE, GOAL, MazeFO, describe_fo
+from rlbench_cli.envs.text.maze import FREE, GOAL, MazeFO, MazePO, describe_fo
 from rlbench_cli.suite.grid import RunSpec
 
 TINY = {"n_embd": 16, "n_layer": 1, "n_head": 1, "batch_size": 4, "max_context": 96}
@@ -25,6 +33,58 @@ def test_the_veto_rule():
     assert not predicted_failure("b", seen, ("c", -1.0, False), 0.0)  # somewhere new
     assert not predicted_failure("b", seen, ("a", 0.0, True), 0.0)  # the goal reached (0 in the mazes)
     assert predicted_failure("b", seen, ("c", -2.0, True), 0.0)  # the end without success
+
+
+def _po_turn(start, action):
+    """Maze PO from ``start``: the first observation, the env, and the real outcome of ``action``."""
+    env = MazePO()
+    obs, _ = env.reset(seed=0, options={"init_position": start})
+    twin = MazePO()
+    twin.reset(seed=0, options={"init_position": start})
+    nxt, r, term, trunc, _ = twin.step(action)
+    return obs, env, (nxt, r, term or trunc)
+
+
+def test_on_maze_po_a_move_into_a_wall_is_a_predicted_and_a_real_failure_and_a_step_is_not():
+    mode = "echo"  # what outcome: auto picks on Maze PO's data
+    # (1, 1): walls to the left, above, below; (1, 2): walls above and below
+    obs, env, bump = _po_turn((1, 1), "move up")
+    seen = {obs}  # the first observation: the first turn's new text
+    assert bump[0] != obs and bump[0].startswith(obs)  # a history always grows...
+    assert turn_text(obs, "move up", bump[0], "echo") == obs  # ...by the same walls line again
+    assert predicted_failure(obs, seen, bump, 0.0, "move up", mode)
+    assert real_failure(env, "move up", obs, seen, mode) is True
+    _, _, step = _po_turn((1, 1), "move right")
+    assert not predicted_failure(obs, seen, step, 0.0, "move right", mode)
+    assert real_failure(env, "move right", obs, seen, mode) is False
+    # the whole-observation rule misses the bump: a history never repeats
+    assert not predicted_failure(obs, seen, bump, 0.0)
+    assert real_failure(env, "move up", obs, seen) is False
+
+
+def _po_judge(env):
+    """Maze PO's exact outcome: the real ``env`` copied and stepped."""
+
+    def judge(obs, actions):
+        out = []
+        for o, a in zip(obs, actions):
+            assert o == env.unwrapped._last_obs  # one env, played by one agent
+            nxt, r, term, trunc, _ = copy.deepcopy(env).step(a)
+            out.append((nxt, r, term or trunc))
+        return out
+
+    return judge
+
+
+def test_an_exact_world_model_of_maze_po_vetoes_moves_into_walls_with_the_new_text_rule():
+    settings = {**check_verifier({**TINY, "tries": 4}), "history": 0, "outcome": "echo"}
+    vetoes = 0
+    for s in range(3):
+        env = make_env("rlbench/MazePO-v0", {"max_steps": 12}, s)
+        out = play_verified([env], [s], _policy(settings), _po_judge(env), settings)
+        assert out["checked"] == out["vetoes"] and out["false_vetoes"] == 0  # judged by the same rule
+        vetoes += out["vetoes"]
+    assert vetoes > 0  # an untrained agent walks into walls; the whole-observation rule never vetoes here
 
 
 def _maze_judge(obs: list[str], actions: list[str]) -> list[tuple[str, float, bool]]:
