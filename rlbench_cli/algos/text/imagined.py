@@ -61,7 +61,7 @@ from .common import settings_of
 from .policy import TextPolicy
 from .tokenizer import SPECIALS
 from .verifier import train_world_model
-from .world_model import OUTCOMES, TextWorldModel, check_outcome, strict_outcome
+from .world_model import TextWorldModel, check_outcome, outcome_code, strict_outcome
 
 __all__ = [
     "IMAGINATION_OWN",
@@ -243,7 +243,7 @@ def _imagine(ctx: Any, real: list[Any], held: list[Any], settings: dict[str, Any
         if episodes
         else 0.0,
         "train/world_model_loss": loss,
-        "train/world_model_outcome_mode": float(OUTCOMES.index(settings["outcome"]) - 1),
+        "train/world_model_outcome_mode": outcome_code(settings["outcome"]),
         **{"eval/world_model/" + k.partition("/")[2]: v for k, v in fidelity.items()},
     }
     return episodes, values

@@ -48,7 +48,7 @@ import torch
 from ..base import RunContext, eval_seeds
 from .common import adamw, settings_of, texts_of
 from .policy import TextPolicy, build_model, build_tokenizer
-from .world_model import OUTCOMES, TextWorldModel, check_outcome, known_prefix, outcome_mode
+from .world_model import TextWorldModel, check_outcome, known_prefix, outcome_code, outcome_mode
 
 __all__ = [
     "VERIFIER_OWN",
@@ -283,7 +283,7 @@ def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, An
         "eval/verified/calls_per_step": out["calls"] / max(1, out["turns"]),
         "eval/verified/veto_rate": out["vetoes"] / max(1, out["turns"]),
         "eval/verified/world_model_loss": loss,
-        "eval/verified/world_model_outcome_mode": float(OUTCOMES.index(settings["outcome"]) - 1),
+        "eval/verified/world_model_outcome_mode": outcome_code(settings["outcome"]),
     }
     if out["checked"]:
         values["eval/verified/false_veto_rate"] = out["false_vetoes"] / out["checked"]

@@ -57,7 +57,7 @@ from .online import EnvPool, collect
 from .policy import TextPolicy
 from .verifier import MAX_WORLD_MODEL_STEPS, train_world_model
 from .wm_env import WorldModelEnv, model_predict, step_many
-from .world_model import OUTCOMES, TextWorldModel, check_outcome
+from .world_model import TextWorldModel, check_outcome, outcome_code
 
 __all__ = ["WARM_START_OWN", "ImaginedPool", "check_warm_start", "without_warm_start", "WarmStart"]
 
@@ -177,7 +177,7 @@ class WarmStart:
         """PPO inside the world model for ``imagined_steps`` turns (``ppo.update``, the run's model, AdamW,
         sampler and its generator ``rng``), logging at real step 0; returns the imagined turns played."""
         ctx, n_total = self.ctx, int(self.settings["imagined_steps"])
-        mode = float(OUTCOMES.index(self.settings["outcome"]) - 1)
+        mode = outcome_code(self.settings["outcome"])
         ctx.sink.log(0, **{"train/world_model_loss": self.loss, "train/world_model_outcome_mode": mode})
         if n_total <= 0:
             return 0

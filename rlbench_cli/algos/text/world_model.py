@@ -82,6 +82,7 @@ __all__ = [
     "fits",
     "known_prefix",
     "next_observation",
+    "outcome_code",
     "outcome_mode",
     "outcome_text",
     "outcome_error",
@@ -145,6 +146,12 @@ def outcome_mode(settings: dict[str, Any], episodes: Any, field: str) -> str:
                          f"{'suffix, ' if want == 'echo' else ''}full or auto")  # fmt: skip
     settings["outcome"] = want
     return str(want)
+
+
+def outcome_code(mode: str) -> float:
+    """A resolved ``outcome`` mode as the number runs log (``train/outcome_mode`` and the channels' copies):
+    0 full, 1 suffix, 2 echo."""
+    return float(OUTCOMES.index(mode) - 1)
 
 
 def outcome_text(known: str, nxt: str) -> str:
@@ -274,7 +281,7 @@ class TextWorldModel(TextParams):
         ctx._dataset = episodes
         ctx.score_normalizer = normalizer(str(ctx.spec.dataset), ctx.spec.env_id)
         train_eps, held = self.split(episodes, settings, str(ctx.spec.dataset))
-        mode = OUTCOMES.index(outcome_mode(settings, train_eps, "outcome")) - 1  # full 0, suffix 1, echo 2
+        mode = outcome_code(outcome_mode(settings, train_eps, "outcome"))
         tok = build_tokenizer(settings, texts_of(episodes))
         samples = self.samples(tok, train_eps, settings)
         torch.manual_seed(ctx.seed)
@@ -325,7 +332,7 @@ class TextWorldModel(TextParams):
         ctx.finish(step, agent)
         if not ctx.should_stop():
             values = self.evaluate(ctx, model, tok, held, settings)
-            ctx.sink.log(step, **{"train/outcome_mode": float(mode), **values})
+            ctx.sink.log(step, **{"train/outcome_mode": mode, **values})
 
     @staticmethod
     def losses(
