@@ -47,7 +47,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # parametrized over the executor that asks for its engine's fixture by name, the folder of the benchmark
 # scripts' tests, and a skipif whose reason names a GPU
 ENGINE_FIXTURES = {"ray_head", "slurm"}
-APT_FIXTURES = {"slurm", "chromium", "stockfish", "wamerican", "mps_control"}
+APT_FIXTURES = {"slurm", "chromium", "chromedriver", "stockfish", "wamerican", "mps_control"}
 ENGINE_EXECUTORS = {"ray", "slurm"}
 # Every test of one engine runs on one xdist worker (`--dist loadgroup` in pyproject.toml): one Ray head and one
 # Slurm cluster a session instead of one per worker, and never two clusters of an engine competing for the cores
@@ -330,6 +330,17 @@ def chromium() -> str:
     debian_package("chromium fonts-dejavu-core", lambda: shutil.which("chromium") is not None,
                    "to render the report")  # fmt: skip
     return shutil.which("chromium")
+
+
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="session")
+def chromedriver(chromium: str) -> str:
+    """Debian's chromium-driver, which Selenium drives Chromium through (the UI's page tests): its path."""
+    debian_package("chromium-driver", lambda: os.path.exists(CHROMEDRIVER),
+                   "Selenium's driver of headless Chromium")  # fmt: skip
+    return CHROMEDRIVER
 
 
 @pytest.fixture

@@ -10,15 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def script(name: str, *args: object) -> subprocess.CompletedProcess:
-    """benchmarks/NAME ARGS run to its end in a subprocess (skipped without Debian's chromium-driver)."""
-    if not os.path.exists("/usr/bin/chromedriver"):
-        pytest.skip("needs Debian's chromium-driver: apt-get install chromium-driver")
+    """benchmarks/NAME ARGS run to its end in a subprocess (the tests ask for Debian's chromium-driver)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *map(str, args)], capture_output=True,
                           text=True, timeout=900, env=env)  # fmt: skip
@@ -26,7 +22,7 @@ def script(name: str, *args: object) -> subprocess.CompletedProcess:
     return proc
 
 
-def test_ui_scale_small(tmp_path: Path, chromium: str) -> None:
+def test_ui_scale_small(tmp_path: Path, chromedriver: str) -> None:
     proc = script("ui_scale.py", "--runs", "40", "--rows", "20", "--repeat", "1", "--cache", tmp_path / "c",
                   "--json", tmp_path / "t.json")  # fmt: skip
     for name in ("runs table first paint", "curves by algo", "curves by algo x task"):
@@ -37,7 +33,7 @@ def test_ui_scale_small(tmp_path: Path, chromium: str) -> None:
     assert numbers["browser"]["groups_algo"] == 2 and numbers["browser"]["table_ms"] > 0
 
 
-def test_ui_live_small(tmp_path: Path, chromium: str) -> None:
+def test_ui_live_small(tmp_path: Path, chromedriver: str) -> None:
     proc = script(
         "ui_live.py",
         "--points",

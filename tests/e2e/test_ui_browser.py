@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "cli"))
 from ui_suite import RLBENCH, XSS, run_suite, write_suite  # noqa: E402
 
 pytestmark = pytest.mark.slow
-CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 def wait_for(check, timeout: float, what: str, every: float = 0.2):
@@ -55,9 +54,7 @@ def console_is_clean(browser) -> None:
 
 
 @pytest.fixture
-def browser(chromium):
-    if not os.path.exists(CHROMEDRIVER):
-        pytest.skip(f"needs Debian's chromium-driver ({CHROMEDRIVER}): apt-get install chromium-driver")
+def browser(chromium, chromedriver):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -66,7 +63,7 @@ def browser(chromium):
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1600"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
     driver.set_page_load_timeout(60)
     driver.set_script_timeout(60)
     try:

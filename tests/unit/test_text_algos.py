@@ -283,7 +283,7 @@ def test_po_world_model_learns_the_new_lines_and_reads_back_whole_observations()
     assert TextWorldModel.samples(fo_tok, fo, fo_settings) == TextWorldModel.samples(fo_tok, fo, old)
 
 
-def test_world_model_outcome_settings_are_checked():
+def test_world_model_outcome_settings_are_checked(wamerican):  # Wordle's data needs its word list
     from rlbench_cli.algos.text.imagined import check_imagination
     from rlbench_cli.algos.text.verifier import check_verifier
     from rlbench_cli.algos.text.warm_start import check_warm_start
