@@ -1,8 +1,8 @@
 """A saved text world model reused by the agent-utility channels (``world_model:`` in ``verifier``,
-``imagination``, ``warm_start``; ``suite.world_models``, ``algos.text.loaded``): where it is found in a
-run's folders, each refusal as one line naming the field (no such folder, no world model in it, another
-algorithm's policy, settings it brings itself, another task's env or words), and a loaded model predicting as
-the saved one did, in the verifier, the imagined episodes and the warm start, with the loaded flag logged."""
+``imagination``, ``warm_start``; ``algos.text.loaded``): the refusals of a channel's settings, each one line
+naming the field (settings the model brings itself, an action head that never learned, another task's
+words), and a loaded model predicting as the saved one did, in the verifier, the imagined episodes and the
+warm start, with the loaded flag logged. Where it is found: test_saved_world_model_paths.py."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import json
 
 import pytest
 import torch
+from world_model_helpers import MAZE
+from world_model_helpers import json_model as _json_model
 
 from rlbench_cli.algos import check_params, get_algorithm
 from rlbench_cli.algos.base import RunContext
@@ -19,70 +21,9 @@ from rlbench_cli.algos.text.policy import TextPolicy, build_model, build_tokeniz
 from rlbench_cli.algos.text.verifier import world_model_of
 from rlbench_cli.algos.text.world_model import TextWorldModel
 from rlbench_cli.datagen.text import build_text_dataset, save_text_dataset
-from rlbench_cli.errors import SuiteInvalid
-from rlbench_cli.suite.loader import load_suite
-from rlbench_cli.suite.world_models import SavedWorldModel, find_world_model
+from rlbench_cli.suite.world_models import SavedWorldModel
 
 TINY = {"n_embd": 16, "n_layer": 1, "n_head": 1, "batch_size": 4, "max_context": 96}
-MAZE = "rlbench/MazeFO-v0"
-
-
-def _json_model(folder, algo="text_world_model", env=MAZE, settings=None, tokens=("<pad>",)):
-    """A kept policy's two JSON files as ``algos.keep`` and ``TextPolicy.save`` write them (no weights)."""
-    (folder / "model").mkdir(parents=True)
-    if settings is None:
-        settings = {"outcome": "full", "policy_weight": 1.0}
-    meta = {"tokenizer": {"kind": "text", "tokens": list(tokens)}, "settings": settings}
-    (folder / "model" / "rlbench-text-policy.json").write_text(json.dumps(meta))
-    info = {"format": "rlbench-saved-policy-1", "loader": "text.policy:load_policy", "file": "model",
-            "algo": algo, "env_id": env}  # fmt: skip
-    (folder / "policy.json").write_text(json.dumps(info))
-    return folder
-
-
-def test_a_saved_world_model_is_found_from_its_run_attempt_kept_or_model_folder(tmp_path):
-    run = tmp_path / "runs" / "wm" / "run-1"
-    _json_model(run / "attempt-1" / "policy" / "final")
-    latest = _json_model(run / "attempt-2" / "policy" / "final")
-    (run / "attempt-3").mkdir()  # an attempt that kept nothing
-    for given in (run, run / "attempt-2", latest, latest / "model"):
-        saved = find_world_model(given, "verifier.world_model")
-        assert saved.folder == latest / "model", given
-        assert saved.info["env_id"] == MAZE and saved.settings["outcome"] == "full"
-    assert find_world_model(run / "attempt-1", "w").folder == run / "attempt-1" / "policy" / "final" / "model"
-
-
-def _bare_agent(p):
-    folder = _json_model(p / "k", settings={"max_words": 2000})
-    (folder / "policy.json").unlink()
-    return folder / "model"
-
-
-@pytest.mark.parametrize(
-    ("make", "says"),
-    [
-        (lambda p: p / "nothing", "verifier.world_model: no saved world model at"),
-        (
-            lambda p: (p / "f.txt").write_text("x") and p / "f.txt",
-            "verifier.world_model: {p}/f.txt is a file",
-        ),
-        (lambda p: p, "holds no saved text world model"),
-        (
-            lambda p: _json_model(p / "k", algo="bc", settings={"max_words": 2000}),
-            "holds bc's policy, not a text_world_model's",
-        ),
-        (
-            _bare_agent,  # no policy.json: told by its saved settings
-            "holds a text agent's policy",
-        ),
-    ],
-)
-def test_a_path_without_a_saved_world_model_is_refused(tmp_path, make, says):
-    path = make(tmp_path)
-    with pytest.raises(ValueError, match=None) as e:
-        find_world_model(path, "verifier.world_model")
-    assert says.format(p=tmp_path) in str(e.value) and "\n" not in str(e.value)
-    assert "give the folder of a text_world_model run" in str(e.value)
 
 
 @pytest.mark.parametrize(
@@ -127,27 +68,6 @@ def test_imagination_refuses_a_world_model_whose_action_head_never_learned(tmp_p
     with pytest.raises(ValueError, match="imagination.world_model: .* policy_weight 0"):
         check_params("bc", MAZE, {"imagination": {"world_model": str(folder)}})
     check_params("bc", MAZE, {"verifier": {"world_model": str(folder)}})  # the verifier reads outcomes only
-
-
-def _suite(tmp_path, params: str) -> str:
-    suite = tmp_path / "s.yaml"
-    suite.write_text("name: s\nbudget: {steps: 4}\ndatasets: [MazeFO-v0-mixed]\n"
-                     f"algorithms:\n  - {{name: bc, params: {{{params}}}}}\n")  # fmt: skip
-    return str(suite)
-
-
-def test_the_suite_refuses_a_world_model_of_another_env_or_none_before_any_run(tmp_path):
-    wordle = _json_model(tmp_path / "w", env="rlbench/Wordle-v0")
-    with pytest.raises(SuiteInvalid) as e:
-        load_suite(_suite(tmp_path, f"verifier: {{world_model: {wordle}}}"))
-    msg = str(e.value)
-    assert "field algorithms[0].params.verifier.world_model: the world model at" in msg, msg
-    assert "trained on rlbench/Wordle-v0, and this run's task is rlbench/MazeFO-v0" in msg and "\n" not in msg
-    with pytest.raises(
-        SuiteInvalid, match=r"algorithms\[0\].params.imagination.world_model: no saved world model"
-    ):
-        load_suite(_suite(tmp_path, f"imagination: {{world_model: {tmp_path / 'none'}}}"))
-    load_suite(_suite(tmp_path, f"verifier: {{world_model: {_json_model(tmp_path / 'm')}}}"))
 
 
 @pytest.fixture(scope="module")
