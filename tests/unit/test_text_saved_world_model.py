@@ -63,6 +63,15 @@ def test_settings_a_loaded_world_model_brings_itself_are_refused(tmp_path, algo,
     )
 
 
+def test_an_outcome_longer_than_the_loaded_models_positions_is_refused(tmp_path):
+    folder = _json_model(tmp_path / "k", settings={"outcome": "full", "policy_weight": 1.0, "n_positions": 128,
+                                                    "max_context": 96, "max_action_tokens": 16})  # fmt: skip
+    with pytest.raises(ValueError, match=r"verifier.max_outcome_tokens 40: .* leave 14 for an outcome; give "
+                                         r"verifier.max_outcome_tokens of at most 14"):  # fmt: skip
+        check_params("bc", MAZE, {"verifier": {"world_model": str(folder), "max_outcome_tokens": 40}})
+    check_params("bc", MAZE, {"verifier": {"world_model": str(folder), "max_outcome_tokens": 14}})
+
+
 def test_imagination_refuses_a_world_model_whose_action_head_never_learned(tmp_path):
     folder = _json_model(tmp_path / "k", settings={"outcome": "full", "policy_weight": 0.0})
     with pytest.raises(ValueError, match="imagination.world_model: .* policy_weight 0"):

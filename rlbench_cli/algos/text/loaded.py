@@ -8,7 +8,8 @@ given ``world_model`` refuses the settings that would only train or shape a mode
 (``TRAINED``: ``world_model_steps``, ``n_embd``, ``learning_rate``, ...) and an ``outcome`` other than
 ``auto`` or the saved one; the channel's own settings (``tries``, ``max_outcome_tokens``, ``success_reward``,
 ``max_turns``, ...) are used as given. ``imagination`` also refuses a model saved with ``policy_weight: 0``:
-its action head, the behaviour that acts in the imagined episodes, never learned.
+its action head, the behaviour that acts in the imagined episodes, never learned. A ``max_outcome_tokens`` that the
+loaded model's ``n_positions`` has no room for after its ``max_context`` and ``max_action_tokens`` is refused.
 
 The task must be the one it was trained on. Up front (``suite.checks``), a kept policy's ``policy.json`` names
 its env, which must be the run's task's. When the run starts, its tokenizer must cover the task's text
@@ -64,6 +65,13 @@ def check_loaded(channel: str, value: dict[str, Any], settings: dict[str, Any]) 
     if want not in ("auto", theirs):
         raise ValueError(f"{channel}.outcome {want}: the world model loaded from {where} predicts {theirs}; "
                          f"remove outcome (auto takes the saved one) or give {theirs}")  # fmt: skip
+    merged = loaded_settings(settings, saved)
+    room = int(merged["n_positions"]) - int(merged["max_context"]) - int(merged["max_action_tokens"]) - 2
+    if int(merged["max_outcome_tokens"]) > room:  # a prediction would run past the model's last position
+        raise ValueError(f"{channel}.max_outcome_tokens {merged['max_outcome_tokens']}: the world model loaded from "
+                         f"{where} has {merged['n_positions']} positions, of which its max_context and "
+                         f"max_action_tokens (+ 2) leave {room} for an outcome; give {channel}.max_outcome_tokens "
+                         f"of at most {room}")  # fmt: skip
     if channel == "imagination" and not float(saved.settings.get("policy_weight", 1.0)) > 0:
         raise ValueError(f"{where}: {saved.folder} was trained with policy_weight 0, so its action head (the "
                          "behaviour imagined episodes are played with) never learned; give a text_world_model "
