@@ -1,6 +1,7 @@
 """A validated suite checked against the registries that need more than its own fields: gymnasium's (envs,
 wrappers and their kwargs, ``envs``), the env families' kwargs checks (``envs.families``) and local
-pretrained checkpoints (a ``pretrained`` param names a local folder: nothing is downloaded). Each problem is one ``SuiteInvalid`` line naming the file and field.
+pretrained checkpoints (a ``pretrained`` param names a local folder: nothing is downloaded) and saved world
+models (``world_model:``, ``suite.world_models``). Each problem is one ``SuiteInvalid`` line naming the file and field.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ..envs.families import is_text_env, kwargs_problem
 from ..envs.gymnax import drawn_in
 from ..errors import SuiteInvalid
 from .models import Suite, WrapperSpec
+from .world_models import CHANNELS, env_problem, find_world_model
 
 __all__ = ["TEXT_MIXES", "check_pretrained", "check_suite", "printable", "warm_start_dataset"]
 
@@ -164,6 +166,28 @@ def _warm_start_problem(suite: Suite, i: int) -> str | None:
     return None
 
 
+def _world_model_problem(suite: Suite, i: int) -> str | None:
+    """What is wrong with a saved world model that ``algorithms[i]`` names (``world_model:`` in its
+    ``verifier``, ``imagination`` or ``warm_start``; ``suite.world_models``), the field first, or None: no such
+    folder, no saved ``text_world_model`` in it, or one kept by a run on another env than a task it runs on."""
+    a = suite.algorithms[i]
+    for channel in CHANNELS:
+        value = a.params.get(channel)
+        if not isinstance(value, dict) or value.get("world_model") in (None, ""):
+            continue
+        where = f"algorithms[{i}].params.{channel}.world_model"
+        try:
+            saved = find_world_model(value["world_model"], where)
+        except ValueError as e:
+            return str(e)
+        tasks = [t for t in (*suite.envs, *suite.datasets) if a.runs_on(t)]
+        for env_id in dict.fromkeys(str(getattr(t, "env", None) or getattr(t, "id", "")) for t in tasks):
+            problem = env_problem(saved, env_id, where)
+            if problem:
+                return problem
+    return None
+
+
 def check_suite(suite: Suite, path: str) -> None:
     """Raise SuiteInvalid for the first env, dataset env, env kwargs, wrapper or pretrained folder of ``suite``
     that its registry refuses; ``path`` is the suite file's, for the message."""
@@ -194,5 +218,8 @@ def check_suite(suite: Suite, path: str) -> None:
         if problem:
             raise SuiteInvalid(f"{path}: field {problem}")
         problem = _warm_start_problem(suite, i) if "warm_start" in a.params else None
+        if problem:
+            raise SuiteInvalid(f"{path}: field {printable(problem)}")
+        problem = None if a.entrypoint or a.command else _world_model_problem(suite, i)
         if problem:
             raise SuiteInvalid(f"{path}: field {printable(problem)}")

@@ -46,6 +46,10 @@ unreadable outcome), ``train/imagined_return`` (their mean return), ``train/worl
 model's fidelity on the held-out real episodes, ``text_world_model``'s metrics (``TextWorldModel.evaluate``)
 under ``eval/world_model/``: ``em``, ``real``, ``wm``, ``w2r``, ``cr``. A resumed run makes its imagined
 episodes again (same seed, same episodes on the same device).
+
+``imagination.world_model``: a saved ``text_world_model`` (its run's folder or kept final policy) is loaded instead of training
+one (``algos.text.loaded``, ``world_model_of``); the run then logs the loaded flag in place of the world
+model's training loss.
 """
 
 from __future__ import annotations
@@ -58,9 +62,10 @@ import numpy as np
 from ...datasets.text import HOLDOUT_FRACTION, held_out
 from ...suite.checks import TEXT_MIXES
 from .common import settings_of
+from .loaded import check_loaded
 from .policy import TextPolicy
 from .tokenizer import SPECIALS
-from .verifier import train_world_model
+from .verifier import world_model_of
 from .world_model import TextWorldModel, check_outcome, outcome_code, strict_outcome
 
 __all__ = [
@@ -84,6 +89,7 @@ IMAGINATION_OWN: dict[str, Any] = {
     "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
     "success_reward": 0.0,  # a world-model episode ending with this reward or more succeeds (eval/world_model/wm)
     "outcome": "auto",  # next observations whole (full) or their new text (suffix, echo); auto: from the data
+    "world_model": "",  # a saved text_world_model to load instead of training one (algos.text.loaded)
 }
 MAX_EPISODES = 1_000_000
 DATA_PARAMS = ("imagination", "train_episodes", "verifier")  # params that are not the agent's model settings
@@ -118,6 +124,7 @@ def check_imagination(value: Any) -> dict[str, Any]:
         if int(settings[key]) < 1:
             raise ValueError(f"imagination.{key} must be at least 1, got {settings[key]}")
     check_outcome(settings["outcome"], "imagination.outcome")
+    check_loaded("imagination", value, settings)
     return settings
 
 
@@ -200,8 +207,8 @@ def rollouts(
 def _imagine(ctx: Any, real: list[Any], held: list[Any], settings: dict[str, Any]) -> tuple[list[Any], dict]:
     """Train the world model on ``real``, play the imagined episodes in it; (episodes, values to log)."""
     device = ctx.device
-    model, tok, loss = train_world_model(
-        real, settings, ctx.seed, device, policy=True, field="imagination.outcome"
+    model, tok, loss = world_model_of(
+        real, settings, ctx.seed, device, "imagination", ctx.spec.env_id, policy=True
     )
     behaviour = TextPolicy(model, tok, settings, device, sample=True, rng=np.random.default_rng(ctx.seed))
     n = int(settings["episodes"]) or len(real)
@@ -242,8 +249,9 @@ def _imagine(ctx: Any, real: list[Any], held: list[Any], settings: dict[str, Any
         "train/imagined_return": float(np.mean([sum(t["reward"] for t in e) for e in episodes]))
         if episodes
         else 0.0,
-        "train/world_model_loss": loss,
         "train/world_model_outcome_mode": outcome_code(settings["outcome"]),
+        # a loaded world model: trained on none of the run's episodes, for no step
+        **({"train/world_model_loaded": 1.0} if loss is None else {"train/world_model_loss": loss}),
         **{"eval/world_model/" + k.partition("/")[2]: v for k, v in fidelity.items()},
     }
     return episodes, values
@@ -268,7 +276,8 @@ def training_data(ctx: Any, episodes: Any, params: dict[str, Any]) -> tuple[Any,
     if "imagined" in mix:
         imagined, more = _imagine(ctx, real, held, settings)  # type: ignore[arg-type]
         values.update(more)
-        values["train/world_model_episodes"] = float(len(real))
+        if "train/world_model_loss" in more:  # trained here, on the real budget
+            values["train/world_model_episodes"] = float(len(real))
         if not imagined and mix == "imagined":
             raise ValueError(f"data_mix {mix}: the world model imagined no readable episode "
                              f"({int(more['train/imagined_errors'])} errors); train it longer "

@@ -35,6 +35,10 @@ same rule, the env's ``invalid`` flag counting as a failure; over the vetoes who
 ``eval/verified/world_model_loss`` (the outcome tokens' cross-entropy over the last 10% of its steps) and
 ``eval/verified/world_model_outcome_mode`` (0: whole next observations, 1 and 2: only each turn's new text,
 ``verifier.outcome``: ``text_world_model``'s ``outcome``).
+
+``verifier.world_model``: a saved ``text_world_model`` (its run's folder or kept final policy) is loaded instead of training
+one (``algos.text.loaded``, ``world_model_of``); the run then logs the loaded flag in place of the world
+model's training loss.
 """
 
 from __future__ import annotations
@@ -45,18 +49,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...suite.world_models import find_world_model
 from ..base import RunContext, eval_seeds
 from .common import adamw, settings_of, texts_of
+from .loaded import check_loaded, load_world_model, loaded_settings, vocabulary_problem
 from .policy import TextPolicy, build_model, build_tokenizer
 from .world_model import TextWorldModel, check_outcome, known_prefix, outcome_code, outcome_mode
 
 __all__ = [
     "VERIFIER_OWN",
+    "check_task",
     "check_verifier",
     "predicted_failure",
     "real_failure",
     "turn_text",
     "verified_metrics",
+    "world_model_of",
 ]
 
 VERIFIER_OWN: dict[str, Any] = {
@@ -65,6 +73,7 @@ VERIFIER_OWN: dict[str, Any] = {
     "success_reward": 0.0,  # an end predicted with at least this reward is a success (the mazes' goal: 0)
     "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
     "outcome": "auto",  # next observations whole (full) or their new text (suffix, echo); auto: from the data
+    "world_model": "",  # a saved text_world_model to load instead of training one (algos.text.loaded)
 }
 MAX_WORLD_MODEL_STEPS = 1_000_000
 
@@ -85,7 +94,21 @@ def check_verifier(value: Any) -> dict[str, Any]:
         raise ValueError(f"verifier.tries must be 2 to max_candidates ({most}), got {tries}: the agent's first "
                          "choice and at least one alternative")  # fmt: skip
     check_outcome(settings["outcome"], "verifier.outcome")
+    check_loaded("verifier", value, settings)
     return settings
+
+
+def check_task(settings: dict[str, Any], episodes: Any, channel: str, task: str) -> None:
+    """ValueError naming ``channel.world_model`` when the saved world model it names does not fit ``task``'s
+    text (``loaded.vocabulary_problem``), so a run finds out before it trains; nothing without one."""
+    if settings.get("world_model") in (None, ""):
+        return
+    where = f"{channel}.world_model"
+    problem = vocabulary_problem(
+        find_world_model(settings["world_model"], where), texts_of(episodes), where, task
+    )
+    if problem:
+        raise ValueError(problem)
 
 
 def history_mode(settings: dict[str, Any]) -> str:
@@ -173,6 +196,29 @@ def train_world_model(
             tail.append(float(loss.detach()))
     model.eval()
     return model, tok, float(np.mean(tail))
+
+
+def world_model_of(
+    episodes: Any,
+    settings: dict[str, Any],
+    seed: int,
+    device: str,
+    channel: str,
+    task: str,
+    policy: bool = False,
+) -> tuple[Any, Any, float | None]:
+    """The channel's world model: (model, tokenizer, its training loss), trained on ``episodes``
+    (``train_world_model``), or, where ``settings["world_model"]`` names a saved one, loaded
+    (``loaded.load_world_model``: its tokenizer checked against ``episodes``' text, ``task`` in a message),
+    its own settings put in ``settings`` in place (``loaded.loaded_settings``) and no loss (None)."""
+    path = settings.get("world_model")
+    if path in (None, ""):
+        return train_world_model(episodes, settings, seed, device, policy=policy, field=f"{channel}.outcome")
+    where = f"{channel}.world_model"
+    saved = find_world_model(path, where)
+    model, tok = load_world_model(saved, texts_of(episodes), where, task, device)
+    settings.update(loaded_settings(settings, saved))
+    return model, tok, None
 
 
 def ranked_actions(
@@ -264,7 +310,7 @@ def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, An
     return the ``eval/verified/*`` metrics (see the module docstring)."""
     settings = check_verifier(verifier)
     device = ctx.device
-    model, tok, loss = train_world_model(ctx.dataset(), settings, ctx.seed, device, field="verifier.outcome")
+    model, tok, loss = world_model_of(ctx.dataset(), settings, ctx.seed, device, "verifier", ctx.spec.env_id)
 
     def judge(obs: list[str], actions: list[str]) -> list[tuple[str, float, bool]]:
         return TextWorldModel.predict(model, tok, obs, actions, settings, device)
@@ -282,8 +328,13 @@ def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, An
         "eval/verified/length": float(out["lengths"].mean()),
         "eval/verified/calls_per_step": out["calls"] / max(1, out["turns"]),
         "eval/verified/veto_rate": out["vetoes"] / max(1, out["turns"]),
-        "eval/verified/world_model_loss": loss,
         "eval/verified/world_model_outcome_mode": outcome_code(settings["outcome"]),
+        # a loaded world model trained here for no step: its flag instead of a training loss
+        **(
+            {"eval/verified/world_model_loaded": 1.0}
+            if loss is None
+            else {"eval/verified/world_model_loss": loss}
+        ),
     }
     if out["checked"]:
         values["eval/verified/false_veto_rate"] = out["false_vetoes"] / out["checked"]

@@ -40,6 +40,10 @@ imagined episodes that ended in the update), ``train/imagined_errors`` (unparsab
 ``eval/world_model/real``, ``eval/world_model/wm``, ``eval/world_model/w2r`` and ``eval/world_model/cr``
 (``text_world_model``'s metrics, its ``max_turns`` and the run's evaluation seeds): report them next to any
 warm-start figure.
+
+``warm_start.world_model``: a saved ``text_world_model`` (its run's folder or kept final policy) is loaded instead of training
+one (``algos.text.loaded``, ``world_model_of``); the run then logs the loaded flag in place of the world
+model's training loss.
 """
 
 from __future__ import annotations
@@ -53,9 +57,10 @@ import torch
 from ...suite.checks import warm_start_dataset
 from ..base import RunContext
 from .common import settings_of
+from .loaded import check_loaded
 from .online import EnvPool, collect
 from .policy import TextPolicy
-from .verifier import MAX_WORLD_MODEL_STEPS, train_world_model
+from .verifier import MAX_WORLD_MODEL_STEPS, world_model_of
 from .wm_env import WorldModelEnv, model_predict, step_many
 from .world_model import TextWorldModel, check_outcome, outcome_code
 
@@ -70,6 +75,7 @@ WARM_START_OWN: dict[str, Any] = {
     "dataset": "",  # what the world model learns from (default: the env's generated <EnvName>-mixed)
     "start": "dataset",  # where imagined episodes start: the dataset's first observations, or the real env's
     "error_reward": None,  # reward of an unparsable prediction's turn (default: the dataset's lowest reward)
+    "world_model": "",  # a saved text_world_model to load instead of training one (algos.text.loaded)
 }
 STARTS = ("dataset", "env")
 
@@ -109,6 +115,7 @@ def check_warm_start(value: Any) -> dict[str, Any]:
     if int(settings["max_turns"]) < 1:
         raise ValueError(f"warm_start.max_turns must be at least 1, got {settings['max_turns']}")
     check_outcome(settings["outcome"], "warm_start.outcome")
+    check_loaded("warm_start", value, settings)
     return settings
 
 
@@ -148,8 +155,8 @@ class WarmStart:
         name = warm_start_dataset(ctx.spec.env_id, settings["dataset"])
         self.train_eps, self.held = TextWorldModel.split(episodes, settings, name)
         with torch.random.fork_rng(devices=[] if str(ctx.device) == "cpu" else None):
-            self.model, self.tok, self.loss = train_world_model(
-                self.train_eps, settings, ctx.seed, ctx.device, field="warm_start.outcome"
+            self.model, self.tok, self.loss = world_model_of(
+                self.train_eps, settings, ctx.seed, ctx.device, "warm_start", ctx.spec.env_id
             )
         rewards = [float(t["reward"]) for ep in self.train_eps for t in ep]
         given = settings["error_reward"]
@@ -178,7 +185,10 @@ class WarmStart:
         sampler and its generator ``rng``), logging at real step 0; returns the imagined turns played."""
         ctx, n_total = self.ctx, int(self.settings["imagined_steps"])
         mode = outcome_code(self.settings["outcome"])
-        ctx.sink.log(0, **{"train/world_model_loss": self.loss, "train/world_model_outcome_mode": mode})
+        first = (
+            {"train/world_model_loaded": 1.0} if self.loss is None else {"train/world_model_loss": self.loss}
+        )
+        ctx.sink.log(0, **{**first, "train/world_model_outcome_mode": mode})
         if n_total <= 0:
             return 0
         pool = ImaginedPool(self.envs(int(settings["num_envs"])), ctx.seed)
