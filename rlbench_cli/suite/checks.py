@@ -168,20 +168,26 @@ def _warm_start_problem(suite: Suite, i: int) -> str | None:
 
 def _world_model_problem(suite: Suite, i: int) -> str | None:
     """What is wrong with a saved world model that ``algorithms[i]`` names (``world_model:`` in its
-    ``verifier``, ``imagination`` or ``warm_start``; ``suite.world_models``), the field first, or None: no such
-    folder, no saved ``text_world_model`` in it, or one kept by a run on another env than a task it runs on."""
+    ``verifier``, ``imagination`` or ``warm_start``, or in a value of a sweep over one of them:
+    ``sweep: {bc.verifier: [{world_model: A}, {world_model: B}]}``; ``suite.world_models``), the field first,
+    or None: no such folder, no saved ``text_world_model`` in it, or one kept by a run on another env than a
+    task it runs on."""
     a = suite.algorithms[i]
-    for channel in CHANNELS:
-        value = a.params.get(channel)
+    label = a.label or a.name
+    given = [(a.params.get(c), f"algorithms[{i}].params.{c}.world_model") for c in CHANNELS]
+    for c in CHANNELS:  # sweep values replace the entry's whole setting (suite.grid.expand)
+        values = suite.sweep.get(f"{label}.{c}") or []
+        given += [(v, f"sweep.{label}.{c}[{j}].world_model") for j, v in enumerate(values)]
+    tasks = [t for t in (*suite.envs, *suite.datasets) if a.runs_on(t)]
+    env_ids = list(dict.fromkeys(str(getattr(t, "env", None) or getattr(t, "id", "")) for t in tasks))
+    for value, where in given:
         if not isinstance(value, dict) or value.get("world_model") in (None, ""):
             continue
-        where = f"algorithms[{i}].params.{channel}.world_model"
         try:
             saved = find_world_model(value["world_model"], where)
         except ValueError as e:
             return str(e)
-        tasks = [t for t in (*suite.envs, *suite.datasets) if a.runs_on(t)]
-        for env_id in dict.fromkeys(str(getattr(t, "env", None) or getattr(t, "id", "")) for t in tasks):
+        for env_id in env_ids:
             problem = env_problem(saved, env_id, where)
             if problem:
                 return problem

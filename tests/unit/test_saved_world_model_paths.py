@@ -80,3 +80,23 @@ def test_the_suite_refuses_a_world_model_of_another_env_or_none_before_any_run(t
     ):
         load_suite(_suite(tmp_path, f"imagination: {{world_model: {tmp_path / 'none'}}}"))
     load_suite(_suite(tmp_path, f"verifier: {{world_model: {_json_model(tmp_path / 'm')}}}"))
+
+
+def test_a_sweep_over_a_channel_has_each_world_model_checked_before_any_run(tmp_path):
+    """A sweep's values replace the entry's whole setting, so each one's world_model is checked as the entry's
+    own is: a model of another env in the second value is refused, naming that value."""
+    maze, wordle = _json_model(tmp_path / "m"), _json_model(tmp_path / "w", env="rlbench/Wordle-v0")
+    suite = tmp_path / "s.yaml"
+    text = ("name: s\nbudget: {steps: 4}\ndatasets: [MazeFO-v0-mixed]\nalgorithms:\n  - {name: bc}\n"
+            "sweep:\n  bc.verifier: [{world_model: %s}, {world_model: %s}]\n")  # fmt: skip
+    suite.write_text(text % (maze, wordle))
+    with pytest.raises(SuiteInvalid) as e:
+        load_suite(str(suite))
+    msg = str(e.value)
+    assert "field sweep.bc.verifier[1].world_model: the world model at" in msg and "\n" not in msg, msg
+    assert "trained on rlbench/Wordle-v0" in msg
+    suite.write_text(text % (maze, tmp_path / "none"))
+    with pytest.raises(SuiteInvalid, match=r"sweep.bc.verifier\[1\].world_model: no saved world model"):
+        load_suite(str(suite))
+    suite.write_text(text % (maze, _json_model(tmp_path / "m2")))
+    assert load_suite(str(suite)).name == "s"
