@@ -161,7 +161,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write every figure to this JSON file")
     args = ap.parse_args()
     if args.quick:
-        args.steps, args.seeds, args.scaling_steps, args.eval_episodes = 2048, 2, 1024, 2
+        args.steps, args.seeds, args.scaling_steps, args.eval_episodes = BATCH, 2, BATCH, 2
     if args.scaling is None:
         args.scaling = [1, 2] if args.quick else [1, 4, 16, 64]
     steps = (args.steps // BATCH) * BATCH  # as ppo_vs_cleanrl: whole CleanRL iterations on both sides

@@ -294,11 +294,11 @@ def test_without_checkpoint_every_a_run_starts_over(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "algo,env,params",
     [
-        ("dqn", "CartPole-v1", {"hidden_units": [32, 32], "batch_size": 16, "logging_steps": 100}),
+        ("dqn", "CartPole-v1", {"hidden_units": [32, 32], "batch_size": 16, "logging_steps": 50}),
         pytest.param(
             "sac",
             "Pendulum-v1",
-            {"hidden_units": [16, 16], "batch_size": 16, "logging_steps": 100},
+            {"hidden_units": [16, 16], "batch_size": 16, "logging_steps": 50},
             marks=pytest.mark.slow,
         ),  # fmt: skip
         pytest.param(
@@ -310,10 +310,10 @@ def test_without_checkpoint_every_a_run_starts_over(tmp_path: Path) -> None:
     ],
 )
 def test_d3rlpy_online_resumes_bitwise(tmp_path: Path, algo: str, env: str, params: dict[str, Any]) -> None:
-    # checkpoint at 600, stopped at 700 with rows 601..700 logged, which the resumed attempt must drop
-    spec = _spec(algo, env, steps=1000, eval_every=500, every=600, params=params, eval_episodes=1)
-    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=100)
-    assert r2["resumed_from_step"] == 600
+    # checkpoint at 300, stopped at 350 with rows 301..350 logged, which the resumed attempt must drop
+    spec = _spec(algo, env, steps=500, eval_every=250, every=300, params=params, eval_episodes=1)
+    _, r2, a2 = interrupted_and_resumed(tmp_path, spec, after=50)
+    assert r2["resumed_from_step"] == 300
     resumed, straight = metrics_of(a2), metrics_of(uninterrupted(tmp_path, spec))
     assert_continuous(resumed, spec)
     pd.testing.assert_frame_equal(resumed, straight)
@@ -443,7 +443,7 @@ def _run_pack(
     ],
 )
 def test_a_packed_job_resumes_every_seed_bitwise(tmp_path: Path, env: str, params: dict[str, Any]) -> None:
-    specs = _pack(env, params, steps=768, eval_every=256, every=256)
+    specs = _pack(env, params, steps=512, eval_every=256, every=256)
     root = tmp_path / "resumed"
     first = attempt_dir(root, specs[0], attempt=1)
     saved = RunContext.checkpoint_on_stop
@@ -459,7 +459,7 @@ def test_a_packed_job_resumes_every_seed_bitwise(tmp_path: Path, env: str, param
     )
     resumed = _run_pack(root, specs, 2)
     straight = _run_pack(tmp_path / "straight", specs, 1)
-    plain = _run_pack(tmp_path / "plain", _pack(env, params, 768, 256, None), 1)  # no checkpoints at all
+    plain = _run_pack(tmp_path / "plain", _pack(env, params, 512, 256, None), 1)  # no checkpoints at all
     for a2, a, p in zip(resumed, straight, plain):
         assert read_result(a2)["resumed_from_step"] == steps[0]
         assert not (a2.parent / "checkpoint").exists()  # a finished run's checkpoint is removed

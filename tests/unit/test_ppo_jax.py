@@ -234,8 +234,12 @@ def test_ppo_jax_on_cartpole_is_statistically_compatible_with_torch_ppo_and_with
     gymnasium's, at the same params; and against ppo_jax seeds 20..25 in six packs of one seed each: a seed's
     numbers may differ in their last bits with the size of its pack (XLA's batched kernels; the pack is
     recorded as sys/pack_size), its returns not. The pack of six is trained once for both comparisons."""
+    import torch
     from test_ppo_packed import finals, make_spec, packed
 
+    # one thread, as the Acrobot test and xdist's workers (OMP_NUM_THREADS=1) have it: under `pytest -n 0` two
+    # spun on the tiny networks (29 CPU-s instead of 2 on 2 loaded cores, for the same numbers)
+    torch.set_num_threads(1)
     x, x0 = _finals(tmp_path, list(range(6)), pack=6)
     (tmp_path / "torch").mkdir()
     _, torch_rows = packed(tmp_path / "torch", [make_spec("CartPole-v1", PARITY, 100 + s, 6144, 6144, 5)
