@@ -359,7 +359,7 @@ def test_probability_of_improvement_matches_rliable(table: stats.ScoreTable) -> 
     from rliable import library as rly
     from rliable import metrics
 
-    poi = stats.probability_of_improvement(table, reps=1000, seed=1)
+    poi = stats.probability_of_improvement(table, reps=2000, seed=1)
     assert list(poi.columns) == ["algo_x", "algo_y", "estimate", "lower", "upper"]
     assert len(poi) == 3 * 2
     got = poi.set_index(["algo_x", "algo_y"])
@@ -368,7 +368,7 @@ def test_probability_of_improvement_matches_rliable(table: stats.ScoreTable) -> 
             sx, sy = table.scores[x], table.scores[y]
             np.random.seed(stats.bootstrap_seed(1, f"{x}|{y}"))
             point, interval = rly.get_interval_estimates(
-                {"k": [sx, sy]}, metrics.probability_of_improvement, reps=1000
+                {"k": [sx, sy]}, metrics.probability_of_improvement, reps=2000
             )
             lo, hi = np.ravel(interval["k"])
             ours = got.loc[(x, y)]
