@@ -53,7 +53,7 @@ def test_equal_algorithms_run_every_batch_and_are_declared_equal(tmp_path):
 
 
 def test_a_killed_adaptive_run_resumes_to_the_same_decisions(tmp_path):
-    suite = _suite(tmp_path, steps=30_000)  # long enough that the kill after 5 runs finds some running
+    suite = _suite(tmp_path, steps=10_000)  # long enough that the kill after 5 runs finds some running
     whole = tmp_path / "whole.duckdb"
     rl("run", suite, "--db", whole, *ADAPTIVE, "--workers", "2")
     expected = json.loads(rl("compare", "ada", "--db", whole, "--json").stdout)["decisions"]

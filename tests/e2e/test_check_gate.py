@@ -50,9 +50,12 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def _commit(repo: Path, params: dict, message: str) -> str:
-    """The gate suite with ``params`` committed in ``repo``: its sha (what the runs of that suite record)."""
+    """The gate suite with ``params`` committed in ``repo``: its sha (what the runs of that suite record). Its
+    runs have half the suite's steps (4,096): the baseline is a commit in the store, not the committed bundle,
+    and there too a learning rate of 0.5 scores about 9 (one seed 80) against 70-164."""
     spec = yaml.safe_load((ROOT / "suites" / "ppo-gate.yaml").read_text())
     spec["algorithms"][0]["params"].update(params)
+    spec["budget"] = {**spec["budget"], "steps": 4096, "eval_every": 4096}
     (repo / "gate.yaml").write_text(yaml.safe_dump(spec))
     _git(repo, "add", "gate.yaml")
     _git(repo, "commit", "-q", "--allow-empty", "-m", message)

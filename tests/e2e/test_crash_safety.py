@@ -23,14 +23,40 @@ def _suite(tmp_path: Path, steps: int = 60000, seeds: int = 4) -> Path:
     return p
 
 
-def _start(suite: Path, db: Path, *extra: str) -> subprocess.Popen:
+def _start(suite: Path, db: Path, *extra: str, cwd: Path | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [RLBENCH, "run", str(suite), "--db", str(db), "--workers", "2", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        cwd=cwd,
     )
+
+
+TRICKLE = """
+import time
+
+
+def train(ctx):
+    for step in ctx.eval_schedule():
+        if ctx.should_stop():
+            return
+        time.sleep(0.1)
+        ctx.sink.log(step, **{"eval/return": step / ctx.steps})
+"""
+
+
+def _trickle_suite(tmp_path: Path) -> Path:
+    """Suite ``crash``: 2 seeds of a run that logs an evaluation every 0.1 s, 400 of them (40 s or more), and
+    sleeps in between: the database is written all along while the run spends almost no CPU."""
+    (tmp_path / "trickle.py").write_text(TRICKLE)
+    p = tmp_path / "crash.yaml"
+    p.write_text(
+        "name: crash\nseeds: 2\nbudget: {steps: 4000000, eval_every: 10000, eval_episodes: 1}\n"
+        "envs: [CartPole-v1]\nalgorithms: [{name: trickle, entrypoint: 'trickle:train'}]\n"
+    )
+    return p
 
 
 def _wait_for(proc: subprocess.Popen, prefix: str, count: int, timeout: float = 120) -> list[str]:
@@ -102,15 +128,15 @@ def test_readers_work_while_a_run_writes_and_a_second_writer_is_refused(tmp_path
         "envs: [CartPole-v1]\nalgorithms: [random]\n"
     )
     rl("run", done, "--db", db)
-    suite = _suite(tmp_path, steps=2_000_000, seeds=2)
-    proc = _start(suite, db)
+    suite = _trickle_suite(tmp_path)
+    proc = _start(suite, db, cwd=tmp_path)
     try:
         _wait_for(proc, "start", 2)
         figs = tmp_path / "figs"
         rl("plot", "done", "--db", db, "--reps", "1000", "--out", figs)
         assert (figs / "aggregates.png").stat().st_size > 0
         assert "random" in rl("leaderboard", "done", "--db", db, "--reps", "1000").stdout
-        r = rl("run", suite, "--db", db, check=False)
+        r = rl("run", suite, "--db", db, check=False, cwd=tmp_path)
         assert r.returncode == 2
         assert "another 'rlbench run'" in r.stderr and "Traceback" not in r.stderr
         reads = 0

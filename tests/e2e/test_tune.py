@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 SUITE = {
     "name": "tiny-tune",
     "seeds": 3,
-    "budget": {"steps": 2048, "eval_every": 1024, "eval_episodes": 3},
+    "budget": {"steps": 1024, "eval_every": 512, "eval_episodes": 3},
     "envs": ["CartPole-v1"],
     "algorithms": [{"name": "ppo", "params": {"num_envs": 4, "num_steps": 128}}],
     "score": {"metric": "eval/return", "rule": "final"},
@@ -48,7 +48,7 @@ def runs_of(db: Path, suite: str) -> list[dict]:
 
 def test_a_search_then_its_confirmation_on_fresh_seeds(tmp_path):
     suite, db = write(tmp_path), tmp_path / "t.duckdb"
-    r = rl("tune", suite, "--db", db, "--workers", "2", "--json")
+    r = rl("tune", suite, "--db", db, "--workers", "3", "--json")  # the 3 trials in one batch
     out = json.loads(r.stdout)
     assert [t["state"] for t in out["trials"]] == ["complete"] * 3
     assert all(t["value"] is not None for t in out["trials"])
@@ -101,18 +101,21 @@ def test_a_search_then_its_confirmation_on_fresh_seeds(tmp_path):
 
 
 def test_a_study_killed_mid_trial_goes_on_with_no_trial_lost_or_doubled(tmp_path):
+    """4 trials in batches of 2: killed once the second batch's runs (trials 2 and 3) have started."""
     suite, db = write(tmp_path, trials=4, confirm=None), tmp_path / "k.duckdb"
     log = (tmp_path / "first.log").open("w")
-    proc = subprocess.Popen([RLBENCH, "tune", str(suite), "--db", str(db), "--workers", "1"], stdout=log,
+    proc = subprocess.Popen([RLBENCH, "tune", str(suite), "--db", str(db), "--workers", "2"], stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "MPLBACKEND": "Agg"})  # fmt: skip
     deadline = time.monotonic() + 300
-    while "trial 0: objective" not in (tmp_path / "first.log").read_text() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    while not any(f"start  ppo[t00{i}]" in (tmp_path / "first.log").read_text() for i in (2, 3)):
+        assert time.monotonic() < deadline, (tmp_path / "first.log").read_text()
         assert proc.poll() is None, (tmp_path / "first.log").read_text()
-    time.sleep(1.0)  # trial 1 handed out and its run under way (or about to be)
-    os.killpg(proc.pid, signal.SIGKILL)
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)  # trials 0 and 1 told, trials 2 and 3 mid-run
     proc.wait(timeout=30)
-    r = rl("tune", suite, "--db", db, "--workers", "1", "--json")
+    first = (tmp_path / "first.log").read_text()
+    assert "trial 1: objective" in first and "trial 2: objective" not in first, first
+    r = rl("tune", suite, "--db", db, "--workers", "2", "--json")
     trials = json.loads(r.stdout)["trials"]
     assert [t["number"] for t in trials] == [0, 1, 2, 3]
     assert all(t["state"] == "complete" for t in trials)
@@ -198,7 +201,8 @@ def _pruned_study(trials: list[dict], runs: dict[str, dict], n: int) -> list[dic
 
 def test_a_median_pruner_stops_trials_that_fall_behind_and_their_runs_are_pruned_not_failed(tmp_path):
     suite, db = _prune_suite(tmp_path, "prune", trials=8), tmp_path / "p.duckdb"
-    r = rl("tune", suite, "--db", db, "--workers", "2", "--json", cwd=tmp_path)
+    # two batches of 4 trials: the second's runs are pruned against the median of the first's
+    r = rl("tune", suite, "--db", db, "--workers", "4", "--json", cwd=tmp_path)
     trials = json.loads(r.stdout)["trials"]
     states = [t["state"] for t in trials]
     assert "pruned" in states, states
