@@ -25,7 +25,10 @@ SETUP = (
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && rlbench run suites/quickstart.yaml "
     "&& rlbench plot quickstart"
 )
-TESTS = 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && python -m pytest -q'
+TESTS = (
+    'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && python -m pytest -m fast -q '
+    '&& python -m pytest -m "not fast" -q'
+)
 TOPICS = [
     "suites", "algorithms", "running", "storage", "statistics", "leaderboards", "importing", "offline", "text",
     "tuning", "ui", "benchmarks", "architecture", "cli",
@@ -40,7 +43,9 @@ def test_the_readme_shows_the_two_setup_commands_near_the_top_and_is_short():
     assert f"    {TESTS}" in top, "README.md: the test command, exactly, in its first 40 lines"
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert TESTS.split(" && python -m pytest")[0] in ci
-    assert "\ntests -q\n" in ci  # README's `python -m pytest -q`, through the exit-5 check
+    # README's two pytest commands, in its order, each through the exit-5 check: the fast tier fails a broken
+    # change within a minute, then every other test runs (none twice)
+    assert '\ntests -m fast -q\ntests -m "not fast" -q\n' in ci
 
 
 def test_every_topic_has_its_page_in_the_index_and_the_readme():
