@@ -14,7 +14,7 @@ from e2e_cli import RLBENCH, rl
 
 pytestmark = pytest.mark.slow
 
-STEPS = 12288  # 24 ppo iterations of 512 steps, evaluated every 4096
+STEPS = 24576  # 48 ppo iterations of 512 steps, evaluated every 4096
 
 
 def _suite(tmp_path: Path, every: int | None = 2048) -> Path:
