@@ -24,6 +24,31 @@ def rl(*args, check=True, timeout=600, env=None, cwd=None):
     return r
 
 
+SLOW_EVALUATIONS = """
+import math
+import time
+
+
+def train(ctx):
+    lr = float(ctx.params.get("learning_rate", 1e-3))
+    final = 100.0 * math.exp(-((math.log10(lr) + 3.0) ** 2) / 0.5)
+    for step in ctx.eval_schedule():
+        if ctx.should_stop():
+            return
+        time.sleep(SECONDS)
+        ctx.sink.log(step, **{"eval/return": final * step / ctx.steps})
+"""
+
+
+def slow_algorithm(folder: Path, seconds: float, module: str = "slowland") -> str:
+    """Write an algorithm into ``folder`` (``module``.py; run with ``folder`` as the working folder) that logs
+    ``eval/return`` at each evaluation of its schedule, ``seconds`` apart, sleeping in between (its runs write
+    all along at almost no CPU), and stops when asked; its final score is a bump in ``learning_rate`` (100 at
+    1e-3, the default) times the share of steps done. Returns its ``entrypoint:``."""
+    (folder / f"{module}.py").write_text(SLOW_EVALUATIONS.replace("SECONDS", repr(float(seconds))))
+    return f"{module}:train"
+
+
 def once_per_session(session_tmp: Path, name: str, compute: Callable[[Path], Any]) -> Any:
     """``compute(folder)`` run once in this test session however many xdist workers ask for it
     (``session_tmp``: the fixture of tests/conftest.py): the first computes it while the others wait on a lock,

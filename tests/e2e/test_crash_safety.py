@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from e2e_cli import RLBENCH, rl
+from e2e_cli import RLBENCH, rl, slow_algorithm
 
 pytestmark = pytest.mark.slow
 
@@ -34,27 +34,14 @@ def _start(suite: Path, db: Path, *extra: str, cwd: Path | None = None) -> subpr
     )
 
 
-TRICKLE = """
-import time
-
-
-def train(ctx):
-    for step in ctx.eval_schedule():
-        if ctx.should_stop():
-            return
-        time.sleep(0.1)
-        ctx.sink.log(step, **{"eval/return": step / ctx.steps})
-"""
-
-
-def _trickle_suite(tmp_path: Path) -> Path:
+def _slow_suite(tmp_path: Path) -> Path:
     """Suite ``crash``: 2 seeds of a run that logs an evaluation every 0.1 s, 400 of them (40 s or more), and
     sleeps in between: the database is written all along while the run spends almost no CPU."""
-    (tmp_path / "trickle.py").write_text(TRICKLE)
+    entrypoint = slow_algorithm(tmp_path, 0.1)
     p = tmp_path / "crash.yaml"
     p.write_text(
         "name: crash\nseeds: 2\nbudget: {steps: 4000000, eval_every: 10000, eval_episodes: 1}\n"
-        "envs: [CartPole-v1]\nalgorithms: [{name: trickle, entrypoint: 'trickle:train'}]\n"
+        f"envs: [CartPole-v1]\nalgorithms: [{{name: slow, entrypoint: '{entrypoint}'}}]\n"
     )
     return p
 
@@ -128,7 +115,7 @@ def test_readers_work_while_a_run_writes_and_a_second_writer_is_refused(tmp_path
         "envs: [CartPole-v1]\nalgorithms: [random]\n"
     )
     rl("run", done, "--db", db)
-    suite = _trickle_suite(tmp_path)
+    suite = _slow_suite(tmp_path)
     proc = _start(suite, db, cwd=tmp_path)
     try:
         _wait_for(proc, "start", 2)

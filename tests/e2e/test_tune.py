@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from e2e_cli import RLBENCH, rl
+from e2e_cli import RLBENCH, rl, slow_algorithm
 
 from rlbench_cli.store import Store
 
@@ -107,9 +107,9 @@ def test_a_study_killed_mid_trial_goes_on_with_no_trial_lost_or_doubled(tmp_path
     proc = subprocess.Popen([RLBENCH, "tune", str(suite), "--db", str(db), "--workers", "2"], stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "MPLBACKEND": "Agg"})  # fmt: skip
     deadline = time.monotonic() + 300
-    while not any(f"start  ppo[t00{i}]" in (tmp_path / "first.log").read_text() for i in (2, 3)):
-        assert time.monotonic() < deadline, (tmp_path / "first.log").read_text()
-        assert proc.poll() is None, (tmp_path / "first.log").read_text()
+    while not any(f"start  ppo[t00{i}]" in (text := (tmp_path / "first.log").read_text()) for i in (2, 3)):
+        assert time.monotonic() < deadline, text
+        assert proc.poll() is None, text
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)  # trials 0 and 1 told, trials 2 and 3 mid-run
     proc.wait(timeout=30)
@@ -147,29 +147,13 @@ def test_bad_input_is_one_line_exit_2_and_records_nothing(tmp_path):
     assert not db.exists() and not Path(f"{db}.tune").exists()
 
 
-SLOW_LANDSCAPE = """
-import math
-import time
-
-
-def train(ctx):
-    lr = float(ctx.params["learning_rate"])
-    final = 100.0 * math.exp(-((math.log10(lr) + 3.0) ** 2) / 0.5)
-    for step in ctx.eval_schedule():
-        if ctx.should_stop():
-            return
-        time.sleep(0.3)
-        ctx.sink.log(step, **{"eval/return": final * step / ctx.steps})
-"""
-
-
 def _prune_suite(tmp_path: Path, name: str, trials: int, eval_s: float = 0.3, resources=None) -> Path:
     """A study of a toy landscape whose runs log an evaluation every ``eval_s`` seconds (9 per run), with a
     median pruner; ``resources``: the suite's (the executor)."""
-    (tmp_path / "slowland.py").write_text(SLOW_LANDSCAPE.replace("time.sleep(0.3)", f"time.sleep({eval_s})"))
+    entrypoint = slow_algorithm(tmp_path, eval_s)
     spec = {"name": name, "budget": {"steps": 90_000, "eval_every": 10_000, "eval_episodes": 1},
             "envs": ["CartPole-v1"], "normalize": {"references": {"CartPole-v1": [0, 100]}},
-            "algorithms": [{"name": "toy", "entrypoint": "slowland:train", "params": {"learning_rate": 3e-4}}],
+            "algorithms": [{"name": "toy", "entrypoint": entrypoint, "params": {"learning_rate": 3e-4}}],
             "tune": {"algorithm": "toy", "params": {"learning_rate": {"log": [1e-6, 1e-1]}}, "trials": trials,
                      "seeds_per_trial": 1, "sampler": "random", "pruner": "median", "confirm": None}}  # fmt: skip
     if resources:
