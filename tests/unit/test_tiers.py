@@ -14,11 +14,15 @@ pytestmark = pytest.mark.fast
 TESTS = Path(__file__).resolve().parents[1]
 
 
-def _fast_but() -> dict[str, set[str]]:
+def _conftest():
     spec = importlib.util.spec_from_file_location("_tiers_conftest", TESTS / "conftest.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.FAST_BUT
+    return module
+
+
+def _fast_but() -> dict[str, set[str]]:
+    return _conftest().FAST_BUT
 
 
 def _test_names(path: Path) -> set[str]:
@@ -54,3 +58,17 @@ def test_every_test_module_has_a_basename_of_its_own():
     for path in TESTS.rglob("test_*.py"):
         seen.setdefault(path.name, []).append(str(path.relative_to(TESTS)))
     assert {name: where for name, where in seen.items() if len(where) > 1} == {}
+
+
+def test_the_fast_tier_runs_on_two_workers_and_a_worker_never_starts_its_own():
+    workers = _conftest().fast_tier_workers
+    assert workers("fast", ["-m", "fast", "-q"], in_worker=False, cores=2) == 2
+    assert workers("fast and not slow", [], in_worker=False, cores=16) == 2
+    assert workers("fast", [], in_worker=False, cores=1) == 0  # one core: one process
+    assert workers("fast", ["-n", "0"], in_worker=False, cores=2) is None  # the command line's -n counts
+    assert workers("fast", ["--numprocesses=4"], in_worker=False, cores=2) is None
+    assert workers("not fast", [], in_worker=False, cores=2) is None  # addopts' -n 3 stays
+    assert workers("fast or slow", [], in_worker=False, cores=2) is None
+    assert workers("", [], in_worker=False, cores=2) is None
+    # a worker sees the controller's -m fast: given workers, each would start its own (a fork bomb)
+    assert workers("fast", ["-m", "fast"], in_worker=True, cores=2) is None
