@@ -197,7 +197,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         params = getattr(item, "callspec", None)
         if fixtures & ENGINE_FIXTURES or (params and params.params.get("executor") in ENGINE_EXECUTORS):
             item.add_marker("engine")
-        group = _engine_of(item, fixtures, params) or ("jax" if item.path.name in JAX_MODULES else None)
+        group = (_engine_of(item, fixtures, params) or ("jax" if item.path.name in JAX_MODULES else None)
+                 or _module_fixture_group(item))  # fmt: skip
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
         if fixtures & APT_FIXTURES:
@@ -215,6 +216,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 wrong.append(f"{item.nodeid} ({', '.join(clash)})")
     if wrong:
         raise pytest.UsageError("tests marked fast that are not fast:\n  " + "\n  ".join(wrong))
+
+
+def _module_fixture_group(item: pytest.Item) -> str | None:
+    """The worker group of a test that uses a module-scoped fixture: its module's name, so the module's tests
+    that share the fixture run on one worker and it is computed once (spread over three workers, the smoke
+    suite's run, the o2o suite's and others were computed on each: about 50 CPU-s a session)."""
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info is not None else ():
+        if defs and defs[-1].scope == "module":
+            return item.path.stem
+    return None
 
 
 def _engine_of(item: pytest.Item, fixtures: set[str], params) -> str | None:

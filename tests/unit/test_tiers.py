@@ -72,3 +72,30 @@ def test_the_fast_tier_runs_on_two_workers_and_a_worker_never_starts_its_own():
     assert workers("", [], in_worker=False, cores=2) is None
     # a worker sees the controller's -m fast: given workers, each would start its own (a fork bomb)
     assert workers("fast", ["-m", "fast"], in_worker=True, cores=2) is None
+
+
+def test_tests_sharing_a_module_scoped_fixture_share_a_worker_group(tmp_path):
+    """A module-scoped fixture spread over three workers was computed on each (the smoke suite's run three
+    times): its tests get their module's group, so one worker computes it once."""
+    from types import SimpleNamespace
+
+    group = _conftest()._module_fixture_group
+
+    def item(*scopes: str) -> SimpleNamespace:
+        defs = {f"f{i}": [SimpleNamespace(scope=s)] for i, s in enumerate(scopes)}
+        return SimpleNamespace(
+            path=tmp_path / "test_mod.py", _fixtureinfo=SimpleNamespace(name2fixturedefs=defs)
+        )
+
+    assert group(item("function", "module")) == "test_mod"
+    assert (
+        group(item("function", "session")) is None
+    )  # a session fixture: per worker anyway (engines: grouped)
+    assert group(item()) is None
+    # an override: the closest definition (the last) is the one a test gets
+    overridden = item()
+    overridden._fixtureinfo.name2fixturedefs["f"] = [
+        SimpleNamespace(scope="module"),
+        SimpleNamespace(scope="function"),
+    ]
+    assert group(overridden) is None
