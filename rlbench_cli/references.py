@@ -143,12 +143,28 @@ ATARI = ReferenceSet(
 
 
 def _lmrl_key(task: str) -> list[str]:
-    """``rlbench/MazeFO-v0``, ``MazeFO-v0`` and ``MazeFO-v0-mixed`` -> ``mazefo``; an env label's kwargs and
-    wrappers (``rlbench/Endgames-v0[max_moves=50]+Wrapper``) do not change the task's row."""
+    """``rlbench/MazeFO-v0``, ``MazeFO-v0`` and ``MazeFO-v0-mixed`` -> ``mazefo``; an env label's wrappers and
+    kwargs (``rlbench/Endgames-v0[max_moves=50]+Wrapper``) do not change the task's row, except the kwargs of
+    ``LMRL_ROW_KWARGS``: a label that names one (``rlbench/Wordle-v0[word_list=...]``) is another task, with no
+    row."""
     t = re.split(r"[\[+]", task.strip(), maxsplit=1)[0]
     t = t.split("/", 1)[1] if t.startswith("rlbench/") else t
     t = re.sub(r"-(optimal|noisy|mixed|random)$", "", t)
-    return [_VERSION.sub("", t).lower()]
+    key = _VERSION.sub("", t).lower()
+    kwargs = re.search(r"\[([^\]]*)\]", task)
+    named = {part.split("=", 1)[0].strip() for part in kwargs.group(1).split(",")} if kwargs else set()
+    return [] if named & set(LMRL_ROW_KWARGS.get(key, ())) else [key]
+
+
+# The env kwargs that make a task another task than its lmrl row measured (the row was measured without them):
+# Wordle's references come from the default word list's dataset and optimal policy, with six tries
+LMRL_ROW_KWARGS: dict[str, tuple[str, ...]] = {"wordle": ("word_list", "max_tries")}
+
+
+def lmrl_row_kwargs(task: str, kwargs: Mapping[str, Any]) -> list[str]:
+    """The kwargs in ``kwargs`` of a dataset or env ``task`` (its name or id) that make lmrl's row for it wrong."""
+    keys = _lmrl_key(task)
+    return [k for k in LMRL_ROW_KWARGS.get(keys[0], ()) if kwargs.get(k) is not None] if keys else []
 
 
 # (min, dataset average, max). Maze, Chess, Endgames: LMRL-Gym's paper (its normalisation table). MazePO: the

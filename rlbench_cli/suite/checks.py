@@ -14,6 +14,7 @@ from ..envs import known_env, known_wrapper, wrapper_kwargs_problem
 from ..envs.families import is_text_env, kwargs_problem
 from ..envs.gymnax import drawn_in
 from ..errors import SuiteInvalid
+from ..references import lmrl_row_kwargs
 from .models import Suite, WrapperSpec
 from .world_models import CHANNELS, env_problem, find_world_model
 
@@ -194,6 +195,25 @@ def _world_model_problem(suite: Suite, i: int) -> str | None:
     return None
 
 
+def _check_reference_rows(suite: Suite, path: str) -> None:
+    """A dataset played with env kwargs that make lmrl's reference row for it wrong (Wordle's ``word_list``:
+    the row's dataset average and optimum were measured on the default list) needs its own references when the
+    suite's scores may be normalised by the lmrl table (no normalize block: ``auto`` may choose it; or
+    ``table: lmrl``): its label names the dataset only, so the table would give it the row silently. An env's
+    label carries its kwargs, and such a label has no row."""
+    norm = suite.normalize
+    if norm is not None and (norm.table != "lmrl" or norm.low_from or norm.high_from):
+        return
+    for i, ds in enumerate(suite.datasets):
+        kwargs = lmrl_row_kwargs(ds.name, ds.kwargs)
+        if not kwargs or (norm is not None and ds.label in norm.references):
+            continue
+        raise SuiteInvalid(f"{path}: field 'datasets[{i}].kwargs.{kwargs[0]}': lmrl's reference row for {ds.name} was "
+                           f"measured without {kwargs[0]}, so its normalised scores would be wrong; give this task "
+                           f"its own: normalize: {{table: lmrl, references: {{{ds.label}: [LOW, HIGH]}}}} (e.g. "
+                           "the lowest return and the optimal policy's mean return on it)")  # fmt: skip
+
+
 def check_suite(suite: Suite, path: str) -> None:
     """Raise SuiteInvalid for the first env, dataset env, env kwargs, wrapper or pretrained folder of ``suite``
     that its registry refuses; ``path`` is the suite file's, for the message."""
@@ -219,6 +239,7 @@ def check_suite(suite: Suite, path: str) -> None:
         _check_wrappers(ds.wrappers, f"{path}: field 'datasets[{i}].wrappers")
     _check_videos(suite, path)
     _check_text_mixes(suite, path)
+    _check_reference_rows(suite, path)
     for i, a in enumerate(suite.algorithms):  # a local pretrained checkpoint (text policies) must exist
         problem = check_pretrained(a.params.get("pretrained"), f"algorithms[{i}].params.pretrained")
         if problem:
