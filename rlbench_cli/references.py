@@ -142,6 +142,11 @@ ATARI = ReferenceSet(
 )  # fmt: skip
 
 
+# The env kwargs that make a task another task than its lmrl row measured (the row was measured without them):
+# Wordle's references come from the default word list's dataset and optimal policy, with six tries
+LMRL_ROW_KWARGS: dict[str, tuple[str, ...]] = {"wordle": ("word_list", "max_tries")}
+
+
 def _lmrl_key(task: str) -> list[str]:
     """``rlbench/MazeFO-v0``, ``MazeFO-v0`` and ``MazeFO-v0-mixed`` -> ``mazefo``; an env label's wrappers and
     kwargs (``rlbench/Endgames-v0[max_moves=50]+Wrapper``) do not change the task's row, except the kwargs of
@@ -154,11 +159,6 @@ def _lmrl_key(task: str) -> list[str]:
     kwargs = re.search(r"\[([^\]]*)\]", task)
     named = {part.split("=", 1)[0].strip() for part in kwargs.group(1).split(",")} if kwargs else set()
     return [] if named & set(LMRL_ROW_KWARGS.get(key, ())) else [key]
-
-
-# The env kwargs that make a task another task than its lmrl row measured (the row was measured without them):
-# Wordle's references come from the default word list's dataset and optimal policy, with six tries
-LMRL_ROW_KWARGS: dict[str, tuple[str, ...]] = {"wordle": ("word_list", "max_tries")}
 
 
 def lmrl_row_kwargs(task: str, kwargs: Mapping[str, Any]) -> list[str]:

@@ -4,6 +4,7 @@ there, so a renamed slow test cannot quietly join the fast tier."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -14,7 +15,9 @@ pytestmark = pytest.mark.fast
 TESTS = Path(__file__).resolve().parents[1]
 
 
+@functools.cache
 def _conftest():
+    """tests/conftest.py as a module of its own, executed once for this module's tests."""
     spec = importlib.util.spec_from_file_location("_tiers_conftest", TESTS / "conftest.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -88,9 +91,8 @@ def test_tests_sharing_a_module_scoped_fixture_share_a_worker_group(tmp_path):
         )
 
     assert group(item("function", "module")) == "test_mod"
-    assert (
-        group(item("function", "session")) is None
-    )  # a session fixture: per worker anyway (engines: grouped)
+    # a session fixture: per worker anyway (the engines' are grouped by engine)
+    assert group(item("function", "session")) is None
     assert group(item()) is None
     # an override: the closest definition (the last) is the one a test gets
     overridden = item()
