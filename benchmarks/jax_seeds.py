@@ -69,7 +69,7 @@ def run_rlbench(seeds: int, steps: int, device: str, folder: Path, cache: Path) 
     with open(folder / "stdout.txt", "w+") as out, open(folder / "stderr.txt", "w+") as err:
         proc = subprocess.Popen(["rlbench", "run", str(suite), "--db", str(db), "--workers", "1"], cwd=folder,
                                 env=env, stdout=out, stderr=err, text=True)  # fmt: skip
-        follow(proc, folder, t0, f"{seeds} seeds x {steps:,} steps")
+        marks = follow(proc, folder, t0, f"{seeds} seeds x {steps:,} steps")
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
@@ -87,14 +87,19 @@ def run_rlbench(seeds: int, steps: int, device: str, folder: Path, cache: Path) 
         trained = con.execute("SELECT max(step) FROM metrics WHERE name = 'train/loss/policy'").fetchone()[0]
     return {"seeds": seeds, "steps": steps, "trained": int(trained or 0), "wall_s": wall, "status": status,
             "final": final, "compile_s": sys_.get("sys/compile_s"), "train_s": sys_.get("sys/train_s"),
-            "tracking_s": sys_.get("sys/tracking_s")}  # fmt: skip
+            "tracking_s": sys_.get("sys/tracking_s"), "marks": marks}  # fmt: skip
 
 
-def follow(proc: subprocess.Popen, folder: Path, t0: float, label: str, every: float = 1.0) -> None:
+def follow(
+    proc: subprocess.Popen, folder: Path, t0: float, label: str, every: float = 0.25
+) -> dict[str, float]:
     """Until ``proc`` ends, print the progress lines its jobs write to their output.log ("rlbench jax:
     compiled in ...", "chunk i/n ...: seconds, env steps/s"), each with the seconds since ``t0``: a run that
-    does not finish still says where its time went."""
+    does not finish still says where its time went. Returns when (seconds since ``t0``, to ``every``) the
+    compilation ended, the last chunk was tracked and the kept policies were written, and the seconds the
+    last took: ``phases`` splits the command's wall time with them."""
     offsets: dict[Path, int] = {}
+    marks: dict[str, float] = {}
 
     def poll() -> None:
         for log in sorted(folder.glob("runs/*/*/attempt-*/output.log")):
@@ -105,13 +110,33 @@ def follow(proc: subprocess.Popen, folder: Path, t0: float, label: str, every: f
             offsets[log] = offsets.get(log, 0) + end
             for line in data[:end].decode(errors="replace").splitlines():
                 if line.startswith("rlbench jax: "):
-                    print(f"  [{label}, {time.perf_counter() - t0:6.1f} s] {line.removeprefix('rlbench jax: ')}",
-                          flush=True)  # fmt: skip
+                    now, text = time.perf_counter() - t0, line.removeprefix("rlbench jax: ")
+                    print(f"  [{label}, {now:6.1f} s] {text}", flush=True)
+                    if " compiled in " in text:
+                        marks.setdefault("compiled", now)
+                    elif " tracked in " in text:
+                        marks["tracked"] = now
+                    elif text.startswith("kept policies written in "):
+                        marks["kept"], marks["kept_s"] = now, float(text.split()[4])
 
     while proc.poll() is None:
         time.sleep(every)
         poll()
     poll()
+    return marks
+
+
+def phases(r: dict[str, Any]) -> str:
+    """Where a run's wall time went, from its progress lines (to the follower's polling, a quarter second)."""
+    m = r.get("marks") or {}
+    if not {"compiled", "tracked", "kept"} <= set(m) or r["compile_s"] is None:
+        return "  (where the time went: not all progress lines were seen)"
+    before = m["compiled"] - r["compile_s"]
+    return (f"  where the time went: {before:.1f} s before the job's compilation (the command's start, "
+            f"{r['seeds']} runs recorded, the worker and its imports), compilation {r['compile_s']:.1f} s, "
+            f"the chunks {m['tracked'] - m['compiled']:.1f} s (training, evaluation and every seed's rows), kept "
+            f"policies {m['kept_s']:.1f} s, {r['wall_s'] - m['kept']:.1f} s after them (the seeds' last shards "
+            "and results, the database)")  # fmt: skip
 
 
 def iqm(xs: list[float]) -> float:
@@ -126,6 +151,12 @@ def scaling_row(r: dict[str, Any]) -> str:
     share = 100 * (r["tracking_s"] or 0.0) / r["wall_s"]
     return (f"{r['seeds']:>6} {sps:>14,.0f} {r['compile_s']:>10.1f} {share:>9.2f}% {r['wall_s']:>9.1f} "
             f"{iqm(r['final']):>9.1f}")  # fmt: skip
+
+
+def save(path: Path | None, out: dict[str, Any]) -> None:
+    """Every figure so far to ``path`` (after each run: a benchmark cut short keeps the runs it finished)."""
+    if path is not None:
+        path.write_text(json.dumps(out, indent=1, default=str))
 
 
 def main() -> None:
@@ -150,9 +181,11 @@ def main() -> None:
 
         main_run = run_rlbench(args.seeds, args.steps, args.device, tmp / "main", cache("main"))
         out["rlbench"] = main_run
+        save(args.json, out)
         print(f"rlbench run, ppo_jax, {args.seeds} seeds x {args.steps:,} steps in one job ({args.device}): "
               f"{main_run['wall_s']:.1f} s whole command (compile {main_run['compile_s']:.1f} s, training "
               f"{main_run['train_s']:.1f} s); runs {main_run['status']}")  # fmt: skip
+        print(phases(main_run))
         finals = main_run["final"]
         print(f"  final eval/return over {len(finals)} seeds: IQM {iqm(finals):.1f}, mean {np.mean(finals):.1f}, "
               f"min {min(finals):.1f}; {sum(v >= SOLVED for v in finals)} of {len(finals)} at >= {SOLVED:g}")  # fmt: skip
@@ -167,6 +200,7 @@ def main() -> None:
                   f"(mean of its last {len(last)} training episodes {np.mean(last):.1f})")  # fmt: skip
             ratio = clean["process_s"] / main_run["wall_s"]
             out["ratio"] = ratio
+            save(args.json, out)
             print(f"ratio: CleanRL's one seed takes {ratio:.2f}x the wall time of rlbench's {args.seeds} tracked "
                   "seeds (> 1: all of them finish first)")  # fmt: skip
         if args.scaling:
@@ -177,9 +211,9 @@ def main() -> None:
             for n in args.scaling:
                 r = run_rlbench(n, steps, args.device, tmp / f"n{n}", cache(f"n{n}"))
                 out["scaling"].append(r)
+                save(args.json, out)
                 print(scaling_row(r), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1, default=str))
+                print(phases(r), flush=True)
 
 
 if __name__ == "__main__":

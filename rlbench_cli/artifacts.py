@@ -62,6 +62,7 @@ class ArtifactLog:
         self.attempt_dir = Path(attempt_dir)
         self.run_dir = self.attempt_dir.parent
         self.path = self.attempt_dir / INDEX
+        self._made = False  # the folder is made by the first append (then known to be there)
 
     def add(self, step: int, kind: str, files: Iterable[str | Path]) -> list[dict[str, Any]]:
         """List ``files`` (complete, under the run folder) as ``kind`` artifacts of ``step``, in one append.
@@ -79,7 +80,9 @@ class ArtifactLog:
         """Append index rows as they are (a resumed attempt carries its predecessor's), in one write."""
         if not rows:
             return
-        self.attempt_dir.mkdir(parents=True, exist_ok=True)
+        if not self._made:
+            self.attempt_dir.mkdir(parents=True, exist_ok=True)
+            self._made = True
         data = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:

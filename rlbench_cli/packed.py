@@ -41,6 +41,9 @@ from .suite.grid import RunSpec
 from .suite.ids import canonical_json
 from .sysmon import SystemMonitor
 
+PACK_SHARDS_PER_S = 256  # a pack's seeds write about this many shards a second at most ...
+MAX_PACK_FLUSH_S = 30.0  # ... but each seed at least this often
+
 __all__ = [
     "can_pack",
     "pack_key",
@@ -48,6 +51,7 @@ __all__ = [
     "packable",
     "unpackable",
     "run_packed",
+    "pack_flush_interval",
     "pack_outcome",
     "run_job",
 ]
@@ -139,6 +143,13 @@ def pack_outcome(results: list[dict[str, Any]]) -> dict[str, Any]:
             "duration_s": max((r.get("duration_s") or 0.0) for r in results), "pack_results": results}  # fmt: skip
 
 
+def pack_flush_interval(seeds: int, interval: float = 1.0) -> float:
+    """Seconds between a packed seed's shards: ``interval``, or longer for a big pack (a shard a second for each
+    of thousands of seeds is thousands of files a second, and the coordinator ingests each): 2,048 seeds
+    flush every 8 s, never less often than every ``MAX_PACK_FLUSH_S``. A checkpoint flushes them first."""
+    return max(interval, min(seeds / PACK_SHARDS_PER_S, MAX_PACK_FLUSH_S))
+
+
 def run_packed(
     specs: list[RunSpec],
     folders: list[Path],
@@ -165,6 +176,7 @@ def run_packed(
     t0 = time.time()
     ids = [s.run_id for s in specs]
     flusher = Flusher()  # one thread writes every seed's shards
+    flush_interval = pack_flush_interval(len(specs), flush_interval)
     sinks: list[ShardSink] = []
     ctxs: list[RunContext] = []
     results: list[dict[str, Any]] = []

@@ -98,6 +98,25 @@ class ShardSink:
             values = tuple(values)
         self._buf.append((step, time.time(), names, values))
 
+    def log_block(self, steps: Any, names: tuple[str, ...], values: Any, mask: Any = None) -> None:
+        """Many steps' rows in one call (a compiled program's rows for an evaluation interval): ``steps`` a
+        1-D array of n steps, ``values`` an n x len(``names``) array, ``mask`` (optional, the same shape)
+        which of its entries to write (an iteration in which no episode ended has no episode columns).
+        The arrays are copied: the caller may reuse them."""
+        import numpy as np
+
+        steps = np.array(steps, np.int64, copy=True).reshape(-1)
+        values = np.array(values, np.float64, copy=True)
+        if values.shape != (len(steps), len(names)):
+            raise ValueError(f"log_block: {len(steps)} steps x {len(names)} names but values of shape "
+                             f"{values.shape}")  # fmt: skip
+        if mask is not None:
+            mask = np.array(mask, bool, copy=True)
+            if mask.shape != values.shape:
+                raise ValueError(f"log_block: mask of shape {mask.shape}, values of shape {values.shape}")
+        if len(steps):
+            self._buf.append((steps, time.time(), tuple(names), values, mask))
+
     # -- flushing --------------------------------------------------------------------------------
     def due(self) -> bool:
         """Whether the flusher should write a shard now: rows waiting, and the interval over since the last."""
@@ -220,18 +239,20 @@ class Flusher:
 def _to_table(buf: list[tuple[Any, ...]]) -> Any:
     """Columns from buffered calls: steps and times repeated per value, values flattened, names
     dictionary-encoded per distinct set of keys (a training loop logs the same keys again and again).
-    Entries are ``(step, time, {name: value})`` from ``log``/``log_many`` or ``(step, time, names, values)``
-    from ``log_columns``."""
+    Entries are ``(step, time, {name: value})`` from ``log``/``log_many``, ``(step, time, names, values)``
+    from ``log_columns`` or ``(steps, time, names, values, mask)`` from ``log_block``."""
     import numpy as np
     import pyarrow as pa
 
     mapping = [c for c in buf if len(c) == 3]
-    columnar = [c for c in buf if len(c) == 4] if mapping else buf  # only log_columns calls: no split
+    blocks = [c for c in buf if len(c) == 5]
+    columnar = [c for c in buf if len(c) == 4] if mapping or blocks else buf  # only log_columns: no split
     parts = []
     if mapping:
         parts.append(_mapping_columns(mapping))
     if columnar:
         parts.append(_columnar_columns(columnar))
+    parts.extend(_block_columns(b) for b in blocks)
     names: dict[str, int] = {}
     cols: dict[str, list[Any]] = {"step": [], "name": [], "value": [], "wall_time": []}
     for steps, keys, idx, values, times in parts:
@@ -313,9 +334,28 @@ def _columnar_columns(
     return steps, list(names), name_idx, values, times
 
 
+def _block_columns(
+    block: tuple[Any, float, tuple[str, ...], Any, Any],
+) -> tuple[Any, list[str], Any, Any, Any]:
+    """(steps, names, name index per row, values, times) of one ``log_block`` entry."""
+    import numpy as np
+
+    steps, t, names, values, mask = block
+    n, m = values.shape
+    step_col = np.repeat(steps, m)
+    idx = np.tile(np.arange(m, dtype=np.int32), n)
+    flat = values.reshape(-1)
+    if mask is not None:
+        keep = mask.reshape(-1)
+        step_col, idx, flat = step_col[keep], idx[keep], flat[keep]
+    return step_col, list(names), idx, flat, np.full(len(flat), t, np.float64)
+
+
 def list_shards(directory: str | Path) -> list[Path]:
     """Complete shard files in ``directory``, oldest first (temporary files are never listed)."""
     d = Path(directory)
-    if not d.is_dir():
+    try:
+        names = os.listdir(d)  # names sorted as strings: a Path comparison is ~20x slower (2,048 runs a tick)
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(p for p in d.iterdir() if p.suffix == ".parquet")
+    return [d / n for n in sorted(n for n in names if n.endswith(".parquet"))]

@@ -104,6 +104,10 @@ class Keeper:
         self.ctx = ctx
         self.log = ArtifactLog(ctx.run_dir)
         self.best: float | None = None
+        # deferred (``defer``): the best policy not yet written, as (policy, step, metric, value); written by
+        # ``write_best`` (a pack of thousands of seeds would otherwise write thousands of folders an evaluation)
+        self.deferred = False
+        self.pending: tuple[Any, int, str, float] | None = None
         self.video_every = int(ctx.spec.budget.get("video_every") or 0)
         self._video_env: Any = None
         self._video_kind: str | None = None
@@ -125,6 +129,25 @@ class Keeper:
         if not np.isfinite(value) or (self.best is not None and value <= self.best):
             return
         self.best = value
+        if self.deferred:
+            detach = getattr(policy, "detach", None)  # its own copy of the weights, not the pack's
+            self.pending = (detach() if detach is not None else policy, step, name, value)
+            return
+        self._save_best(policy, step, name, value)
+
+    def defer(self) -> None:
+        """Keep the best policy in memory from now on, written by ``write_best`` (at a checkpoint, at the
+        end): a packed job of thousands of seeds whose returns rise at every evaluation."""
+        self.deferred = True
+
+    def write_best(self) -> None:
+        """Write the best policy held back by ``defer``, if any."""
+        if self.pending is not None:
+            policy, step, name, value = self.pending
+            self.pending = None
+            self._save_best(policy, step, name, value)
+
+    def _save_best(self, policy: Any, step: int, name: str, value: float) -> None:
         root = self.ctx.run_dir / "policy"
         self.save(policy, root / f"best-{step:09d}", "policy_best", step, {"metric": name, "value": value})
         for old in root.glob("best-*"):  # listed before removed: the index never names a file that is gone
@@ -139,14 +162,18 @@ class Keeper:
         spec = self.ctx.spec
         file = str(getattr(policy, "policy_file", "policy.pt"))
         tmp = dest.with_name(f".{dest.name}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        try:
+            tmp.mkdir(parents=True)
+        except FileExistsError:  # a killed attempt's half-written copy
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
         policy.save(tmp / file)
         info = {"format": POLICY_FORMAT, "loader": policy.loader, "file": file, "algo": spec.algo_name,
                 "env_id": spec.env_id, "env_kwargs": spec.env_kwargs, "env_wrappers": spec.env_wrappers,
                 "run_id": spec.run_id, "seed": spec.seed, "step": int(step), **extra}  # fmt: skip
         (tmp / POLICY_JSON).write_text(json.dumps(info, indent=1, default=str) + "\n")
-        shutil.rmtree(dest, ignore_errors=True)  # a requeued attempt's own earlier copy
+        if os.path.lexists(dest):  # a requeued attempt's own earlier copy
+            shutil.rmtree(dest, ignore_errors=True)
         os.replace(tmp, dest)
         self.log.add(step, kind, _files(dest))
 

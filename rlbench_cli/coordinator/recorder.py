@@ -75,6 +75,10 @@ class Recorder:
         # (run_id, attempt) -> size of its artifact index when last recorded: an unchanged index is not read
         self.index_sizes: dict[tuple[str, int], int] = {}
         self._index_pending: dict[tuple[str, int], int] = {}
+        # (run_id, attempt) -> names of its shards recorded by this recorder: a tick's ingest of a run whose
+        # folder holds no other shard asks nothing of the database (a 2,048-seed pack is ingested every second)
+        self.recorded: dict[tuple[str, int], set[str]] = {}
+        self._recorded_pending: dict[tuple[str, int], list[str]] = {}
 
     def add(self, op: Callable[[Any], None], after: Callable[[], None] | None = None) -> None:
         """Queue ``op(con)``; ``after()`` runs once it is committed (e.g. the progress line saying so)."""
@@ -137,7 +141,7 @@ class Recorder:
             self.stats["connect_s"] += self.opened - t0
         ops, self.ops = self.ops, []
         t0 = time.monotonic()
-        self._index_pending = {}
+        self._index_pending, self._recorded_pending = {}, {}
         try:
             with self.store.batch(self.con) as con:
                 self._write(con, [op for op, _ in ops])
@@ -145,6 +149,8 @@ class Recorder:
             self.ops = ops + self.ops  # nothing of them was recorded: still to do
             raise
         self.index_sizes.update(self._index_pending)
+        for key, names in self._recorded_pending.items():
+            self.recorded.setdefault(key, set()).update(names)
         self.last_flush = time.monotonic()
         self.stats["write_s"] += self.last_flush - t0
         self.stats["flushes"] += 1
@@ -167,7 +173,7 @@ class Recorder:
         def segment() -> None:
             self.store.start_attempts(con, [(o.run_id, o.attempt, o.manifest) for o in starts])
             if ingests:
-                self.store.ingest_many(con, [(i.run_id, i.attempt, list_shards(i.metrics)) for i in ingests])
+                self.store.ingest_many(con, self._new_shards(ingests))
                 self.store.ingest_artifacts(con, self._changed_indexes(ingests))
             self.store.end_attempts(con, [(o.run_id, o.status, o.outcome) for o in ends])
             for done in (starts, ingests, ends, seen, ended):
@@ -189,6 +195,19 @@ class Recorder:
                 ended.add(op.run_id)
             seen.add(op.run_id)
         segment()
+
+    def _new_shards(self, ingests: list[_Ingest]) -> list[tuple[str, int, list[Path]]]:
+        """(run_id, attempt, shards) of each ingested attempt whose folder holds shards this recorder has not
+        recorded (the database still skips any recorded before, by another coordinator)."""
+        out = []
+        for i in ingests:
+            key = (i.run_id, i.attempt)
+            done = self.recorded.get(key, ())
+            new = [p for p in list_shards(i.metrics) if p.name not in done]
+            if new:
+                out.append((i.run_id, i.attempt, new))
+                self._recorded_pending.setdefault(key, []).extend(p.name for p in new)
+        return out
 
     def _changed_indexes(self, ingests: list[_Ingest]) -> list[tuple[str, list[dict[str, Any]]]]:
         """The current artifacts (``artifacts.current``) of each ingested attempt whose index has grown since

@@ -197,3 +197,40 @@ def test_a_resumed_attempt_on_another_ray_node_gets_the_earlier_attempts_index_a
         "attempt-1/videos/eval-4.mp4",
     ]
     assert (node / "attempt-1/videos/eval-4.mp4").read_bytes() == b"v4"
+
+
+class _Saveable:
+    """A policy the Keeper can save: one number in a file."""
+
+    loader = "nowhere:load"
+    policy_file = "policy.txt"
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def save(self, path):
+        Path(path).write_text(str(self.value))
+
+    def detach(self):
+        return _Saveable(self.value)
+
+
+def test_a_deferred_keeper_writes_only_its_best_policy_and_only_when_asked(tmp_path):
+    from rlbench_cli.algos.keep import Keeper
+
+    run = tmp_path / "attempt-1"
+    ctx = SimpleNamespace(run_dir=run, spec=SimpleNamespace(score=None, budget={}, algo_name="a", env_id="E",
+                                                            env_kwargs={}, env_wrappers=[], run_id="r", seed=0))  # fmt: skip
+    keeper = Keeper(ctx)
+    keeper.defer()
+    for step, ret in [(0, 10.0), (512, 30.0), (1024, 20.0), (1536, 30.0)]:
+        keeper.after_evaluation(step, {"eval/return": ret}, _Saveable(ret))
+    assert not (run / "policy").exists() and keeper.best == 30.0
+    keeper.write_best()
+    keeper.write_best()  # nothing left to write
+    assert [p.name for p in (run / "policy").iterdir()] == ["best-000000512"]
+    assert (run / "policy" / "best-000000512" / "policy.txt").read_text() == "30.0"
+    assert [r["kind"] for r in read_index(run)] == [
+        "policy_best",
+        "policy_best",
+    ]  # its two files, listed once

@@ -269,3 +269,39 @@ def test_a_burst_with_retries_records_what_one_write_at_a_time_does(tmp_path):
         )
         assert runs["r2"]["host"] == "noted" and runs["r2"]["status"] == "interrupted"
         assert con.execute("SELECT DISTINCT attempt FROM shards WHERE run_id = 'r0'").fetchall() == [(2,)]
+
+
+def test_the_recorder_reads_only_shards_it_has_not_recorded(tmp_path):
+    # a 2,048-seed pack is ingested every second: a tick whose runs wrote nothing new asks nothing of the database
+    store = Store(tmp_path / "db.duckdb")
+    with store.writer() as con:
+        store.add_runs(con, [_run(i) for i in range(2)])
+    jobs = []
+    for i in range(2):
+        folder = tmp_path / f"r{i}" / "attempt-1"
+        _shards(folder, i, flushes=1)
+        jobs.append(Job(expand_stub(i), folder, 1))
+    asked: list[list[tuple]] = []
+    ingest_many = store.ingest_many
+    store.ingest_many = lambda con, items: asked.append(items) or ingest_many(con, items)  # type: ignore[method-assign]
+    rec = Recorder(store)
+
+    def ingest_both() -> None:
+        rec.last_flush = time.monotonic()  # inside the batching interval: both wait for the flush
+        for job in jobs:
+            rec.ingest(job)
+
+    ingest_both()
+    rec.flush()
+    assert [(r, a, [p.name for p in s]) for r, a, s in asked[0]] == [("r0", 1, ["00000000.parquet"]),
+                                                                    ("r1", 1, ["00000000.parquet"])]  # fmt: skip
+    ingest_both()  # nothing new: no shard is offered again
+    rec.flush()
+    assert asked[1] == []
+    sink = ShardSink(jobs[1].folder / "metrics", background=False)  # run r1 writes its next shard
+    sink.log(99, **{"eval/return": 7.0})
+    sink.close()
+    ingest_both()
+    rec.close()
+    assert [(r, [p.name for p in s]) for r, _, s in asked[2]] == [("r1", ["00000001.parquet"])]
+    assert len(_rows(store)) == 2 * 10 + 1

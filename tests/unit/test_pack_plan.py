@@ -45,3 +45,12 @@ def test_bad_seeds_per_job_names_the_field(value, message):
     with pytest.raises(SuiteInvalid, match="seeds_per_job") as e:
         _suite(value)
     assert message in str(e.value)
+
+
+def test_a_big_packs_seeds_flush_their_shards_less_often_but_at_least_every_30_s():
+    from rlbench_cli.packed import MAX_PACK_FLUSH_S, pack_flush_interval
+
+    assert pack_flush_interval(1) == pack_flush_interval(256) == 1.0  # a shard a second, as one run's
+    assert pack_flush_interval(2048) == 8.0
+    assert pack_flush_interval(8192) == MAX_PACK_FLUSH_S == 30.0
+    assert pack_flush_interval(4, interval=0.2) == 0.2 and pack_flush_interval(4096, interval=20.0) == 20.0

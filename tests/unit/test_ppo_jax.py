@@ -363,3 +363,30 @@ def test_a_stalled_chunk_ends_the_pack_through_the_watchdog_naming_the_wedge(tmp
         assert r["error"].startswith("XlaWedged: XLA's runtime wedged: the chunk of 4 iteration(s) to step 512 "
                                      "and its evaluation made no progress for"), r["error"]  # fmt: skip
         assert [s for name, s, _ in _rows(folder) if name == "eval/return"] == [0]  # the chunk before it
+
+
+@isolated
+def test_a_packs_best_policies_are_written_once_each_the_evaluation_with_the_highest_return(tmp_path):
+    # a pack holds its seeds' best policies back (thousands of seeds improve at every evaluation) and writes
+    # each seed's once, at the end: the evaluation with the highest return, the earliest of equal ones
+    from rlbench_cli.artifacts import read_index
+
+    ctxs = []
+    for s in range(4):
+        folder = tmp_path / f"seed{s}"
+        ctxs.append(RunContext(spec=_spec(s), sink=ShardSink(folder / "metrics"), run_dir=folder,
+                               keep_artifacts=True))  # fmt: skip
+    assert train_pack(ctxs, "ppo", PPOJaxConfig.from_params) == {s: None for s in range(4)}
+    for s, c in enumerate(ctxs):
+        c.sink.close()
+        evals = [(step, v) for name, step, v in _rows(tmp_path / f"seed{s}") if name == "eval/return"]
+        best_step = max(evals, key=lambda e: (e[1], -e[0]))[0]
+        kinds = [
+            (r["kind"], r["path"].split("/")[-2])
+            for r in read_index(c.run_dir)
+            if r["path"].endswith(".json")
+        ]
+        assert kinds == [("policy_best", f"best-{best_step:09d}"), ("policy_final", "final")]
+        assert [p.name for p in (c.run_dir / "policy").iterdir()] == sorted(
+            [f"best-{best_step:09d}", "final"]
+        )

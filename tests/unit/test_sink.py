@@ -209,3 +209,36 @@ def test_a_pack_killed_with_9_leaves_every_seeds_shards_complete_and_its_own(tmp
         assert {v for n, v in rows if n == "seed"} == {float(i)}  # this seed's rows only
         steps = [v for n, v in rows if n == "step"]
         assert steps == list(range(len(steps)))  # and all of them up to its last flush: only the tail is lost
+
+
+def test_log_block_writes_a_chunks_rows_with_the_entries_its_mask_keeps(tmp_path):
+    # a compiled program's rows for an evaluation interval: one call per seed, the episode columns only where
+    # training episodes ended
+    names = ("loss", "lr", "episode_return")
+    values = np.array([[0.5, 1e-3, np.nan], [0.25, 9e-4, 120.0], [np.nan, 8e-4, np.nan]])
+    mask = np.array([[True, True, False], [True, True, True], [True, True, False]])
+    block, rowwise = ShardSink(tmp_path / "b", background=False), ShardSink(tmp_path / "r", background=False)
+    block.log(0, start=1.0)
+    block.log_block(np.array([512, 1024, 1536]), names, values, mask)
+    values[:] = -1.0  # the sink copied them: the caller may reuse its arrays
+    rowwise.log(0, start=1.0)
+    rowwise.log_many(512, {"loss": 0.5, "lr": 1e-3})
+    rowwise.log_many(1024, {"loss": 0.25, "lr": 9e-4, "episode_return": 120.0})
+    rowwise.log_many(1536, {"loss": float("nan"), "lr": 8e-4})
+    block.close()
+    rowwise.close()
+    got, want = _rows(tmp_path / "b"), _rows(tmp_path / "r")
+    assert len(got) == len(want) == 8
+    assert [(s, n) for s, n, _ in got] == [(s, n) for s, n, _ in want]
+    assert np.allclose([v for *_, v in got], [v for *_, v in want], equal_nan=True)
+    assert len(list_shards(tmp_path / "b")) == 1
+
+
+def test_log_block_refuses_shapes_that_do_not_match_at_the_call(tmp_path):
+    sink = ShardSink(tmp_path, background=False)
+    with pytest.raises(ValueError, match="2 steps x 3 names"):
+        sink.log_block([1, 2], ("a", "b", "c"), np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="mask of shape"):
+        sink.log_block([1, 2], ("a", "b"), np.zeros((2, 2)), np.ones((2, 3), bool))
+    sink.close()
+    assert list_shards(tmp_path) == []

@@ -48,7 +48,7 @@ from ...sysmon import peak_rss_mb
 from ..base import RunContext, eval_seeds, resume_together, spoil_process
 from .policy import GymnaxPolicy, flatten
 
-__all__ = ["Watchdog", "XlaWedged", "cache_dir", "prepare_jax", "say", "train"]
+__all__ = ["Watchdog", "XlaWedged", "cache_dir", "log_rows", "prepare_jax", "say", "train"]
 
 CHECKPOINT_LAYOUT = (
     "packed"  # every seed's checkpoint holds its slice of the pack's state, for one job or many
@@ -109,10 +109,12 @@ class Watchdog:
         seconds, _, once = rest.partition(":")
         self.stall = (int(call), float(seconds), once) if stall else None
 
-    def call(self, what: str, units: float, fn: Callable[[], Any], learn: bool = True) -> Any:
+    def call(self, what: str, units: float, fn: Callable[[], Any], learn: bool = True,
+             since: float | None = None) -> Any:  # fmt: skip
         """``fn()`` (which must return host values, or wait for its device values), or XlaWedged when it
-        runs past the limit. ``units``: its work; ``learn``: let its time set the limit of later calls.
-        Without ``$RLBENCH_JAX_WATCHDOG=1``, ``fn()`` in this thread."""
+        runs past the limit. ``units``: its work; ``learn``: let its time set the limit of later calls;
+        ``since``: when the work was sent to the device (``time.perf_counter()``; default now), which is
+        where its time counts from. Without ``$RLBENCH_JAX_WATCHDOG=1``, ``fn()`` in this thread."""
         if not self.enabled:
             return fn()
         # before any call has been timed there is nothing to compare with: only the default floor says wedged
@@ -134,10 +136,10 @@ class Watchdog:
             except BaseException as e:  # noqa: BLE001 - raised again in the job's thread
                 box["error"] = e
 
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() if since is None else since
         thread = threading.Thread(target=target, daemon=True, name=f"rlbench-jax-{number}")
         thread.start()
-        thread.join(limit)
+        thread.join(max(0.0, limit - (time.perf_counter() - t0)))
         if thread.is_alive():
             why = (f"XLA's runtime wedged: {what} made no progress for {limit:.0f} s (the limit: {self.times:g}x "
                    f"the slowest call so far, at least {floor:g} s); the job ends so --retries can run it "
@@ -156,19 +158,28 @@ def say(line: str) -> None:
     print(f"rlbench jax: {line}", flush=True)
 
 
-def policies(prog: Any, state: Any, meta: dict[str, Any], ctxs: Sequence[RunContext]) -> Callable[[int], Any]:
-    """Seed ``k`` -> its policy in ``state`` (a ``GymnaxPolicy`` reading the pack's policy state from the
-    device once, when some seed's is saved; call before ``state`` is handed to the next chunk)."""
-    import jax  # the caller's
-
-    host: dict[str, Any] = {}
+def host_policies(tree: dict[str, np.ndarray], meta: dict[str, Any],
+                  ctxs: Sequence[RunContext]) -> Callable[[int], Any]:  # fmt: skip
+    """Seed ``k`` -> its policy (a ``GymnaxPolicy``) in ``tree``: the pack's policy state on the host (flat
+    leaves, every seed's row), as the job last copied it; a seed's row is taken when its policy is saved."""
 
     def fetch(k: int) -> dict[str, np.ndarray]:
-        if "tree" not in host:
-            host["tree"] = flatten(jax.device_get(prog.policy(state)))
-        return {name: np.array(a[k]) for name, a in host["tree"].items()}
+        return {name: np.array(a[k]) for name, a in tree.items()}
 
     return lambda k: GymnaxPolicy({**meta, "seed": ctxs[k].seed}, fetch=lambda: fetch(k))
+
+
+def log_rows(sink: Any, rows: np.ndarray, steps: np.ndarray, names: tuple[str, ...]) -> None:
+    """One seed's rows of a chunk (its iterations' metrics, then ``common.EPISODE_COLUMNS``) in one
+    ``log_block`` call: the metrics at every step, the training episodes' mean return and length where some
+    ended (``names``: the metrics', then those two)."""
+    m = len(names) - 2
+    count = rows[:, m]
+    mask = np.ones((len(rows), m + 2), bool)
+    mask[:, m:] = (count > 0)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        episodes = np.stack([rows[:, m + 1] / count, rows[:, m + 2] / count], 1)
+    sink.log_block(steps, names, np.concatenate([rows[:, :m], episodes], 1), mask)
 
 
 def check_pack(ctxs: Sequence[RunContext]) -> None:
@@ -254,7 +265,7 @@ def train(ctxs: Sequence[RunContext], program: str, config: Callable[..., Any],
     outcome: dict[int, str | None] = {c.seed: None for c in ctxs}
     live = list(range(N))
     tracking_s = 0.0
-    names, m = prog.row, len(prog.row)
+    names = prog.row
     with_episodes = (*names, "train/episode_return", "train/episode_length")
     checked = [names.index(x) for x in prog.losses]
     keep = any(c.keep_artifacts for c in ctxs)
@@ -263,57 +274,101 @@ def train(ctxs: Sequence[RunContext], program: str, config: Callable[..., Any],
     if env_id in CONTINUOUS:
         space = env.action_space(env_params)
         meta.update(low=np.asarray(space.low).tolist(), high=np.asarray(space.high).tolist())
-    policy_of = policies(prog, state, meta, ctxs)
     for c in ctxs:
         c.sink.log(done * batch, **{"sys/pack_size": float(N), "sys/compile_s": compile_s})
 
-    def run_chunk(state: Any, n: int) -> tuple[Any, ...]:
-        state, rows, ret, length = chunk(state, np.int32(n), eval_keys)
+    def dispatch(state: Any, n: int) -> Any:  # returns at once: the device runs the chunk meanwhile
+        return chunk(state, np.int32(n), eval_keys)
+
+    def collect(out: Any) -> tuple[Any, ...]:  # waits for the chunk: its rows and evaluation on the host
+        state, rows, ret, length = out
         return state, np.asarray(rows), np.asarray(ret), np.asarray(length)
 
+    def host_copy(tree: Any) -> Any:  # numbers that stay put when the next chunk takes the buffers over
+        return jax.tree_util.tree_map(lambda x: np.array(x, copy=True), jax.device_get(tree))
+
+    def policies_in(state: Any) -> Callable[[int], Any]:  # seed k -> its policy, read before donation
+        return host_policies(flatten(host_copy(prog.policy(state))) if keep else {}, meta, ctxs)
+
+    policy_of = policies_in(state)
     say(f"{program}_jax, {N} seed(s) of {env_id}: compiled in {compile_s:.1f} s; {len(chunks)} chunk(s) to run"
         + (f" from step {done * batch:,}" if done else ""))  # fmt: skip
-    for number, (_, n) in enumerate(chunks, 1):
-        end = done + n
-        what = f"the chunk of {n} iteration(s) to step {end * batch} and its evaluation"
-        t_chunk = time.perf_counter()
-        state, rows, ret, length = watchdog.call(what, n + 1, lambda s=state, n=n: run_chunk(s, n))
-        dt = time.perf_counter() - t_chunk
-        say(f"chunk {number}/{len(chunks)} (to step {end * batch:,}): {dt:.2f} s, "
-            f"{N * n * batch / dt:,.0f} env steps/s, {time.perf_counter() - t0:.1f} s since the start")  # fmt: skip
-        policy_of = policies(prog, state, meta, ctxs)
-        t_log = time.perf_counter()
-        for k in list(live):
-            ctx, r = ctxs[k], rows[k, :n]
-            bad = ~np.isfinite(r[:, checked])
-            last = int(np.argmax(bad.any(1))) if bad.any() else n - 1
-            for i in range(last + 1):
-                step = (done + i + 1) * batch
-                row = r[i]
-                if row[m] > 0:  # training episodes ended in this iteration: their mean return and length
-                    vals = [*row[:m].tolist(), float(row[m + 1] / row[m]), float(row[m + 2] / row[m])]
-                    ctx.sink.log_columns(step, with_episodes, vals)
-                else:
-                    ctx.sink.log_columns(step, names, row[:m].tolist())
-            if bad.any():
-                which = prog.losses[int(np.argmax(bad[last]))].rsplit("/", 1)[-1]
-                outcome[ctx.seed] = f"diverged: NaN in {which} loss at step {(done + last + 1) * batch}"
-                ctx.fail(outcome[ctx.seed])
-                live.remove(k)
-                continue
-            ctx.log_system(end * batch)
-            ctx.log_evaluation(end * batch, ret[k], length[k], policy_of(k) if keep else None)
-        done = end
-        tracking_s += time.perf_counter() - t_log
-        if live and any(ctxs[k].checkpoint_due(done * batch) for k in live):
-            save_pack([ctxs[k] for k in live], list(live), jax.device_get(state), done, batch)
-        if not live or any(ctxs[k].should_stop() for k in live):
-            break
+
+    def track_seed(k: int, n: int, first: int, rows: np.ndarray, ret: np.ndarray, length: np.ndarray,
+                   policy_of: Callable[[int], Any] | None) -> str | None:  # fmt: skip
+        """Seed k's rows of a chunk of ``n`` iterations after ``first``, its evaluation and kept policy; why
+        it failed, or None."""
+        ctx, r = ctxs[k], rows[k, :n]
+        bad = ~np.isfinite(r[:, checked])
+        last = int(np.argmax(bad.any(1))) if bad.any() else n - 1
+        log_rows(ctx.sink, r[: last + 1], (first + 1 + np.arange(last + 1)) * batch, with_episodes)
+        if bad.any():
+            which = prog.losses[int(np.argmax(bad[last]))].rsplit("/", 1)[-1]
+            ctx.fail(f"diverged: NaN in {which} loss at step {(first + last + 1) * batch}")
+            return ctx.failure
+        ctx.log_system((first + n) * batch)
+        ctx.log_evaluation((first + n) * batch, ret[k], length[k], policy_of(k) if policy_of else None)
+        return None
+
+    for c in ctxs:  # thousands of seeds: their best policies are written at checkpoints and at the end
+        if c.keep_artifacts:
+            c.keeper.defer()
+
+    def write_kept_bests() -> None:
+        for c in ctxs:
+            if c.keep_artifacts:
+                c.keeper.write_best()
+
+    pending, t_sent = dispatch(state, chunks[0][1]), time.perf_counter()
+    try:
+        for number, (_, n) in enumerate(chunks, 1):
+            end = done + n
+            what = f"the chunk of {n} iteration(s) to step {end * batch} and its evaluation"
+            state, rows, ret, length = watchdog.call(what, n + 1, lambda p=pending: collect(p), since=t_sent)
+            dt = time.perf_counter() - t_sent
+            say(f"chunk {number}/{len(chunks)} (to step {end * batch:,}): {dt:.2f} s, "
+                f"{N * n * batch / dt:,.0f} env steps/s, {time.perf_counter() - t0:.1f} s since the start")  # fmt: skip
+            # what the host needs of this chunk's state is copied before the next chunk takes its buffers over
+            t_copy = time.perf_counter()
+            policy_of = policies_in(state)
+            saving = bool(live) and any(ctxs[k].checkpoint_due(end * batch) for k in live)
+            host_state = host_copy(state) if saving else None
+            t_log = time.perf_counter()
+            if number < len(chunks) and not any(ctxs[k].should_stop() for k in live):
+                # the next chunk runs on the device while this one's rows are logged here
+                pending, t_sent = dispatch(state, chunks[number][1]), time.perf_counter()
+            t_rows = time.perf_counter()
+            for k in list(live):
+                why = track_seed(k, n, done, rows, ret, length, policy_of if keep else None)
+                if why is not None:
+                    outcome[ctxs[k].seed] = why
+                    live.remove(k)
+            done = end
+            tracking_s += time.perf_counter() - t_copy
+            say(f"chunk {number}/{len(chunks)} tracked in {time.perf_counter() - t_copy:.2f} s (copies "
+                f"{t_log - t_copy:.2f} s, next chunk sent {t_rows - t_log:.2f} s, rows and evaluations "
+                f"{time.perf_counter() - t_rows:.2f} s; the next chunk running meanwhile)")  # fmt: skip
+            if host_state is not None and live:
+                for k in live:  # the kept policies as of the checkpoint (a resumed run keeps them)
+                    if ctxs[k].keep_artifacts:
+                        ctxs[k].keeper.write_best()
+                save_pack([ctxs[k] for k in live], list(live), host_state, done, batch)
+            if not live or any(ctxs[k].should_stop() for k in live):
+                break
+    except BaseException:  # the seeds fail: their best policies so far are still kept
+        write_kept_bests()
+        raise
     elapsed = time.perf_counter() - t0
+
+    t_end = time.perf_counter()
+    write_kept_bests()  # a diverged seed's too: its best before it failed
     for k in live:
         ctx = ctxs[k]
         if ctx.keep_artifacts and ctx.failure is None:
             ctx.keeper.final(done * batch, policy_of(k))
+    say(f"kept policies written in {time.perf_counter() - t_end:.2f} s")
+    for k in live:
+        ctx = ctxs[k]
         ctx.sink.log(done * batch, **{"sys/sps_overall": done * batch / elapsed, "sys/rss_peak_mb": peak_rss_mb(),
                                       "sys/train_s": elapsed - compile_s, "sys/tracking_s": tracking_s})  # fmt: skip
     return outcome

@@ -86,6 +86,10 @@ class GymnaxPolicy:
         cls = PPOJaxConfig if self.meta["program"] == "ppo" else PQNJaxConfig
         return cls.from_params(self.meta["params"], continuous=bool(self.meta.get("continuous")))
 
+    def detach(self) -> GymnaxPolicy:
+        """This policy with its own copy of its arrays (read now), holding nothing of the pack's."""
+        return GymnaxPolicy(self.meta, arrays={k: np.array(v, copy=True) for k, v in self.arrays.items()})
+
     def save(self, path: str | Path) -> None:
         with open(path, "wb") as f:  # a file object: np.savez adds no suffix
             np.savez(f, **{META: np.array(json.dumps(self.meta))}, **self.arrays)
