@@ -166,7 +166,9 @@ def list_(datasets: DatasetsOpt = None, json_out: JsonOpt = False) -> None:
 def show(
     name: Annotated[
         str,
-        typer.Argument(help="dataset name (<ENV>-<level>), a .hdf5 file or Minari folder, or minari:<id>"),
+        typer.Argument(
+            help="dataset name (<ENV>-<level>: its .hdf5, or a text env's .jsonl), a file or Minari folder, or minari:<id>"
+        ),
     ],
     datasets: DatasetsOpt = None,
     json_out: JsonOpt = False,

@@ -34,11 +34,12 @@ def resolve(name_or_path: str, root: Path | None = None) -> Path:
                 f"no Minari dataset {name_or_path!r} at {p}; set MINARI_DATASETS_PATH to its root"
             )
         return p
-    for p in (Path(name_or_path), root / f"{name_or_path}.hdf5"):
+    for p in (Path(name_or_path), root / f"{name_or_path}.hdf5", root / f"{name_or_path}.jsonl"):
         if p.exists():
             return p
     raise UnknownName(
-        f"no dataset {name_or_path!r}: not a file or folder, and no {root / (name_or_path + '.hdf5')}; see "
+        f"no dataset {name_or_path!r}: not a file or folder, and no {root / (name_or_path + '.hdf5')} (or "
+        ".jsonl, a text env's); see "
         "rlbench datasets list (--datasets DIR for another folder), or build it with rlbench datasets build "
         "ENV --level LEVEL"
     )
@@ -172,6 +173,8 @@ def describe(name_or_path: str, root: Path | None = None) -> dict[str, Any]:
     """Everything ``rlbench datasets show`` prints: where the dataset is, its summary, its arrays' shapes
     and all its metadata (provenance included)."""
     path = resolve(name_or_path, root)
+    if path.suffix == ".jsonl":  # a text env's episodes: turns of text, no arrays
+        return describe_text(path)
     data = open_dataset(path)
     arrays = {
         k: {"shape": list(v.shape), "dtype": str(v.dtype)}
@@ -179,6 +182,22 @@ def describe(name_or_path: str, root: Path | None = None) -> dict[str, Any]:
         if (v := getattr(data, k)) is not None
     }
     return {"path": str(path), "summary": summarize(path, data), "arrays": arrays, "metadata": data.meta}
+
+
+def describe_text(path: Path) -> dict[str, Any]:
+    """``describe`` of a text dataset (JSONL): its summary, its turns as columns of text and numbers, and its
+    env, level, episode lengths and where it is."""
+    from .text import load_text_dataset
+
+    data = load_text_dataset(path)
+    n = data.n_turns
+    lengths = [len(e) for e in data]
+    arrays = {"observations": {"shape": [n], "dtype": "text"}, "actions": {"shape": [n], "dtype": "text"},
+              "rewards": {"shape": [n], "dtype": "float64"}, "dones": {"shape": [n], "dtype": "bool"}}  # fmt: skip
+    meta = {"env": data.env, "level": data.level, "format": "rlbench text JSONL (env, level, turns a line)",
+            "episode_turns_min": min(lengths, default=0), "episode_turns_max": max(lengths, default=0),
+            "distinct_actions": len({t["action"] for e in data for t in e}), **data.meta}  # fmt: skip
+    return {"path": str(path), "summary": summarize_text(path), "arrays": arrays, "metadata": meta}
 
 
 def export_minari(
@@ -195,6 +214,9 @@ def export_minari(
     from .minari_io import minari_root, write_minari
 
     path = resolve(name, root)
+    if path.suffix == ".jsonl":
+        raise UsageError(f"{name}: a text env's dataset ({path.name}) has no Minari form (Minari holds arrays); "
+                         "copy the .jsonl file itself, which rlbench reads as it is")  # fmt: skip
     data = open_dataset(path)
     dataset_id = dataset_id or f"rlbench/{data.meta.get('name') or path.stem}-v0"
     into = out or minari_root()

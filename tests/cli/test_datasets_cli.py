@@ -177,3 +177,28 @@ def test_a_file_that_is_not_a_dataset(tmp_path: Path) -> None:
     assert str(bad) in line and "rlbench reads D4RL-format .hdf5 files and Minari dataset folders" in line
     line = _one_line_error(invoke("datasets", "list", "--datasets", tmp_path))
     assert str(bad) in line and "not a D4RL-format dataset" in line
+
+
+def test_show_finds_a_text_envs_jsonl_dataset_and_export_refuses_it_in_one_line(tmp_path: Path) -> None:
+    turns = [{"observation": "at 1", "action": "move up", "reward": -1.0, "done": False},
+             {"observation": "at 2", "action": "move left", "reward": 0.0, "done": True}]  # fmt: skip
+    lines = [{"env": "rlbench/MazeFO-v0", "level": "noisy", "turns": turns},
+             {"env": "rlbench/MazeFO-v0", "level": "noisy", "turns": turns[1:]}]  # fmt: skip
+    (tmp_path / "MazeFO-v0-noisy.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    r = invoke("datasets", "show", "MazeFO-v0-noisy", "--datasets", tmp_path, "--json")
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.output)
+    assert (info["summary"]["transitions"], info["summary"]["episodes"], info["summary"]["mean_return"]) == (
+        3,
+        2,
+        -0.5,
+    )
+    assert info["arrays"]["actions"] == {"shape": [3], "dtype": "text"}
+    meta = info["metadata"]
+    assert (meta["env"], meta["level"], meta["episode_turns_min"], meta["episode_turns_max"]) == (
+        "rlbench/MazeFO-v0", "noisy", 1, 2)  # fmt: skip
+    assert meta["distinct_actions"] == 2
+    r = invoke("datasets", "show", "MazeFO-v0-noisy", "--datasets", tmp_path)
+    assert r.exit_code == 0 and "observations: (3,) text" in r.output and "level: noisy" in r.output
+    err = _one_line_error(invoke("datasets", "export", "MazeFO-v0-noisy", "--datasets", tmp_path))
+    assert "MazeFO-v0-noisy" in err and "no Minari form" in err

@@ -1,6 +1,9 @@
 """The host side of the algorithms on gymnax tasks (``ppo_jax``, ``pqn_jax``): sets up JAX for a job,
 compiles the algorithm's program (``ppo.build``, ``pqn.build``) for its pack, then runs it one evaluation
 interval at a time and turns what each call returns into every seed's own rows, failures and checkpoints.
+The next interval is sent to the device before the last one's rows are logged (what the host needs of the
+state is copied first: the chunk takes its buffers over); on a GPU the call is made from a thread of its own
+(``send_in_thread``), because there it holds its thread while the chunk runs.
 
 Imported only when such a run starts (it imports JAX): ``XLA_FLAGS`` gets
 ``--xla_cpu_multi_thread_eigen=false`` (with the default flags 2 of 9 CPU runs hung for ever inside
@@ -26,8 +29,10 @@ own) meets it.
 
 Kept policies: where the runs keep artifacts (``RunContext.keep_artifacts``, every run the runner or
 ``packed.run_packed`` starts), each seed's best policy (by the suite's score metric) and final one are saved
-as ``policy.GymnaxPolicy`` files (``algos.keep``): its slice of ``Program.policy(state)``, fetched from the
-device only when some seed's policy is saved.
+as ``policy.GymnaxPolicy`` files (``algos.keep``): its slice of ``Program.policy(state)``, copied to the host
+after each chunk. The Keepers are deferred (``Keeper.defer``): a seed's best policy waits in memory and is
+written while the device computes the next chunk, at a checkpoint or at the end, so thousands of seeds that
+improve at every evaluation do not hold the job up writing thousands of folders each time.
 """
 
 from __future__ import annotations
