@@ -151,13 +151,13 @@ def list_datasets(root: Path | None = None) -> list[dict[str, Any]]:
     return [summarize_text(p) if p.suffix == ".jsonl" else summarize(p) for p in paths]
 
 
-def summarize_text(path: Path) -> dict[str, Any]:
+def summarize_text(path: Path, data: Any = None) -> dict[str, Any]:
     """A text dataset's row of ``rlbench datasets list``: turns as transitions, normalised by the ``lmrl``
-    references (piecewise, x 100) when the env has them."""
+    references (piecewise, x 100) when the env has them. ``data``: the dataset, when already read."""
     from ..references import BUILTIN, normalise
     from .text import episode_returns, load_text_dataset
 
-    data = load_text_dataset(path)
+    data = data if data is not None else load_text_dataset(path)
     rets = episode_returns(data)
     mean = sum(rets) / len(rets) if rets else None
     ref = BUILTIN["lmrl"].lookup(data.env)
@@ -197,7 +197,7 @@ def describe_text(path: Path) -> dict[str, Any]:
     meta = {"env": data.env, "level": data.level, "format": "rlbench text JSONL (env, level, turns a line)",
             "episode_turns_min": min(lengths, default=0), "episode_turns_max": max(lengths, default=0),
             "distinct_actions": len({t["action"] for e in data for t in e}), **data.meta}  # fmt: skip
-    return {"path": str(path), "summary": summarize_text(path), "arrays": arrays, "metadata": meta}
+    return {"path": str(path), "summary": summarize_text(path, data), "arrays": arrays, "metadata": meta}
 
 
 def export_minari(

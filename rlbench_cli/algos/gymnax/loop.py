@@ -389,15 +389,12 @@ def train(ctxs: Sequence[RunContext], program: str, config: Callable[..., Any],
                 f"{t_log - t_copy:.2f} s, next chunk sent {t_rows - t_log:.2f} s, rows and evaluations "
                 f"{time.perf_counter() - t_rows:.2f} s; the next chunk running meanwhile)")  # fmt: skip
             if host_state is not None and live:
-                for k in live:  # the kept policies as of the checkpoint (a resumed run keeps them)
-                    if ctxs[k].keep_artifacts:
-                        ctxs[k].keeper.write_best()
+                write_kept_bests()  # the kept policies as of the checkpoint (a resumed run keeps them)
                 save_pack([ctxs[k] for k in live], list(live), host_state, done, batch)
             if not live or any(ctxs[k].should_stop() for k in live):
                 break
-            if keep and number < len(
-                chunks
-            ):  # the best policies so far, while the device runs the next chunk
+            # the best policies so far, while the device runs the next chunk
+            if keep and number < len(chunks):
                 t_keep = time.perf_counter()
                 written = write_kept_bests(until=lambda p=pending: not running(p))
                 if written:
