@@ -199,10 +199,12 @@ def _check_reference_rows(suite: Suite, path: str) -> None:
     """A dataset played with env kwargs that make lmrl's reference row for it wrong (Wordle's ``word_list``:
     the row's dataset average and optimum were measured on the default list) needs its own references when the
     suite's scores may be normalised by the lmrl table (no normalize block: ``auto`` may choose it; or
-    ``table: lmrl``): its label names the dataset only, so the table would give it the row silently. An env's
-    label carries its kwargs, and such a label has no row."""
+    ``table: lmrl``; with ``low_from`` or ``high_from`` alone the row still gives the other end): its label
+    names the dataset only, so the table would give it the row silently. An env's label carries its kwargs, and
+    such a label has no row."""
     norm = suite.normalize
-    if norm is not None and (norm.table != "lmrl" or norm.low_from or norm.high_from):
+    # the row is used when the table is lmrl's (or auto may choose it), for each end no *_from measures
+    if norm is not None and (norm.table != "lmrl" or (norm.low_from and norm.high_from)):
         return
     for i, ds in enumerate(suite.datasets):
         kwargs = lmrl_row_kwargs(ds.name, ds.kwargs)

@@ -47,7 +47,16 @@ def _suite(tmp_path, normalize: str = "") -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("normalize", ["", "normalize: {table: lmrl}\n"])
+@pytest.mark.parametrize(
+    "normalize",
+    [
+        "",
+        "normalize: {table: lmrl}\n",
+        # one end measured from an algorithm: the row would still give the other (the default list's optimum)
+        "normalize: {table: lmrl, low_from: bc}\n",
+        "normalize: {table: lmrl, high_from: bc}\n",
+    ],
+)
 def test_a_dataset_on_another_word_list_under_the_lmrl_table_is_refused_naming_the_field(tmp_path, normalize):
     path = _suite(tmp_path, normalize)
     with pytest.raises(SuiteInvalid) as e:
@@ -65,6 +74,7 @@ def test_a_dataset_on_another_word_list_under_the_lmrl_table_is_refused_naming_t
         "normalize: {table: lmrl, references: {Wordle-v0-mixed: [-6, -2.5]}}\n",  # its own references
         "normalize: {references: {Wordle-v0-mixed: [-6, -2.5]}}\n",
         "normalize: {table: classic-control, references: {Wordle-v0-mixed: [-6, -2.5]}}\n",
+        "normalize: {table: lmrl, low_from: bc, high_from: bc}\n",  # both ends measured: no row used
     ],
 )
 def test_its_own_references_are_taken(tmp_path, normalize):

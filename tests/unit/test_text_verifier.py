@@ -129,13 +129,26 @@ def test_a_judge_that_predicts_failure_everywhere_leaves_the_agent_as_it_plays_a
     assert out["returns"].tolist() == returns.tolist() and out["lengths"].tolist() == lengths.tolist()
 
 
-def test_a_bc_run_logs_the_agent_with_and_without_the_verifier(tmp_path):
+@pytest.mark.parametrize("holdout", [0.5, 0.0])
+def test_a_bc_run_logs_the_agent_with_and_without_the_verifier(tmp_path, monkeypatch, holdout):
+    # and its world model's fidelity, as the other channels log it: EM on the dataset's held-out last episodes
+    # (never trained on), Real / WM / W2R / CR of the agent with it; no held-out episodes, no EM
+    from rlbench_cli.algos.text import verifier as verifier_mod
     from rlbench_cli.datagen.text import build_text_dataset, save_text_dataset
 
     path = tmp_path / "MazeFO-v0-mixed.jsonl"
-    save_text_dataset(build_text_dataset("rlbench/MazeFO-v0", "mixed", 6, seed=0), path)
+    data = build_text_dataset("rlbench/MazeFO-v0", "mixed", 6, seed=0)
+    save_text_dataset(data, path)
+    trained_on: list[list] = []
+    train = verifier_mod.train_world_model
+    monkeypatch.setattr(
+        verifier_mod,
+        "train_world_model",
+        lambda eps, *a, **k: (trained_on.append(eps), train(eps, *a, **k))[1],
+    )
     torch.set_num_threads(1)
-    params = {**TINY, "verifier": {**TINY, "world_model_steps": 2, "max_outcome_tokens": 40}}
+    verifier = {**TINY, "world_model_steps": 2, "max_outcome_tokens": 40, "holdout_fraction": holdout}
+    params = {**TINY, "verifier": verifier}
     spec = RunSpec(suite="t", algo="bc", algo_name="bc", params=params, env_id="rlbench/MazeFO-v0",
                    env_kwargs={"max_steps": 5}, seed=0, budget={"steps": 2, "eval_every": 2, "eval_episodes": 2},
                    dataset="MazeFO-v0-mixed", dataset_path=str(path))  # fmt: skip
@@ -153,6 +166,14 @@ def test_a_bc_run_logs_the_agent_with_and_without_the_verifier(tmp_path):
     assert 1.0 <= last["eval/verified/calls_per_step"] <= 3.0  # tries: 3 by default
     assert 0.0 <= last["eval/verified/veto_rate"] <= 1.0
     assert [s for s, row in rows if "eval/verified/return" in row] == [2]
+    n_train = 3 if holdout else 6
+    assert [[ep[0]["observation"] for ep in eps] for eps in trained_on] == [
+        [ep[0]["observation"] for ep in list(data)[:n_train]]
+    ]
+    assert {"eval/world_model/real", "eval/world_model/wm", "eval/world_model/w2r"} <= set(last)
+    assert ("eval/world_model/em" in last) == bool(holdout)
+    assert 0.0 <= last.get("eval/world_model/em", 0.0) <= 1.0
+    assert last["eval/world_model/real"] == last["eval/success"]  # the agent alone, the same episodes
 
 
 @pytest.mark.parametrize(
@@ -169,6 +190,7 @@ def test_a_bc_run_logs_the_agent_with_and_without_the_verifier(tmp_path):
             "verifier.world_model_steps must be 1 to",
         ),
         ("bc", "rlbench/MazeFO-v0", {"tries": 1}, "verifier.tries must be 2 to"),
+        ("bc", "rlbench/MazeFO-v0", {"holdout_fraction": 1.0}, "verifier.holdout_fraction must be in [0, 1)"),
         ("filtered_bc", "rlbench/MazeFO-v0", {"steps": 3}, "unknown parameter(s) for verifier: steps"),
         ("bc", "rlbench/MazeFO-v0", 300, "verifier must be a mapping"),
     ],

@@ -111,12 +111,14 @@ def vocabulary_problem(saved: SavedWorldModel, texts: list[str], where: str, tas
     return None
 
 
-def load_world_model(saved: SavedWorldModel, texts: list[str], where: str, task: str, device: str) -> tuple:
+def load_world_model(
+    saved: SavedWorldModel, texts: list[str] | None, where: str, task: str, device: str
+) -> tuple:
     """(model, tokenizer) of ``saved``, in eval mode on ``device``, once its tokenizer is checked against
-    ``texts`` (ValueError: ``vocabulary_problem``)."""
+    ``texts`` (ValueError: ``vocabulary_problem``; None: checked already)."""
     from .policy import load_policy
 
-    problem = vocabulary_problem(saved, texts, where, task)
+    problem = None if texts is None else vocabulary_problem(saved, texts, where, task)
     if problem:
         raise ValueError(problem)
     policy = load_policy(saved.folder, device)

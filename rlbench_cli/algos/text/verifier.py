@@ -34,7 +34,12 @@ the share whose first choice was in fact good: replayed in a copy of the real en
 same rule, the env's ``invalid`` flag counting as a failure; over the vetoes whose env could be copied) and
 ``eval/verified/world_model_loss`` (the outcome tokens' cross-entropy over the last 10% of its steps) and
 ``eval/verified/world_model_outcome_mode`` (0: whole next observations, 1 and 2: only each turn's new text,
-``verifier.outcome``: ``text_world_model``'s ``outcome``).
+``verifier.outcome``: ``text_world_model``'s ``outcome``). And the world model's fidelity, as the other two
+channels log it (``TextWorldModel.evaluate``): ``eval/world_model/em`` (and ``em_end``) on the dataset's last
+``holdout_fraction`` of episodes, which its training never sees (a loaded one's run held out the same ones
+when it trained on this dataset with its default ``holdout_fraction``), and, for the run's agent without the
+verifier, ``eval/world_model/real``, ``wm``, ``w2r`` and ``cr`` on the run's evaluation episodes (at most
+``max_turns`` turns each): a verifier's figure is read beside its world model's EM and CR.
 
 ``verifier.world_model``: a saved ``text_world_model`` (its run's folder or kept final policy) is loaded instead of training
 one (``algos.text.loaded``, ``world_model_of``); the run then logs the loaded flag in place of the world
@@ -49,6 +54,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...datasets.text import held_out
 from ...suite.world_models import find_world_model
 from ..base import RunContext, eval_seeds
 from .common import adamw, settings_of, texts_of
@@ -74,6 +80,9 @@ VERIFIER_OWN: dict[str, Any] = {
     "max_outcome_tokens": 96,  # tokens of a predicted outcome, at most
     "outcome": "auto",  # next observations whole (full) or their new text (suffix, echo); auto: from the data
     "world_model": "",  # a saved text_world_model to load instead of training one (algos.text.loaded)
+    "holdout_fraction": 0.1,  # the dataset's last episodes kept out of the world model's training, for its EM
+    "em_turns": 200,  # held-out turns EM is measured on, at most
+    "max_turns": 30,  # turns of an episode inside the world model (CR), and in the real env to compare
 }
 MAX_WORLD_MODEL_STEPS = 1_000_000
 
@@ -93,6 +102,10 @@ def check_verifier(value: Any) -> dict[str, Any]:
     if not 2 <= tries <= most:
         raise ValueError(f"verifier.tries must be 2 to max_candidates ({most}), got {tries}: the agent's first "
                          "choice and at least one alternative")  # fmt: skip
+    if not 0 <= float(settings["holdout_fraction"]) < 1:
+        raise ValueError(f"verifier.holdout_fraction must be in [0, 1), got {settings['holdout_fraction']}: the "
+                         "share of the dataset's episodes (its last ones) the world model's EM is measured on, "
+                         "never trained on (0: none, no EM)")  # fmt: skip
     check_outcome(settings["outcome"], "verifier.outcome")
     check_loaded("verifier", value, settings)
     return settings
@@ -206,17 +219,19 @@ def world_model_of(
     channel: str,
     task: str,
     policy: bool = False,
+    checked: bool = False,
 ) -> tuple[Any, Any, float | None]:
     """The channel's world model: (model, tokenizer, its training loss), trained on ``episodes``
     (``train_world_model``), or, where ``settings["world_model"]`` names a saved one, loaded
     (``loaded.load_world_model``: its tokenizer checked against ``episodes``' text, ``task`` in a message),
-    its own settings put in ``settings`` in place (``loaded.loaded_settings``) and no loss (None)."""
+    its own settings put in ``settings`` in place (``loaded.loaded_settings``) and no loss (None). ``checked``:
+    the tokenizer was checked against ``episodes`` already (``check_task``, before the agent trained)."""
     path = settings.get("world_model")
     if path in (None, ""):
         return train_world_model(episodes, settings, seed, device, policy=policy, field=f"{channel}.outcome")
     where = f"{channel}.world_model"
     saved = find_world_model(path, where)
-    model, tok = load_world_model(saved, texts_of(episodes), where, task, device)
+    model, tok = load_world_model(saved, None if checked else texts_of(episodes), where, task, device)
     settings.update(loaded_settings(settings, saved))
     return model, tok, None
 
@@ -306,11 +321,17 @@ def play_verified(
 
 
 def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, Any]) -> dict[str, float]:
-    """Train the world model on the run's dataset, play the run's evaluation episodes with the verifier, and
-    return the ``eval/verified/*`` metrics (see the module docstring)."""
+    """Train the world model on the run's dataset (less its held-out last ``holdout_fraction``), play the run's
+    evaluation episodes with the verifier, and return the ``eval/verified/*`` metrics and the world model's
+    ``eval/world_model/*`` fidelity (see the module docstring)."""
     settings = check_verifier(verifier)
     device = ctx.device
-    model, tok, loss = world_model_of(ctx.dataset(), settings, ctx.seed, device, "verifier", ctx.spec.env_id)
+    episodes = list(ctx.dataset())
+    n_hold = held_out(len(episodes), float(settings["holdout_fraction"]))
+    train_eps, held = episodes[: len(episodes) - n_hold], episodes[len(episodes) - n_hold :]
+    model, tok, loss = world_model_of(
+        train_eps, settings, ctx.seed, device, "verifier", ctx.spec.env_id, checked=True
+    )
 
     def judge(obs: list[str], actions: list[str]) -> list[tuple[str, float, bool]]:
         return TextWorldModel.predict(model, tok, obs, actions, settings, device)
@@ -342,4 +363,6 @@ def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, An
         values["eval/verified/success"] = float(np.mean([bool(s) for s in out["success"]]))
     if ctx.score_normalizer is not None:
         values["eval/verified/normalized_return"] = float(ctx.score_normalizer(mean))
+    fidelity = TextWorldModel().evaluate(ctx, model, tok, held, settings, agent=policy)
+    values.update({f"eval/world_model/{k.partition('/')[2]}": v for k, v in fidelity.items()})
     return values
