@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from .algos.registry import is_packable
-from .runner import ERROR_TAIL_LINES, SYSMON_INTERVAL_S, run_one, seed_everything, write_json_atomic
+from .runner import (
+    ERROR_TAIL_LINES,
+    SYSMON_INTERVAL_S,
+    run_one,
+    seed_everything,
+    uses_torch,
+    write_json_atomic,
+)
 from .sink import Flusher, ShardSink
 from .suite.grid import RunSpec
 from .suite.ids import canonical_json
@@ -195,7 +202,8 @@ def run_packed(
         flusher.close()
         raise
     try:
-        seed_everything(specs[0].seed)  # for code outside the per-seed streams; see the module docstring
+        # for code outside the per-seed streams (see the module docstring); a JAX pack does not import torch
+        seed_everything(specs[0].seed, torch_too=uses_torch(specs[0]))
         if specs[0].entrypoint is not None:  # user code marked @seeds_per_job: it gets the list
             from .algos.entrypoint import load_entrypoint
 

@@ -93,9 +93,13 @@ def test_a_diverging_seed_fails_alone(tmp_path):
 
 @isolated
 def test_packed_seeds_are_runs_of_their_own_through_run_packed(tmp_path):
+    import sys
+
     specs = [_spec(s) for s in (0, 1, 2, 3)]
     folders = [tmp_path / s.run_id / "attempt-1" for s in specs]
+    assert "torch" not in sys.modules
     results = run_packed(specs, folders)
+    assert "torch" not in sys.modules  # a JAX pack does not pay torch's import (seconds before its job)
     assert [r["status"] for r in results] == ["finished"] * 4
     assert len({r["run_id"] for r in results}) == 4
     for folder in folders:

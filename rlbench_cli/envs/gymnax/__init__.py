@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import os
+import types
 from typing import Any
 
 __all__ = ["CONTINUOUS", "GYMNASIUM", "GYMNAX_ENVS", "NAMESPACE", "PIP", "check_kwargs", "drawn_in", "make",
@@ -98,10 +99,55 @@ def set_xla_flags() -> None:
         os.environ["XLA_FLAGS"] = f"{flags} {XLA_FLAG}".strip()
 
 
+# imported by gymnax's package for its envs' rendering only (gymnax.environments.misc.pong): deferred to their
+# first use, they cost a JAX job nothing before it starts (about 1.4 of gymnax's 2.6 s of import here)
+RENDERING_ONLY = ("seaborn", "matplotlib.pyplot")
+
+
+class _Deferred(types.ModuleType):
+    """Stands in ``sys.modules`` for a module not imported yet: the first attribute it lacks imports the real
+    one (which then replaces it in ``sys.modules``) and is read from it, as is every later one. (importlib's
+    LazyLoader does not defer here: an ``import`` statement reads its module's ``__spec__`` and loads it.)"""
+
+    def __getattr__(self, attr: str) -> Any:
+        import importlib
+        import sys
+
+        name = self.__name__
+        if sys.modules.get(name) is self:
+            del sys.modules[name]
+        real = importlib.import_module(name)
+        return getattr(real, attr)
+
+
+def _defer(name: str) -> None:
+    """``_Deferred`` in ``sys.modules`` for ``name`` (and its parent package imported), unless it is imported
+    already or not installed."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return
+    try:
+        if importlib.util.find_spec(name) is None:
+            return
+    except (ImportError, ValueError):
+        return
+    stand_in = _Deferred(name)
+    stand_in.__spec__ = None
+    sys.modules[name] = stand_in
+    parent, _, child = name.rpartition(".")
+    if parent and parent in sys.modules:  # ``import a.b as c`` reads b off a
+        setattr(sys.modules[parent], child, stand_in)
+
+
 def make(env_id: str) -> tuple[Any, Any]:
     """gymnax's (env, default params) for a ``gymnax/<Name>`` id; imports gymnax (and jax), with
-    ``set_xla_flags`` first so whatever steps the env in this process runs with them."""
+    ``set_xla_flags`` first so whatever steps the env in this process runs with them, and gymnax's
+    rendering-only imports (``RENDERING_ONLY``) deferred to their first use."""
     set_xla_flags()
+    for name in RENDERING_ONLY:
+        _defer(name)
     import gymnax  # heavy (jax): only where a run steps the env
 
     return gymnax.make(GYMNAX_ENVS[env_id])
