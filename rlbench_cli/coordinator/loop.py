@@ -22,7 +22,7 @@ from ..algos import first_refusal, to_check
 from ..errors import UsageError
 from ..executors import EXECUTORS, ExecutorKind, executor_kind, make_executor
 from ..executors.base import NODE_LOSS_RETRIES, Job, Outcome, Placement
-from ..packed import plan_packs
+from ..packed import pack_flush_interval, plan_packs
 from ..runner import attempt_dir, uses_torch
 from ..store import Store
 from ..suite.grid import RunSpec, expand
@@ -33,10 +33,17 @@ from .recorder import Recorder
 from .recovery import mark_started, recover, runs_root, set_aside, started_at
 from .runlock import RunLock
 
-__all__ = ["RunSummary", "run_suite", "select_runs", "retry_why", "TICK_S", "INGEST_S"]
+__all__ = ["RunSummary", "run_suite", "select_runs", "retry_why", "ingest_every", "TICK_S", "INGEST_S"]
 
 TICK_S = 0.25  # how often executors call on_tick: flushes and releases; running runs' shards each INGEST_S
 INGEST_S = 1.0
+
+
+def ingest_every(job: Job) -> float:
+    """Seconds between looks for a running job's new shards: ``INGEST_S``; a big pack's seeds write shards only
+    every ``pack_flush_interval`` (2,048 seeds: 8 s), so its thousands of folders are looked at twice in that
+    time, not every second."""
+    return max(INGEST_S, pack_flush_interval(len(job.members)) / 2) if job.pack else INGEST_S
 
 
 @dataclass
@@ -245,14 +252,19 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
                       lambda m=m: report("started", {"spec": m.spec, "attempt": m.attempt, "device": where.device,
                                                      "placement": where, "resume_step": _resume_step(job)}))  # fmt: skip
 
-    last_ingest = [time.monotonic()]
+    last_ingest: dict[int, float] = {}  # id(job) -> when its runs' shards were last looked for
 
     def on_tick(running: list[Job]) -> None:
-        if running and time.monotonic() - last_ingest[0] >= INGEST_S:
-            last_ingest[0] = time.monotonic()
-            for job in running:
+        now = time.monotonic()
+        for job in running:
+            if now - last_ingest.setdefault(id(job), now) >= ingest_every(job):
+                last_ingest[id(job)] = now
                 for m in job.members:
                     rec.ingest(m)
+        if len(last_ingest) > 4 * len(running) + 64:  # ended jobs' entries
+            alive = {id(job) for job in running}
+            for key in [k for k in last_ingest if k not in alive]:
+                del last_ingest[key]
         rec.tick()
         if watch is not None:
             watch(running)

@@ -54,3 +54,17 @@ def test_a_big_packs_seeds_flush_their_shards_less_often_but_at_least_every_30_s
     assert pack_flush_interval(2048) == 8.0
     assert pack_flush_interval(8192) == MAX_PACK_FLUSH_S == 30.0
     assert pack_flush_interval(4, interval=0.2) == 0.2 and pack_flush_interval(4096, interval=20.0) == 20.0
+
+
+def test_the_coordinator_looks_for_a_big_packs_shards_twice_a_flush_not_every_second(tmp_path):
+    from rlbench_cli.coordinator.loop import INGEST_S, ingest_every
+    from rlbench_cli.executors.base import Job
+
+    def job(seeds: int) -> Job:
+        runs = expand(_suite(min(seeds, 5)))[:1] * seeds  # only their number matters here
+        members = [Job(spec=s, folder=tmp_path / str(i), attempt=1) for i, s in enumerate(runs)]
+        return Job(spec=runs[0], folder=tmp_path / "0", attempt=1, pack=members if seeds > 1 else [])
+
+    assert ingest_every(job(1)) == ingest_every(job(4)) == ingest_every(job(512)) == INGEST_S == 1.0
+    assert ingest_every(job(2048)) == 4.0  # its seeds flush every 8 s
+    assert ingest_every(job(8192)) == 15.0  # every 30 s
