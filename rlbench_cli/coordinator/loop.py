@@ -252,19 +252,18 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
                       lambda m=m: report("started", {"spec": m.spec, "attempt": m.attempt, "device": where.device,
                                                      "placement": where, "resume_step": _resume_step(job)}))  # fmt: skip
 
-    last_ingest: dict[int, float] = {}  # id(job) -> when its runs' shards were last looked for
+    last_ingest: dict[int, float] = {}  # id(job) of each running job -> when its shards were last looked for
 
     def on_tick(running: list[Job]) -> None:
         now = time.monotonic()
+        seen = {id(job): last_ingest.get(id(job), now) for job in running}  # ended jobs drop out
+        last_ingest.clear()
+        last_ingest.update(seen)
         for job in running:
-            if now - last_ingest.setdefault(id(job), now) >= ingest_every(job):
+            if now - last_ingest[id(job)] >= ingest_every(job):
                 last_ingest[id(job)] = now
                 for m in job.members:
                     rec.ingest(m)
-        if len(last_ingest) > 4 * len(running) + 64:  # ended jobs' entries
-            alive = {id(job) for job in running}
-            for key in [k for k in last_ingest if k not in alive]:
-                del last_ingest[key]
         rec.tick()
         if watch is not None:
             watch(running)

@@ -54,7 +54,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...datasets.text import held_out
 from ...suite.world_models import find_world_model
 from ..base import RunContext, eval_seeds
 from .common import adamw, settings_of, texts_of
@@ -326,9 +325,12 @@ def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, An
     ``eval/world_model/*`` fidelity (see the module docstring)."""
     settings = check_verifier(verifier)
     device = ctx.device
-    episodes = list(ctx.dataset())
-    n_hold = held_out(len(episodes), float(settings["holdout_fraction"]))
-    train_eps, held = episodes[: len(episodes) - n_hold], episodes[len(episodes) - n_hold :]
+    # text_world_model's split: the last holdout_fraction held out, every other episode trained on
+    train_eps, held = TextWorldModel.split(
+        ctx.dataset(),
+        {"holdout_fraction": settings["holdout_fraction"], "train_episodes": 0},
+        str(ctx.spec.dataset),
+    )
     model, tok, loss = world_model_of(
         train_eps, settings, ctx.seed, device, "verifier", ctx.spec.env_id, checked=True
     )

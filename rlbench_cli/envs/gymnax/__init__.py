@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import os
+import sys
 import types
 from typing import Any
 
@@ -110,22 +111,16 @@ class _Deferred(types.ModuleType):
     LazyLoader does not defer here: an ``import`` statement reads its module's ``__spec__`` and loads it.)"""
 
     def __getattr__(self, attr: str) -> Any:
-        import importlib
-        import sys
-
         name = self.__name__
         if sys.modules.get(name) is self:
             del sys.modules[name]
-        real = importlib.import_module(name)
+        real = importlib.import_module(name)  # importlib: bound by ``import importlib.util``
         return getattr(real, attr)
 
 
 def _defer(name: str) -> None:
     """``_Deferred`` in ``sys.modules`` for ``name`` (and its parent package imported), unless it is imported
     already or not installed."""
-    import importlib.util
-    import sys
-
     if name in sys.modules:
         return
     try:
