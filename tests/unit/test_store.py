@@ -142,3 +142,33 @@ def test_sink_writes_the_first_row_after_a_quiet_spell_at_once_then_one_shard_an
     assert len(list_shards(tmp_path)) == 1
     sink.close()
     assert len(list_shards(tmp_path)) == 2 and sink.rows_written == 3
+
+
+def test_sink_keeps_a_row_appended_by_a_call_that_read_the_buffer_before_a_flush(tmp_path):
+    # the interleaving that lost rows when a flush swapped in a new list: the logging call has read
+    # ``sink._buf`` (its LOAD_ATTR), the flusher writes a shard, then the call appends
+    sink = ShardSink(tmp_path, background=False)
+    sink.log_columns(0, ("a", "b"), [1.0, 2.0])
+    buffer_seen_by_the_call = sink._buf
+    assert sink.flush() == 2
+    buffer_seen_by_the_call.append((1, time.time(), ("a", "b"), (3.0, 4.0)))
+    sink.close()
+    assert sink.rows_written == 4 and len(list_shards(tmp_path)) == 2
+
+
+def test_sink_loses_no_row_while_a_background_flusher_writes_shards(tmp_path):
+    import pyarrow.parquet as pq
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as CPython allows, so the flusher meets the logger
+    try:
+        sink = ShardSink(tmp_path, flush_interval=0.0)
+        names = ("x", "y")
+        for step in range(50_000):
+            sink.log_columns(step, names, [float(step), 0.0])
+        sink.close()
+    finally:
+        sys.setswitchinterval(old)
+    steps = [s for p in list_shards(tmp_path) for s in pq.read_table(p, columns=["step"])["step"].to_pylist()]
+    assert len(list_shards(tmp_path)) > 1 and sink.rows_written == 100_000
+    assert sorted(set(steps)) == list(range(50_000)) and len(steps) == 100_000
