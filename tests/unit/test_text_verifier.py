@@ -17,6 +17,7 @@ from rlbench_cli.algos.text.verifier import (
     play_verified,
     predicted_failure,
     real_failure,
+    remembers_episode,
     turn_text,
 )
 from rlbench_cli.envs import make_env
@@ -85,6 +86,45 @@ def test_an_exact_world_model_of_maze_po_vetoes_moves_into_walls_with_the_new_te
         assert out["checked"] == out["vetoes"] and out["false_vetoes"] == 0  # judged by the same rule
         vetoes += out["vetoes"]
     assert vetoes > 0  # an untrained agent walks into walls; the whole-observation rule never vetoes here
+
+
+def _textnav_policy(settings):
+    from rlbench_cli.envs.text.textnav import TextNavEnv
+
+    env = TextNavEnv()
+    texts = [str(env.reset(seed=s)[0]) for s in range(8)] + ["You go east. You go west. north south"]
+    torch.manual_seed(0)
+    tok = build_tokenizer(settings, texts)
+    return TextPolicy(build_model(settings, tok), tok, settings, "cpu")
+
+
+def test_loops_episode_vetoes_a_return_to_a_turn_seen_earlier_on_textnav_and_last_does_not():
+    # TextNav's new text after a move names the door and the room with what is in it: an agent walking back and
+    # forth repeats a turn from two turns before, never the last one; an exact world model (the env copied)
+    # vetoes that only when the verifier remembers the episode
+    vetoes = {}
+    for loops in ("last", "episode"):
+        settings = {**check_verifier({**TINY, "max_context": 256, "tries": 4, "success_reward": 1.0,
+                                      "loops": loops}), "history": 0, "outcome": "echo"}  # fmt: skip
+        assert remembers_episode(settings, "echo") is (loops == "episode")
+        vetoes[loops] = 0
+        for s in range(3):
+            env = make_env("rlbench/TextNav-v0", {"max_steps": 12}, s)
+            out = play_verified([env], [s], _textnav_policy(settings), _po_judge(env), settings)
+            assert out["checked"] == out["vetoes"] and out["false_vetoes"] == 0  # judged by the same rule
+            vetoes[loops] += out["vetoes"]
+    assert vetoes["episode"] > vetoes["last"]
+
+
+def test_loops_auto_remembers_the_episode_for_whole_observations_and_the_last_turn_for_a_history():
+    auto = check_verifier({})
+    assert auto["loops"] == "auto"
+    assert remembers_episode(auto, "full") and not remembers_episode(auto, "echo")
+    assert not remembers_episode(auto, "suffix")
+    assert not remembers_episode({**auto, "loops": "last"}, "full")
+    assert remembers_episode({**auto, "loops": "episode"}, "suffix")
+    seen = {"you go east", "you go west"}  # a history's earlier turns, remembered
+    assert predicted_failure("h", seen, ("h\ngo east\nyou go east", 0.0, False), 1.0, "go east", "echo")
 
 
 def _maze_judge(obs: list[str], actions: list[str]) -> list[tuple[str, float, bool]]:
@@ -190,6 +230,7 @@ def test_a_bc_run_logs_the_agent_with_and_without_the_verifier(tmp_path, monkeyp
             "verifier.world_model_steps must be 1 to",
         ),
         ("bc", "rlbench/MazeFO-v0", {"tries": 1}, "verifier.tries must be 2 to"),
+        ("bc", "rlbench/MazeFO-v0", {"loops": "all"}, "verifier.loops must be one of auto, episode, last"),
         ("bc", "rlbench/MazeFO-v0", {"holdout_fraction": 1.0}, "verifier.holdout_fraction must be in [0, 1)"),
         ("filtered_bc", "rlbench/MazeFO-v0", {"steps": 3}, "unknown parameter(s) for verifier: steps"),
         ("bc", "rlbench/MazeFO-v0", 300, "verifier must be a mapping"),

@@ -21,7 +21,11 @@ not its position: a move into a wall repeats it exactly, and so does a step insi
 (14 of the maze's 50 moves between free cells), which the text cannot tell from a bump; 8 wall lines describe
 its 26 free cells, so a line seen earlier is no sign of a loop and only the last one is compared. With
 ``suffix`` the new text starts with the action, so a bump repeats it only after the same action (``auto``
-picks ``echo`` on Maze PO and TextNav). One probe (MazePO-v0-mixed, seed 0, bc 100 steps at 2 x 64, world
+picks ``echo`` on Maze PO and TextNav). ``loops`` says which turns a turn must not repeat: ``episode`` (any
+earlier one: a loop, a repeated guess), ``last`` (the last one only), ``auto`` (episode for whole
+observations, last for a history's new text, as Maze PO needs). Where a turn's new text names the state
+(TextNav's room, what is in it and the commands there; Wordle's guess and its feedback), ``episode`` catches
+walking back and forth and a guess made before. One probe (MazePO-v0-mixed, seed 0, bc 100 steps at 2 x 64, world
 model 300 steps, echo, 5 episodes): 1.2% of turns vetoed, none falsely, 2.8 predictions a turn (most turns
 all three tries read as no progress: the first choice stands), return -80.8 with and without the verifier.
 
@@ -82,7 +86,9 @@ VERIFIER_OWN: dict[str, Any] = {
     "holdout_fraction": 0.1,  # the dataset's last episodes kept out of the world model's training, for its EM
     "em_turns": 200,  # held-out turns EM is measured on, at most
     "max_turns": 30,  # turns of an episode inside the world model (CR), and in the real env to compare
+    "loops": "auto",  # no progress is a repeat of: the episode's earlier turns (episode), the last (last); auto
 }
+LOOPS = ("auto", "episode", "last")
 MAX_WORLD_MODEL_STEPS = 1_000_000
 
 
@@ -106,6 +112,10 @@ def check_verifier(value: Any) -> dict[str, Any]:
                          "share of the dataset's episodes (its last ones) the world model's EM is measured on, "
                          "never trained on (0: none, no EM)")  # fmt: skip
     check_outcome(settings["outcome"], "verifier.outcome")
+    if settings["loops"] not in LOOPS:
+        raise ValueError(f"verifier.loops must be one of {', '.join(LOOPS)}, got {settings['loops']!r}: what a "
+                         "turn must not repeat to count as progress (episode: any earlier turn's text, last: "
+                         "the last turn's; auto: episode for whole observations, last for a history)")  # fmt: skip
     check_loaded("verifier", value, settings)
     return settings
 
@@ -137,6 +147,14 @@ def turn_text(obs: str, action: str, nxt: str, mode: str) -> str:
     return nxt[len(known) :] if nxt.startswith(known) else nxt
 
 
+def remembers_episode(settings: dict[str, Any], mode: str) -> bool:
+    """Whether a repeat of any earlier turn of the episode counts as no progress (``loops: episode``), or of
+    the last one only (``last``). ``auto``: the episode for whole observations (a maze cell seen before), the
+    last turn for a history's new text (Maze PO's wall lines repeat without a loop; see the module)."""
+    loops = settings.get("loops", "auto")
+    return mode == "full" if loops == "auto" else loops == "episode"
+
+
 def predicted_failure(
     obs: str,
     seen: set[str],
@@ -148,7 +166,8 @@ def predicted_failure(
     """Whether an outcome (next observation, reward, done) of ``action`` is a failure: an end with a reward
     below ``success_reward``, or, going on, no progress. ``full``: the same observation again or one ``seen``
     earlier in the episode. ``suffix``/``echo`` (a history): the turn's new text (``turn_text``) is in
-    ``seen``, which then holds the new text of the last turn (``play_verified``)."""
+    ``seen``, which then holds the new text of the last turn or of every earlier one (``play_verified``,
+    ``remembers_episode``)."""
     nxt, reward, done = outcome
     if done:
         return reward < success_reward
@@ -261,6 +280,7 @@ def play_verified(
     not report them) and the verifier's counts. ``judge(obs, actions)`` predicts each pair's outcome."""
     n, tries, goal = len(envs), int(settings["tries"]), float(settings["success_reward"])
     mode = history_mode(settings)
+    whole_episode = remembers_episode(settings, mode)
     policy.bind(envs)
     policy.reset(n)
     obs = [str(env.reset(seed=s)[0]) for env, s in zip(envs, seeds)]
@@ -304,10 +324,11 @@ def play_verified(
                 counts["turns"] += 1
                 returns[i] += r
                 lengths[i] += 1
-                if mode == "full":
-                    seen[i].add(str(o))
-                else:  # a history: the new text of this turn, what the next one must not repeat
-                    seen[i] = {turn_text(obs[i], a, str(o), mode)}
+                new = str(o) if mode == "full" else turn_text(obs[i], a, str(o), mode)
+                if whole_episode:
+                    seen[i].add(new)
+                else:  # what the next turn must not repeat: this one's observation or new text
+                    seen[i] = {new}
                 obs[i] = str(o)
                 if term or trunc:
                     success[i] = info.get("success") if isinstance(info, dict) else None
