@@ -169,6 +169,22 @@ def test_a_judge_that_predicts_failure_everywhere_leaves_the_agent_as_it_plays_a
     assert out["returns"].tolist() == returns.tolist() and out["lengths"].tolist() == lengths.tolist()
 
 
+def _bc_run(path, verifier, max_steps, episodes) -> list[tuple[int, dict]]:
+    """The rows a 2-step bc run on Maze FO's dataset at ``path`` logs with ``verifier``."""
+    spec = RunSpec(suite="t", algo="bc", algo_name="bc", params={**TINY, "verifier": verifier},
+                   env_id="rlbench/MazeFO-v0", env_kwargs={"max_steps": max_steps}, seed=0,
+                   budget={"steps": 2, "eval_every": 2, "eval_episodes": episodes},
+                   dataset="MazeFO-v0-mixed", dataset_path=str(path))  # fmt: skip
+    rows: list[tuple[int, dict]] = []
+
+    class Sink:
+        def log(self, step, **values):
+            rows.append((step, values))
+
+    get_algorithm("bc", spec.env_id)().train(RunContext(spec=spec, sink=Sink()))
+    return rows
+
+
 @pytest.mark.parametrize("holdout", [0.5, 0.0])
 def test_a_bc_run_logs_the_agent_with_and_without_the_verifier(tmp_path, monkeypatch, holdout):
     # and its world model's fidelity, as the other channels log it: EM on the dataset's held-out last episodes
@@ -188,18 +204,7 @@ def test_a_bc_run_logs_the_agent_with_and_without_the_verifier(tmp_path, monkeyp
     )
     torch.set_num_threads(1)
     verifier = {**TINY, "world_model_steps": 2, "max_outcome_tokens": 40, "holdout_fraction": holdout}
-    params = {**TINY, "verifier": verifier}
-    spec = RunSpec(suite="t", algo="bc", algo_name="bc", params=params, env_id="rlbench/MazeFO-v0",
-                   env_kwargs={"max_steps": 5}, seed=0, budget={"steps": 2, "eval_every": 2, "eval_episodes": 2},
-                   dataset="MazeFO-v0-mixed", dataset_path=str(path))  # fmt: skip
-
-    rows: list[tuple[int, dict]] = []
-
-    class Sink:
-        def log(self, step, **values):
-            rows.append((step, values))
-
-    get_algorithm("bc", spec.env_id)().train(RunContext(spec=spec, sink=Sink()))
+    rows = _bc_run(path, verifier, max_steps=5, episodes=2)
     last = {k: v for _, row in rows for k, v in row.items()}
     assert {"eval/return", "eval/success", "eval/verified/return", "eval/verified/success",
             "eval/verified/normalized_return", "eval/verified/world_model_loss"} <= set(last)  # fmt: skip
@@ -214,6 +219,28 @@ def test_a_bc_run_logs_the_agent_with_and_without_the_verifier(tmp_path, monkeyp
     assert ("eval/world_model/em" in last) == bool(holdout)
     assert 0.0 <= last.get("eval/world_model/em", 0.0) <= 1.0
     assert last["eval/world_model/real"] == last["eval/success"]  # the agent alone, the same episodes
+
+
+def test_an_oracle_verifier_asks_a_copy_of_the_real_env_and_trains_no_world_model(tmp_path, monkeypatch):
+    # the channel's ceiling: an exact world model, flagged, with no world-model metrics to report
+    from rlbench_cli.algos.text import verifier as verifier_mod
+    from rlbench_cli.datagen.text import build_text_dataset, save_text_dataset
+
+    path = tmp_path / "MazeFO-v0-mixed.jsonl"
+    save_text_dataset(build_text_dataset("rlbench/MazeFO-v0", "mixed", 4, seed=0), path)
+    monkeypatch.setattr(
+        verifier_mod, "train_world_model", lambda *a, **k: pytest.fail("trained a world model")
+    )
+    torch.set_num_threads(1)
+    last = {
+        k: v
+        for _, row in _bc_run(path, {"oracle": True, "tries": 4}, max_steps=8, episodes=4)
+        for k, v in row.items()
+    }
+    assert last["eval/verified/oracle"] == 1.0 and "eval/verified/world_model_loss" not in last
+    assert not [k for k in last if k.startswith("eval/world_model/")]
+    assert last["eval/verified/veto_rate"] > 0  # a barely trained agent walks into walls and back
+    assert last["eval/verified/false_veto_rate"] == 0.0  # an exact model vetoes no good action
 
 
 @pytest.mark.parametrize(
@@ -231,6 +258,7 @@ def test_a_bc_run_logs_the_agent_with_and_without_the_verifier(tmp_path, monkeyp
         ),
         ("bc", "rlbench/MazeFO-v0", {"tries": 1}, "verifier.tries must be 2 to"),
         ("bc", "rlbench/MazeFO-v0", {"loops": "all"}, "verifier.loops must be one of auto, episode, last"),
+        ("bc", "rlbench/MazeFO-v0", {"oracle": True, "world_model": "runs/x"}, "verifier.oracle: an oracle"),
         ("bc", "rlbench/MazeFO-v0", {"holdout_fraction": 1.0}, "verifier.holdout_fraction must be in [0, 1)"),
         ("filtered_bc", "rlbench/MazeFO-v0", {"steps": 3}, "unknown parameter(s) for verifier: steps"),
         ("bc", "rlbench/MazeFO-v0", 300, "verifier must be a mapping"),

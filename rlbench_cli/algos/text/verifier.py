@@ -45,6 +45,11 @@ when it trained on this dataset with its default ``holdout_fraction``), and, for
 verifier, ``eval/world_model/real``, ``wm``, ``w2r`` and ``cr`` on the run's evaluation episodes (at most
 ``max_turns`` turns each): a verifier's figure is read beside its world model's EM and CR.
 
+``verifier.oracle: true``: no world model; a copy of the real env tells each action's outcome (``oracle_outcome``),
+the same rule judging it: what an exact world model could do for this agent, the channel's ceiling (a null
+result with the oracle says the agent's failures are not ones a veto of its ranked choices can avert). Logged
+``eval/verified/oracle`` = 1 and no world-model metrics; an env that cannot be copied is a ValueError.
+
 ``verifier.world_model``: a saved ``text_world_model`` (its run's folder or kept final policy) is loaded instead of training
 one (``algos.text.loaded``, ``world_model_of``); the run then logs the loaded flag in place of the world
 model's training loss.
@@ -87,6 +92,7 @@ VERIFIER_OWN: dict[str, Any] = {
     "em_turns": 200,  # held-out turns EM is measured on, at most
     "max_turns": 30,  # turns of an episode inside the world model (CR), and in the real env to compare
     "loops": "auto",  # no progress is a repeat of: the episode's earlier turns (episode), the last (last); auto
+    "oracle": False,  # the real env, copied, predicts each outcome: the channel's ceiling, no world model
 }
 LOOPS = ("auto", "episode", "last")
 MAX_WORLD_MODEL_STEPS = 1_000_000
@@ -116,6 +122,11 @@ def check_verifier(value: Any) -> dict[str, Any]:
         raise ValueError(f"verifier.loops must be one of {', '.join(LOOPS)}, got {settings['loops']!r}: what a "
                          "turn must not repeat to count as progress (episode: any earlier turn's text, last: "
                          "the last turn's; auto: episode for whole observations, last for a history)")  # fmt: skip
+    if settings["oracle"] not in (True, False):
+        raise ValueError(f"verifier.oracle must be true or false, got {settings['oracle']!r}")
+    if settings["oracle"] and settings["world_model"] not in (None, ""):
+        raise ValueError("verifier.oracle: an oracle verifier asks a copy of the real env, not a world model; "
+                         "remove world_model, or oracle to use the saved world model")  # fmt: skip
     check_loaded("verifier", value, settings)
     return settings
 
@@ -153,6 +164,18 @@ def remembers_episode(settings: dict[str, Any], mode: str) -> bool:
     last turn for a history's new text (Maze PO's wall lines repeat without a loop; see the module)."""
     loops = settings.get("loops", "auto")
     return mode == "full" if loops == "auto" else loops == "episode"
+
+
+def oracle_outcome(env: Any, action: str) -> tuple[str, float, bool]:
+    """(next observation, reward, done) of ``action`` in a copy of the real ``env``: what an exact world model
+    would predict (``verifier.oracle``). ValueError naming the field when the env cannot be copied."""
+    try:
+        twin = copy.deepcopy(env)
+    except Exception as e:  # noqa: BLE001 - an env holding a process or a socket (Stockfish)
+        raise ValueError(f"verifier.oracle: this env cannot be copied ({type(e).__name__}), so no copy of it can "
+                         "tell an action's outcome; use a world model (remove oracle)") from e  # fmt: skip
+    o, r, term, trunc, _ = twin.step(action)
+    return str(o), float(r), bool(term or trunc)
 
 
 def predicted_failure(
@@ -277,7 +300,8 @@ def play_verified(
     envs: list[Any], seeds: list[int], policy: TextPolicy, judge: Any, settings: dict[str, Any]
 ) -> dict[str, Any]:
     """One seeded episode in each env with the verifier: returns, lengths, successes (None where an env does
-    not report them) and the verifier's counts. ``judge(obs, actions)`` predicts each pair's outcome."""
+    not report them) and the verifier's counts. ``judge(obs, actions)`` predicts each pair's outcome; None: a
+    copy of the pair's real env tells it (``oracle_outcome``: the verifier's ceiling)."""
     n, tries, goal = len(envs), int(settings["tries"]), float(settings["success_reward"])
     mode = history_mode(settings)
     whole_episode = remembers_episode(settings, mode)
@@ -301,7 +325,11 @@ def play_verified(
                 todo = [j for j in pending if k < len(ranked[j])]
                 if not todo:
                     break
-                pred = judge([obs[alive[j]] for j in todo], [ranked[j][k] for j in todo])
+                pred = (
+                    judge([obs[alive[j]] for j in todo], [ranked[j][k] for j in todo])
+                    if judge is not None
+                    else [oracle_outcome(envs[alive[j]], ranked[j][k]) for j in todo]
+                )
                 counts["calls"] += len(todo)
                 pending = []
                 for j, outcome in zip(todo, pred):
@@ -340,25 +368,11 @@ def play_verified(
     return {"returns": returns, "lengths": lengths, "success": success, **counts}
 
 
-def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, Any]) -> dict[str, float]:
-    """Train the world model on the run's dataset (less its held-out last ``holdout_fraction``), play the run's
-    evaluation episodes with the verifier, and return the ``eval/verified/*`` metrics and the world model's
-    ``eval/world_model/*`` fidelity (see the module docstring)."""
-    settings = check_verifier(verifier)
-    device = ctx.device
-    # text_world_model's split: the last holdout_fraction held out, every other episode trained on
-    train_eps, held = TextWorldModel.split(
-        ctx.dataset(),
-        {"holdout_fraction": settings["holdout_fraction"], "train_episodes": 0},
-        str(ctx.spec.dataset),
-    )
-    model, tok, loss = world_model_of(
-        train_eps, settings, ctx.seed, device, "verifier", ctx.spec.env_id, checked=True
-    )
-
-    def judge(obs: list[str], actions: list[str]) -> list[tuple[str, float, bool]]:
-        return TextWorldModel.predict(model, tok, obs, actions, settings, device)
-
+def play_metrics(
+    ctx: RunContext, policy: TextPolicy, judge: Any, settings: dict[str, Any]
+) -> dict[str, float]:
+    """The run's evaluation episodes played with the verifier (``judge``; None: the oracle), as the
+    ``eval/verified/*`` metrics other than the world model's."""
     seeds = eval_seeds(ctx.seed, int(ctx.spec.budget["eval_episodes"]))
     envs = [ctx.make_env(seed=s) for s in seeds]
     try:
@@ -373,12 +387,6 @@ def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, An
         "eval/verified/calls_per_step": out["calls"] / max(1, out["turns"]),
         "eval/verified/veto_rate": out["vetoes"] / max(1, out["turns"]),
         "eval/verified/world_model_outcome_mode": outcome_code(settings["outcome"]),
-        # a loaded world model trained here for no step: its flag instead of a training loss
-        **(
-            {"eval/verified/world_model_loaded": 1.0}
-            if loss is None
-            else {"eval/verified/world_model_loss": loss}
-        ),
     }
     if out["checked"]:
         values["eval/verified/false_veto_rate"] = out["false_vetoes"] / out["checked"]
@@ -386,6 +394,45 @@ def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, An
         values["eval/verified/success"] = float(np.mean([bool(s) for s in out["success"]]))
     if ctx.score_normalizer is not None:
         values["eval/verified/normalized_return"] = float(ctx.score_normalizer(mean))
+    return values
+
+
+def oracle_metrics(ctx: RunContext, policy: TextPolicy, settings: dict[str, Any]) -> dict[str, float]:
+    """``verifier.oracle``: the evaluation episodes played with a copy of the real env as the verifier (an exact
+    world model: no training, no fidelity to report), flagged ``eval/verified/oracle`` = 1. The turns are
+    compared as a world model of the dataset would predict them (``outcome: auto`` resolved on its data)."""
+    outcome_mode(settings, ctx.dataset(), "verifier.outcome")
+    return {**play_metrics(ctx, policy, None, settings), "eval/verified/oracle": 1.0}
+
+
+def verified_metrics(ctx: RunContext, policy: TextPolicy, verifier: dict[str, Any]) -> dict[str, float]:
+    """Train the world model on the run's dataset (less its held-out last ``holdout_fraction``), play the run's
+    evaluation episodes with the verifier, and return the ``eval/verified/*`` metrics and the world model's
+    ``eval/world_model/*`` fidelity (see the module docstring)."""
+    settings = check_verifier(verifier)
+    device = ctx.device
+    if settings["oracle"]:
+        return oracle_metrics(ctx, policy, settings)
+    # text_world_model's split: the last holdout_fraction held out, every other episode trained on
+    train_eps, held = TextWorldModel.split(
+        ctx.dataset(),
+        {"holdout_fraction": settings["holdout_fraction"], "train_episodes": 0},
+        str(ctx.spec.dataset),
+    )
+    model, tok, loss = world_model_of(
+        train_eps, settings, ctx.seed, device, "verifier", ctx.spec.env_id, checked=True
+    )
+
+    def judge(obs: list[str], actions: list[str]) -> list[tuple[str, float, bool]]:
+        return TextWorldModel.predict(model, tok, obs, actions, settings, device)
+
+    values = play_metrics(ctx, policy, judge, settings)
+    # a loaded world model trained here for no step: its flag instead of a training loss
+    values.update(
+        {"eval/verified/world_model_loaded": 1.0}
+        if loss is None
+        else {"eval/verified/world_model_loss": loss}
+    )
     fidelity = TextWorldModel().evaluate(ctx, model, tok, held, settings, agent=policy)
     values.update({f"eval/world_model/{k.partition('/')[2]}": v for k, v in fidelity.items()})
     return values
