@@ -35,7 +35,8 @@ it), ``eval/verified/normalized_return`` (where the run has a normaliser), ``eva
 ``eval/verified/calls_per_step`` (world-model predictions per executed turn), ``eval/verified/veto_rate``
 (turns whose executed action is not the agent's first choice), ``eval/verified/false_veto_rate`` (of those,
 the share whose first choice was in fact good: replayed in a copy of the real env, it did not fail by the
-same rule, the env's ``invalid`` flag counting as a failure; over the vetoes whose env could be copied) and
+same rule, the env's ``invalid`` flag counting as a failure; over the vetoes whose env could be copied: a
+move the rule itself misjudges is not counted, e.g. Maze PO's corridor steps, see ``oracle``) and
 ``eval/verified/world_model_loss`` (the outcome tokens' cross-entropy over the last 10% of its steps) and
 ``eval/verified/world_model_outcome_mode`` (0: whole next observations, 1 and 2: only each turn's new text,
 ``verifier.outcome``: ``text_world_model``'s ``outcome``). And the world model's fidelity, as the other two
@@ -49,6 +50,8 @@ verifier, ``eval/world_model/real``, ``wm``, ``w2r`` and ``cr`` on the run's eva
 the same rule judging it: what an exact world model could do for this agent, the channel's ceiling (a null
 result with the oracle says the agent's failures are not ones a veto of its ranked choices can avert). Logged
 ``eval/verified/oracle`` = 1 and no world-model metrics; an env that cannot be copied is a ValueError.
+Measured (``results/reference/wm-oracle``): on Maze PO an exact verifier lowers success (the last-line rule
+vetoes steps along a corridor, which repeat the wall line as a bump does), so there the rule is what fails.
 
 ``verifier.world_model``: a saved ``text_world_model`` (its run's folder or kept final policy) is loaded instead of training
 one (``algos.text.loaded``, ``world_model_of``); the run then logs the loaded flag in place of the world
