@@ -108,3 +108,29 @@ def test_a_world_model_env_needs_a_start_and_a_turn():
         WorldModelEnv(lambda o, a: [], [], max_turns=3)
     with pytest.raises(ValueError, match="max_turns"):
         WorldModelEnv(lambda o, a: [], ["s"], max_turns=0)
+
+
+def test_inside_a_world_model_of_textnav_the_policy_is_offered_the_predicted_rooms_commands():
+    # TextNav's commands change with the room: a world-model env offers those its predicted observation lists
+    # (the real env's actions_in), not the start room's, and an env that lists none keeps its fixed list
+    from rlbench_cli.algos.text.wm_env import Offered, offered_to
+
+    real = make_env("rlbench/TextNav-v0", None, 0)
+    obs, _ = real.reset(seed=0)
+    wm = WorldModelEnv(Exact(real, obs), [obs], max_turns=10, actions=real.unwrapped.valid_actions(),
+                       actions_in=real.unwrapped.actions_in)  # fmt: skip
+    wm.reset(seed=0)
+    first = wm.valid_actions()
+    assert first == real.unwrapped.valid_actions()
+    move = next(a for a in first if a.startswith("go "))
+    real.step(move)
+    wm.step(move)
+    assert wm.valid_actions() == real.unwrapped.valid_actions() != first  # another room, other commands
+    offered = offered_to([real])[0]
+    offered.obs = obs
+    assert offered.valid_actions() == first
+    maze = make_env("rlbench/MazeFO-v0", None, 0)
+    fixed = offered_to([maze])[0]
+    fixed.obs = "any text at all"
+    assert fixed.valid_actions() == maze.unwrapped.valid_actions()  # a maze's moves do not change
+    assert Offered(None).valid_actions() is None  # an open action set: the policy decodes its action

@@ -29,9 +29,9 @@ the env family's scripted policies: they read the env's hidden state (the maze c
 world model does not have, they exist only for rlbench's own datasets, not a user's file, and they would put
 into the imagined data knowledge the agent's real data lacks. Cloning the data's behaviour keeps the imagined
 episodes of the real data's mixed quality, which ``filtered_bc``'s top episodes and ``ilql``'s values rely on,
-and sampling makes the episodes from one start differ. Its valid actions are the real env's list after a reset
-(an env whose action set changes with its state, TextNav, gets its first state's list, as
-``text_world_model``'s ``eval/wm``).
+and sampling makes the episodes from one start differ. Its valid actions are those the predicted observation
+lists where the env reads them from its text (TextNav's admissible commands: ``TextEnv.actions_in``), else the
+real env's list after a reset (``wm_env.Offered``, as ``text_world_model``'s ``eval/wm``).
 
 A world model that emits an outcome ``strict_outcome`` cannot read (no ``<rew>``, a reward that is not a
 number, no ``<done>``/``<cont>`` before the token limit) ends that episode: its turns so far are kept (the last
@@ -66,6 +66,7 @@ from .loaded import check_loaded
 from .policy import TextPolicy
 from .tokenizer import SPECIALS
 from .verifier import world_model_of
+from .wm_env import offered_to
 from .world_model import TextWorldModel, check_outcome, outcome_code, strict_outcome
 
 __all__ = [
@@ -215,11 +216,14 @@ def _imagine(ctx: Any, real: list[Any], held: list[Any], settings: dict[str, Any
     starts = [str(real[j % len(real)][0]["observation"]) for j in range(n)]
     env = ctx.make_env()
     env.reset(seed=ctx.seed)
-    behaviour.bind([env] * n)  # valid actions: the real env's list (see the module docstring)
+    offered = offered_to([env] * n)  # valid actions: see the module docstring
+    behaviour.bind(offered)  # type: ignore[arg-type]
     behaviour.reset(n)
     unread: list[str] = []
 
     def act(idx: list[int], obs: list[str]) -> list[str]:
+        for i, o in zip(idx, obs):
+            offered[i].obs = o
         return list(behaviour.act(np.array(obs, dtype=object), np.zeros(len(idx)), np.array(idx)))
 
     def step(idx: list[int], obs: list[str], actions: list[str]) -> list[Outcome | None]:

@@ -168,6 +168,7 @@ class WarmStart:
         probe = ctx.make_env(seed=ctx.seed + 104_729)
         probe.reset(seed=ctx.seed + 104_729)
         acts = getattr(probe.unwrapped, "valid_actions", lambda: None)()
+        listed = getattr(probe.unwrapped, "actions_in", None)  # reads an observation's text only
         if s["start"] == "env":
             starts: Any = lambda seed: str(probe.reset(seed=seed)[0])  # noqa: E731 - the real env's reset
             self.closing.append(probe)
@@ -176,7 +177,8 @@ class WarmStart:
             probe.close()
         predict = model_predict(self.model, self.tok, s, ctx.device)
         return [WorldModelEnv(predict, starts, int(s["max_turns"]), None if acts is None else list(acts),
-                              float(s["success_reward"]), self.error_reward, seed=ctx.seed * 1000 + i)
+                              float(s["success_reward"]), self.error_reward, seed=ctx.seed * 1000 + i,
+                              actions_in=listed)
                 for i in range(n)]  # fmt: skip
 
     def run(self, ppo: Any, model: Any, tok: Any, sampler: TextPolicy, settings: dict[str, Any], optim: Any,

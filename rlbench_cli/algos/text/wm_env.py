@@ -10,8 +10,10 @@ with one batched prediction (one decoding for all of them, not one per env).
 
 - Start observations: a list (a dataset's first observations, one drawn per episode by the env's own
   generator, seeded by ``reset(seed=...)``) or a function of a seed (a real env's ``reset`` observation).
-- Valid actions: a fixed list given at construction (the real env's at reset, as ``text_world_model``'s WM
-  metric takes them) or none (the policy decodes its action).
+- Valid actions: those the current (predicted) observation lists where the real env can read them from its
+  text (``actions_in``, the env's ``TextEnv.actions_in``: TextNav's admissible commands), else a fixed list
+  given at construction (the real env's at reset; an env whose actions do not change) or none (the policy
+  decodes its action). ``Offered`` is the same for a rollout that steps no ``WorldModelEnv``.
 - An episode ends when the world model predicts ``done`` (``terminated``; ``info["success"]`` is
   ``reward >= success_reward``, ``text_world_model``'s rule), after ``max_turns`` turns (``truncated``, as
   ``text_world_model`` caps its world-model episodes), or at an outcome that could not be parsed
@@ -28,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Outcome", "Predict", "WorldModelEnv", "model_predict", "step_many"]
+__all__ = ["Offered", "Outcome", "Predict", "WorldModelEnv", "model_predict", "offered_to", "step_many"]
 
 Outcome = tuple[str, float, bool]
 Predict = Callable[[list[str], list[str]], list["Outcome | None"]]
@@ -47,19 +49,53 @@ def model_predict(model: Any, tok: Any, settings: dict[str, Any], device: str) -
     return predict
 
 
+ActionsIn = Callable[[str], "list[str] | None"]
+
+
+class Offered:
+    """The actions offered to a policy that plays inside a world model (bound in place of a real env: it has
+    ``unwrapped`` and ``valid_actions``): those the observation ``obs`` (set before each turn) lists, read by
+    ``actions_in``, else the fixed ``actions`` (None: the policy decodes its action)."""
+
+    def __init__(self, actions: list[str] | None, actions_in: ActionsIn | None = None):
+        self.actions = None if actions is None else [str(a) for a in actions]
+        self.actions_in = actions_in
+        self.obs = ""
+
+    @property
+    def unwrapped(self) -> Offered:
+        return self
+
+    def valid_actions(self) -> list[str] | None:
+        listed = self.actions_in(self.obs) if self.actions_in is not None else None
+        if listed:
+            return [str(a) for a in listed]
+        return None if self.actions is None else list(self.actions)
+
+
+def offered_to(envs: list[Any]) -> list[Offered]:
+    """One ``Offered`` per real env: its list now (``valid_actions``) and its ``actions_in``."""
+    out = []
+    for env in envs:
+        real = env.unwrapped
+        acts = getattr(real, "valid_actions", lambda: None)()
+        out.append(Offered(None if acts is None else list(acts), getattr(real, "actions_in", None)))
+    return out
+
+
 class WorldModelEnv:
     """One text env inside a world model (see the module docstring). Counts: ``turns`` and ``episodes``
     played, ``errors`` (outcomes that could not be parsed, each ending its episode)."""
 
     def __init__(self, predict: Predict, starts: Sequence[str] | Callable[[int], str], max_turns: int,
                  actions: list[str] | None = None, success_reward: float = 0.0, error_reward: float = 0.0,
-                 seed: int = 0):  # fmt: skip
+                 seed: int = 0, actions_in: ActionsIn | None = None):  # fmt: skip
         if not callable(starts) and not len(starts):
             raise ValueError("a world-model env needs at least one start observation")
         if max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
         self.predict, self.starts, self.max_turns = predict, starts, int(max_turns)
-        self.actions = None if actions is None else [str(a) for a in actions]
+        self.offered = Offered(actions, actions_in)
         self.success_reward, self.error_reward = float(success_reward), float(error_reward)
         self.rng = np.random.default_rng(seed)
         self.obs = ""
@@ -71,7 +107,8 @@ class WorldModelEnv:
         return self
 
     def valid_actions(self) -> list[str] | None:
-        return None if self.actions is None else list(self.actions)
+        self.offered.obs = self.obs
+        return self.offered.valid_actions()
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
         if seed is not None:

@@ -73,6 +73,7 @@ from ..base import RunContext, eval_seeds
 from .common import TextParams, adamw, load_episodes, normalizer, settings_of, texts_of
 from .losses import token_ce
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer, decode_tokens
+from .wm_env import offered_to
 
 __all__ = [
     "OUTCOMES",
@@ -460,7 +461,10 @@ class TextWorldModel(TextParams):
         starts = [str(env.reset(seed=s)[0]) for env, s in zip(envs, seeds)]
         real = self.play_real(envs, seeds, agent, max_turns)
         # inside the world model, from the same first observations
-        agent.bind(envs)  # valid actions: the real env's list (an env's action set does not change)
+        for env, s in zip(envs, seeds):
+            env.reset(seed=s)
+        offered = offered_to(envs)  # the actions a predicted observation lists, else the real env's at reset
+        agent.bind(offered)  # type: ignore[arg-type]
         agent.reset(len(envs))
         obs, alive = list(starts), list(range(len(envs)))
         actions: list[list[str]] = [[] for _ in envs]
@@ -468,6 +472,8 @@ class TextWorldModel(TextParams):
         for _ in range(max_turns):
             if not alive:
                 break
+            for i in alive:
+                offered[i].obs = obs[i]
             acts = agent.act(
                 np.array([obs[i] for i in alive], dtype=object), np.zeros(len(alive)), np.array(alive)
             )

@@ -209,3 +209,7 @@ class TextNavEnv(TextEnv):
 
     def valid_actions(self) -> list[str]:
         return self.admissible_commands()
+
+    def actions_in(self, observation: str) -> list[str] | None:
+        """The admissible commands the observation's last line lists (a predicted one's too)."""
+        return admissible_from(observation) or None
