@@ -113,7 +113,7 @@ def test_a_world_model_env_needs_a_start_and_a_turn():
 def test_inside_a_world_model_of_textnav_the_policy_is_offered_the_predicted_rooms_commands():
     # TextNav's commands change with the room: a world-model env offers those its predicted observation lists
     # (the real env's actions_in), not the start room's, and an env that lists none keeps its fixed list
-    from rlbench_cli.algos.text.wm_env import Offered, offered_to
+    from rlbench_cli.algos.text.offered import Offered, offered_to
 
     real = make_env("rlbench/TextNav-v0", None, 0)
     obs, _ = real.reset(seed=0)

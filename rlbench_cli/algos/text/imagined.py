@@ -63,10 +63,10 @@ from ...datasets.text import HOLDOUT_FRACTION, held_out
 from ...suite.checks import TEXT_MIXES
 from .common import settings_of
 from .loaded import check_loaded
+from .offered import offered_to
 from .policy import TextPolicy
 from .tokenizer import SPECIALS
 from .verifier import world_model_of
-from .wm_env import offered_to
 from .world_model import TextWorldModel, check_outcome, outcome_code, strict_outcome
 
 __all__ = [

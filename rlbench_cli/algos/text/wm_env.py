@@ -13,7 +13,7 @@ with one batched prediction (one decoding for all of them, not one per env).
 - Valid actions: those the current (predicted) observation lists where the real env can read them from its
   text (``actions_in``, the env's ``TextEnv.actions_in``: TextNav's admissible commands), else a fixed list
   given at construction (the real env's at reset; an env whose actions do not change) or none (the policy
-  decodes its action). ``Offered`` is the same for a rollout that steps no ``WorldModelEnv``.
+  decodes its action). (``algos.text.offered``).
 - An episode ends when the world model predicts ``done`` (``terminated``; ``info["success"]`` is
   ``reward >= success_reward``, ``text_world_model``'s rule), after ``max_turns`` turns (``truncated``, as
   ``text_world_model`` caps its world-model episodes), or at an outcome that could not be parsed
@@ -30,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Offered", "Outcome", "Predict", "WorldModelEnv", "model_predict", "offered_to", "step_many"]
+from .offered import ActionsIn, Offered
+
+__all__ = ["Outcome", "Predict", "WorldModelEnv", "model_predict", "step_many"]
 
 Outcome = tuple[str, float, bool]
 Predict = Callable[[list[str], list[str]], list["Outcome | None"]]
@@ -47,40 +49,6 @@ def model_predict(model: Any, tok: Any, settings: dict[str, Any], device: str) -
         return TextWorldModel.predict(model, tok, obs, actions, settings, device, parse=strict_outcome)
 
     return predict
-
-
-ActionsIn = Callable[[str], "list[str] | None"]
-
-
-class Offered:
-    """The actions offered to a policy that plays inside a world model (bound in place of a real env: it has
-    ``unwrapped`` and ``valid_actions``): those the observation ``obs`` (set before each turn) lists, read by
-    ``actions_in``, else the fixed ``actions`` (None: the policy decodes its action)."""
-
-    def __init__(self, actions: list[str] | None, actions_in: ActionsIn | None = None):
-        self.actions = None if actions is None else [str(a) for a in actions]
-        self.actions_in = actions_in
-        self.obs = ""
-
-    @property
-    def unwrapped(self) -> Offered:
-        return self
-
-    def valid_actions(self) -> list[str] | None:
-        listed = self.actions_in(self.obs) if self.actions_in is not None else None
-        if listed:
-            return [str(a) for a in listed]
-        return None if self.actions is None else list(self.actions)
-
-
-def offered_to(envs: list[Any]) -> list[Offered]:
-    """One ``Offered`` per real env: its list now (``valid_actions``) and its ``actions_in``."""
-    out = []
-    for env in envs:
-        real = env.unwrapped
-        acts = getattr(real, "valid_actions", lambda: None)()
-        out.append(Offered(None if acts is None else list(acts), getattr(real, "actions_in", None)))
-    return out
 
 
 class WorldModelEnv:

@@ -72,8 +72,8 @@ from ...datasets.text import held_out, held_out_ends, held_out_turns
 from ..base import RunContext, eval_seeds
 from .common import TextParams, adamw, load_episodes, normalizer, settings_of, texts_of
 from .losses import token_ce
+from .offered import offered_to
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer, decode_tokens
-from .wm_env import offered_to
 
 __all__ = [
     "OUTCOMES",
