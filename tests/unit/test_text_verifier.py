@@ -243,6 +243,30 @@ def test_an_oracle_verifier_asks_a_copy_of_the_real_env_and_trains_no_world_mode
     assert last["eval/verified/false_veto_rate"] == 0.0  # an exact model vetoes no good action
 
 
+def test_an_oracle_on_an_env_that_cannot_be_copied_is_refused_before_the_agent_trains():
+    import threading
+
+    from rlbench_cli.algos.text.verifier import check_oracle
+
+    class Holding:  # an env holding a lock, as Stockfish's holds a process: no deep copy
+        def __init__(self):
+            self.lock, self.closed = threading.Lock(), False
+
+        def reset(self, seed=None):
+            return "start", {}
+
+        def close(self):
+            self.closed = True
+
+    made: list[Holding] = []
+    make = lambda: made.append(Holding()) or made[-1]  # noqa: E731
+    with pytest.raises(ValueError, match=r"verifier.oracle: this env cannot be copied \(TypeError\)"):
+        check_oracle({"oracle": True}, make)
+    assert made[0].closed
+    check_oracle({"oracle": False}, make)  # no oracle: no env made
+    assert len(made) == 1
+
+
 @pytest.mark.parametrize(
     ("algo", "env", "verifier", "says"),
     [

@@ -34,7 +34,7 @@ from .common import TextParams, Turns, adamw, load_episodes, normalizer, setting
 from .imagined import agent_params, check_data_params, training_data
 from .losses import expectile_loss, ilql_q_targets, masked_mean, q_target_mask, token_ce
 from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer
-from .verifier import check_task, check_verifier, verified_metrics
+from .verifier import check_oracle, check_task, check_verifier, verified_metrics
 
 __all__ = ["TextBC", "FilteredBC", "MCReturns", "ILQL"]
 
@@ -65,8 +65,12 @@ class _OfflineText(TextParams):
         # the real-data budget and the data_mix: real, imagined (a world model's episodes), or both
         episodes, data_values = training_data(ctx, episodes, ctx.params)
         ctx._dataset = episodes  # what ctx.dataset() returns from now on
-        if "verifier" in ctx.params:  # a saved world model must fit the task before the agent trains
-            check_task(check_verifier(ctx.params["verifier"]), episodes, "verifier", ctx.spec.env_id)
+        if (
+            "verifier" in ctx.params
+        ):  # a saved world model must fit the task, an oracle's env copy, before training
+            verifier = check_verifier(ctx.params["verifier"])
+            check_task(verifier, episodes, "verifier", ctx.spec.env_id)
+            check_oracle(verifier, ctx.make_env)
         ctx.score_normalizer = normalizer(str(ctx.spec.dataset), ctx.spec.env_id)
         tok = build_tokenizer(settings, texts_of(episodes))
         turns = turn_samples(episodes, tok, settings)

@@ -75,6 +75,7 @@ from .world_model import TextWorldModel, check_outcome, known_prefix, outcome_co
 
 __all__ = [
     "VERIFIER_OWN",
+    "check_oracle",
     "check_task",
     "check_verifier",
     "predicted_failure",
@@ -172,13 +173,30 @@ def remembers_episode(settings: dict[str, Any], mode: str) -> bool:
 def oracle_outcome(env: Any, action: str) -> tuple[str, float, bool]:
     """(next observation, reward, done) of ``action`` in a copy of the real ``env``: what an exact world model
     would predict (``verifier.oracle``). ValueError naming the field when the env cannot be copied."""
+    o, r, term, trunc, _ = copied(env).step(action)
+    return str(o), float(r), bool(term or trunc)
+
+
+def copied(env: Any) -> Any:
+    """A deep copy of ``env``; ValueError naming ``verifier.oracle`` when it cannot be copied."""
     try:
-        twin = copy.deepcopy(env)
+        return copy.deepcopy(env)
     except Exception as e:  # noqa: BLE001 - an env holding a process or a socket (Stockfish)
         raise ValueError(f"verifier.oracle: this env cannot be copied ({type(e).__name__}), so no copy of it can "
                          "tell an action's outcome; use a world model (remove oracle)") from e  # fmt: skip
-    o, r, term, trunc, _ = twin.step(action)
-    return str(o), float(r), bool(term or trunc)
+
+
+def check_oracle(settings: dict[str, Any], make_env: Any) -> None:
+    """ValueError (``copied``'s) when ``verifier.oracle`` is on and the run's env cannot be copied: checked as
+    the run starts, before the agent trains, not after."""
+    if not settings.get("oracle"):
+        return
+    env = make_env()
+    try:
+        env.reset(seed=0)
+        copied(env)
+    finally:
+        env.close()
 
 
 def predicted_failure(
