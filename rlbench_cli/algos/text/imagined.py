@@ -31,7 +31,7 @@ into the imagined data knowledge the agent's real data lacks. Cloning the data's
 episodes of the real data's mixed quality, which ``filtered_bc``'s top episodes and ``ilql``'s values rely on,
 and sampling makes the episodes from one start differ. Its valid actions are those the predicted observation
 lists where the env reads them from its text (TextNav's admissible commands: ``TextEnv.actions_in``), else the
-real env's list after a reset (``wm_env.Offered``, as ``text_world_model``'s ``eval/wm``).
+real env's list after a reset (``offered.Offered``, as ``text_world_model``'s ``eval/wm``).
 
 A world model that emits an outcome ``strict_outcome`` cannot read (no ``<rew>``, a reward that is not a
 number, no ``<done>``/``<cont>`` before the token limit) ends that episode: its turns so far are kept (the last

@@ -65,9 +65,7 @@ class _OfflineText(TextParams):
         # the real-data budget and the data_mix: real, imagined (a world model's episodes), or both
         episodes, data_values = training_data(ctx, episodes, ctx.params)
         ctx._dataset = episodes  # what ctx.dataset() returns from now on
-        if (
-            "verifier" in ctx.params
-        ):  # a saved world model must fit the task, an oracle's env copy, before training
+        if "verifier" in ctx.params:  # checked before the agent trains: a saved world model, an oracle's env
             verifier = check_verifier(ctx.params["verifier"])
             check_task(verifier, episodes, "verifier", ctx.spec.env_id)
             check_oracle(verifier, ctx.make_env)

@@ -58,6 +58,7 @@ from ...suite.checks import warm_start_dataset
 from ..base import RunContext
 from .common import settings_of
 from .loaded import check_loaded
+from .offered import offered_to
 from .online import EnvPool, collect
 from .policy import TextPolicy
 from .verifier import MAX_WORLD_MODEL_STEPS, world_model_of
@@ -167,8 +168,7 @@ class WarmStart:
         ctx, s = self.ctx, self.settings
         probe = ctx.make_env(seed=ctx.seed + 104_729)
         probe.reset(seed=ctx.seed + 104_729)
-        acts = getattr(probe.unwrapped, "valid_actions", lambda: None)()
-        listed = getattr(probe.unwrapped, "actions_in", None)  # reads an observation's text only
+        offer = offered_to([probe])[0]  # its list at reset, and how an observation's text lists actions
         if s["start"] == "env":
             starts: Any = lambda seed: str(probe.reset(seed=seed)[0])  # noqa: E731 - the real env's reset
             self.closing.append(probe)
@@ -176,9 +176,8 @@ class WarmStart:
             starts = [str(ep[0]["observation"]) for ep in self.train_eps if len(ep)]
             probe.close()
         predict = model_predict(self.model, self.tok, s, ctx.device)
-        return [WorldModelEnv(predict, starts, int(s["max_turns"]), None if acts is None else list(acts),
-                              float(s["success_reward"]), self.error_reward, seed=ctx.seed * 1000 + i,
-                              actions_in=listed)
+        return [WorldModelEnv(predict, starts, int(s["max_turns"]), offer.actions, float(s["success_reward"]),
+                              self.error_reward, seed=ctx.seed * 1000 + i, actions_in=offer.actions_in)
                 for i in range(n)]  # fmt: skip
 
     def run(self, ppo: Any, model: Any, tok: Any, sampler: TextPolicy, settings: dict[str, Any], optim: Any,

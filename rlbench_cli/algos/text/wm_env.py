@@ -13,7 +13,7 @@ with one batched prediction (one decoding for all of them, not one per env).
 - Valid actions: those the current (predicted) observation lists where the real env can read them from its
   text (``actions_in``, the env's ``TextEnv.actions_in``: TextNav's admissible commands), else a fixed list
   given at construction (the real env's at reset; an env whose actions do not change) or none (the policy
-  decodes its action). (``algos.text.offered``).
+  decodes its action): ``algos.text.offered.Offered``.
 - An episode ends when the world model predicts ``done`` (``terminated``; ``info["success"]`` is
   ``reward >= success_reward``, ``text_world_model``'s rule), after ``max_turns`` turns (``truncated``, as
   ``text_world_model`` caps its world-model episodes), or at an outcome that could not be parsed

@@ -34,7 +34,7 @@ class TextEnv(gymnasium.Env):
     def actions_in(self, observation: str) -> list[str] | None:
         """The candidate actions an ``observation`` of this env lists, read from its text alone, or None where
         they are not in it (the set does not change, or the text does not say): how a policy playing inside a
-        world model knows its predicted state's actions (``algos.text.wm_env.Offered``)."""
+        world model knows its predicted state's actions (``algos.text.offered.Offered``)."""
         return None
 
     def render(self) -> str:
