@@ -126,6 +126,38 @@ def test_candidates_scored_with_a_shared_context_match_scoring_each_pair(value_m
         )
 
 
+# each new token is one step on the contexts' key/value cache: the same tokens as reading every sequence whole
+@pytest.mark.filterwarnings("error::FutureWarning")
+@pytest.mark.parametrize("value_model", ["separate", "shared"])
+@pytest.mark.parametrize("beta", [0.0, 2.0])
+def test_decoding_on_the_cache_gives_the_tokens_of_decoding_whole_sequences(value_model, beta):
+    from rlbench_cli.algos.text.policy import decode_tokens, decode_tokens_uncached
+
+    settings, tok, model = _tiny(value_model)
+    model.eval()
+    for p in model.target_q.parameters():
+        p.data.normal_()
+    for p in model.target_body.parameters():
+        p.data.add_(torch.randn_like(p) * 0.5)
+    obs = ["The goal is at position 8, 6.", "a door", "", "move up move down go " * 3]
+    contexts = [context_ids(tok, [], o, 64, 0) for o in obs]  # unequal lengths
+    banned = [tok.pad_id, tok.bos_id, tok.act_id, tok.unk_id]
+    for limit in (0, 1, 7, 25):  # a limit of 0 still reads one token (its log-probability), keeps none
+        want = decode_tokens_uncached(model, tok, contexts, limit, banned, "cpu", beta=beta)
+        got = decode_tokens(model, tok, contexts, limit, banned, "cpu", beta=beta)
+        assert [g for g, _ in got] == [g for g, _ in want]
+        assert all(len(g) <= limit for g, _ in got)
+        np.testing.assert_allclose([lp for _, lp in got], [lp for _, lp in want], rtol=1e-5, atol=1e-4)
+    # sampled: the same draws from torch's generator, as the live rows are sampled alone in both
+    eoa = tok.eoa_id
+    torch.manual_seed(3)
+    want = decode_tokens_uncached(model, tok, contexts, 12, banned, "cpu", sample=True, beta=beta)
+    torch.manual_seed(3)
+    got = decode_tokens(model, tok, contexts, 12, banned, "cpu", sample=True, beta=beta)
+    assert [g for g, _ in got] == [g for g, _ in want] and eoa not in sum((g for g, _ in got), [])
+    assert decode_tokens(model, tok, [], 5, banned, "cpu") == []
+
+
 def test_lmrl_table_knows_a_text_env_run_with_kwargs():
     from rlbench_cli import references
 

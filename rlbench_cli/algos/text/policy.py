@@ -261,6 +261,20 @@ def _cache_arg_of(cls: type) -> str:
     return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
+def _right_padded(
+    tok: Any, contexts: list[list[int]], device: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``contexts`` as one batch padded on the right: ids, attention mask (n, longest) and lengths (n,)."""
+    lens = torch.as_tensor([len(c) for c in contexts], device=device)
+    width = int(lens.max())
+    ids = torch.full((len(contexts), width), tok.pad_id, dtype=torch.long)
+    mask = torch.zeros((len(contexts), width), dtype=torch.long)
+    for r, c in enumerate(contexts):
+        ids[r, : len(c)] = torch.as_tensor(c)
+        mask[r, : len(c)] = 1
+    return ids.to(device), mask.to(device), lens
+
+
 @torch.no_grad()
 def score_actions(model: TextModel, tok: Any, contexts: list[list[int]], cands: list[list[list[int]]],
                   device: str, beta: float = 0.0) -> list[np.ndarray]:  # fmt: skip
@@ -269,14 +283,7 @@ def score_actions(model: TextModel, tok: Any, contexts: list[list[int]], cands: 
     a context is read once however many candidates it has (as ``action_logprobs`` of each pair, up to float
     rounding)."""
     n = len(contexts)
-    lens = torch.as_tensor([len(c) for c in contexts], device=device)
-    width = int(lens.max())
-    ids = torch.full((n, width), tok.pad_id, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.long)
-    for r, c in enumerate(contexts):
-        ids[r, : len(c)] = torch.as_tensor(c)
-        mask[r, : len(c)] = 1
-    ids, mask = ids.to(device), mask.to(device)
+    ids, mask, lens = _right_padded(tok, contexts, device)
     q_values = bool(beta and model.values)  # the target Q heads read the target body's hidden states
     out = model.lm(input_ids=ids, attention_mask=mask, use_cache=True)
     rows = torch.arange(n, device=device)
@@ -426,11 +433,79 @@ class TextPolicy:
         return [(self.tok.decode(g), lp) for g, lp in out]
 
 
+def _next_tokens(tok: Any, lg: torch.Tensor, banned: list[int], sample: bool, live: list[int],
+                 gen: list[list[int]], logp: np.ndarray, done: np.ndarray, limit: int) -> list[tuple[int, int]]:  # fmt: skip
+    """One decoding step of the ``live`` rows from their logits ``lg`` (one row each, in order): a token
+    each, greedy or sampled, never a ``banned`` one; its log-probability added to ``logp``; a row that picks
+    ``<eoa>`` or already holds ``limit`` tokens is ``done``, else the token joins its ``gen``. Returns the
+    (row, token) pairs that joined."""
+    lg[:, banned] = -torch.inf
+    lp = F.log_softmax(lg, dim=-1)
+    nxt = torch.multinomial(lp.exp(), 1)[:, 0] if sample else lp.argmax(dim=-1)
+    picked = lp[torch.arange(len(live), device=lg.device), nxt].cpu().numpy()
+    joined = []
+    for r, i in enumerate(live):
+        t = int(nxt[r])
+        logp[i] += picked[r]
+        if t == tok.eoa_id or len(gen[i]) >= limit:
+            done[i] = True
+        else:
+            gen[i].append(t)
+            joined.append((i, t))
+    return joined
+
+
 @torch.no_grad()
 def decode_tokens(model: TextModel, tok: Any, contexts: list[list[int]], limit: int, banned: list[int],
                   device: str, sample: bool = False, beta: float = 0.0) -> list[tuple[list[int], float]]:  # fmt: skip
     """Tokens generated after each context until ``<eoa>`` (not included) or ``limit`` tokens, greedily (or
-    sampled from torch's generator), never a ``banned`` one; with their summed log-probability."""
+    sampled from torch's generator), never a ``banned`` one; with their summed log-probability. The contexts
+    are read once; each new token is one step on their key/value cache (and on the target body's, with
+    ``beta`` and value heads), as ``score_actions`` reads candidates: the same tokens as reading every
+    sequence whole at each step (``decode_tokens_uncached``), up to float rounding, at a fraction of the cost
+    for long contexts and outcomes (a world model's predicted observation)."""
+    n = len(contexts)
+    gen: list[list[int]] = [[] for _ in range(n)]
+    logp = np.zeros(n)
+    done = np.zeros(n, bool)
+    if n == 0:
+        return []
+    ids, mask, lens = _right_padded(tok, contexts, device)
+    rows = torch.arange(n, device=device)
+    q_values = bool(beta and model.values)
+    bodies: list[Any] = [model.lm] + ([model.target_body] if q_values else [])
+    outs = [b(input_ids=ids, attention_mask=mask, use_cache=True) for b in bodies]
+    lg = outs[0].logits[rows, lens - 1].float()
+    if q_values:
+        lg = lg + beta * model.target_values(outs[1].last_hidden_state[rows, lens - 1]).float()
+    caches = [_cache_of(o) for o in outs]
+    for step in range(limit + 1):
+        live = [i for i in range(n) if not done[i]]
+        if not live:
+            break
+        # the live rows only: a sample draws as many as they are
+        feed = torch.full((n,), tok.pad_id, dtype=torch.long, device=device)
+        for i, t in _next_tokens(tok, lg[live], banned, sample, live, gen, logp, done, limit):
+            feed[i] = t
+        if done.all() or step == limit:
+            break
+        # one step on the caches: a row that is done reads a pad it never uses
+        mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
+        positions = (lens + step)[:, None]
+        steps = [b(input_ids=feed[:, None], attention_mask=mask, position_ids=positions, use_cache=True,
+                   **{_cache_arg(b): c}) for b, c in zip(bodies, caches)]  # fmt: skip
+        caches = [_cache_of(o) for o in steps]
+        lg = steps[0].logits[:, -1].float()
+        if q_values:
+            lg = lg + beta * model.target_values(steps[1].last_hidden_state[:, -1]).float()
+    return [(g, float(lp_)) for g, lp_ in zip(gen, logp)]
+
+
+@torch.no_grad()
+def decode_tokens_uncached(model: TextModel, tok: Any, contexts: list[list[int]], limit: int, banned: list[int],
+                           device: str, sample: bool = False, beta: float = 0.0) -> list[tuple[list[int], float]]:  # fmt: skip
+    """``decode_tokens`` reading every sequence whole at each step (no key/value cache): the reference its
+    tests and ``benchmarks/text_decode.py`` compare it with."""
     n = len(contexts)
     gen: list[list[int]] = [[] for _ in range(n)]
     logp = np.zeros(n)
@@ -453,17 +528,7 @@ def decode_tokens(model: TextModel, tok: Any, contexts: list[list[int]], limit: 
         lg = logits[rows, last].float()
         if beta and model.values:
             lg = lg + beta * model.target_values(model.target_hidden(ids, mask)[rows, last]).float()
-        lg[:, banned] = -torch.inf
-        lp = F.log_softmax(lg, dim=-1)
-        nxt = torch.multinomial(lp.exp(), 1)[:, 0] if sample else lp.argmax(dim=-1)
-        picked = lp[rows, nxt].cpu().numpy()
-        for r, i in enumerate(live):
-            t = int(nxt[r])
-            logp[i] += picked[r]
-            if t == tok.eoa_id or len(gen[i]) >= limit:
-                done[i] = True
-            else:
-                gen[i].append(t)
+        _next_tokens(tok, lg, banned, sample, live, gen, logp, done, limit)
     return [(g, float(lp_)) for g, lp_ in zip(gen, logp)]
 
 
