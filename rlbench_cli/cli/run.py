@@ -150,9 +150,17 @@ class Progress:
             return
         if self.live:
             self._write("\r\033[K" + self._status())
-        elif time.monotonic() - self.last_line > 30 and event in ("started", "ended"):
+        elif time.monotonic() - self.last_line > 30 and self._settled(event):
             self.last_line = time.monotonic()
             self._write(self._status() + "\n")
+
+    def _settled(self, event: str) -> bool:
+        """Whether the counts hold after ``event`` (for the log's status line): after a start, or after an end
+        that no start follows (nothing left to start); a worker whose run ended is about to start the next,
+        and a line printed between the two would say one run fewer is running than are."""
+        if event == "started":
+            return True
+        return event == "ended" and self.todo - self._ended() - self.running <= 0
 
     def stopped_counts(self) -> dict[str, int]:
         """A stopped run's runs by what became of them (``cut_short``: still running when a second Ctrl-C

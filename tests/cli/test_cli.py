@@ -379,6 +379,38 @@ def test_a_stopped_adaptive_run_counts_the_runs_of_every_batch():
     )
 
 
+def test_the_logs_status_line_is_printed_when_its_counts_hold(capsys):
+    """Not live (a log file): the status line follows a start, or an end with nothing left to start, never an
+    end that a worker's next start follows at once (it said `running 1` of two workers all through a run)."""
+    from types import SimpleNamespace
+
+    from rlbench_cli.cli.run import Progress
+    from rlbench_cli.executors.base import Outcome, Placement
+
+    p = Progress(live=False)
+    p("plan", {"total": 3, "todo": 3, "skipped": 0, "recovered": 0})
+    runs = [SimpleNamespace(algo="ppo", env="CartPole-v1", seed=s, run_id=f"r{s}") for s in range(3)]
+
+    def lines(event: str, info: dict) -> list[str]:
+        capsys.readouterr()
+        p.last_line = 0.0  # as if 30 s had passed since the last status line
+        p(event, info)
+        return [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[")]
+
+    def started(r):  # noqa: ANN001
+        return {"spec": r, "attempt": 1, "placement": Placement("cpu", "here", "local", "1")}
+
+    def ended(r):  # noqa: ANN001
+        return {"spec": r, "outcome": Outcome("finished", 0, None, 2.0), "retry": False}
+
+    assert lines("started", started(runs[0])) == ["[0/3] running 1, finished 0, failed 0, ETA ?"]
+    assert lines("started", started(runs[1]))[0].startswith("[0/3] running 2,")
+    assert lines("ended", ended(runs[0])) == []  # runs[2] starts next: no line between
+    assert lines("started", started(runs[2]))[0].startswith("[1/3] running 2, finished 1,")
+    assert lines("ended", ended(runs[1]))[0].startswith("[2/3] running 1, finished 2,")  # nothing left
+    assert lines("ended", ended(runs[2]))[0].startswith("[3/3] running 0, finished 3,")
+
+
 def test_progress_counts_runs_found_running_in_slurm_as_running(capsys):
     """A run that re-attaches to Slurm jobs an earlier (detached or killed) run submitted: the ones already
     on a node are running from the start, the queued ones once they start; a Ctrl-C then says so."""
