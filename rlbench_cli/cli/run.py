@@ -160,7 +160,10 @@ class Progress:
         and a line printed between the two would say one run fewer is running than are."""
         if event == "started":
             return True
-        return event == "ended" and self.todo - self._ended() - self.running <= 0
+        return event == "ended" and self._not_started() <= 0
+
+    def _not_started(self) -> int:
+        return self.todo - self._ended() - self.running
 
     def stopped_counts(self) -> dict[str, int]:
         """A stopped run's runs by what became of them (``cut_short``: still running when a second Ctrl-C
@@ -169,7 +172,7 @@ class Progress:
         return {"total": e["total"] + self.total, "skipped": e["skipped"] + self.skipped,
                 "finished": e["finished"] + self.done, "failed": e["failed"] + self.failed,
                 "interrupted": e["interrupted"] + self.interrupted, "cut_short": self.running,
-                "not_started": self.todo - self._ended() - self.running}  # fmt: skip
+                "not_started": self._not_started()}  # fmt: skip
 
     def stopped(self, suite: str, store: Path, wall: float) -> str:
         """What a run stopped by Ctrl-C (or SIGTERM) leaves, and how to go on."""

@@ -465,11 +465,11 @@ def decode_tokens(model: TextModel, tok: Any, contexts: list[list[int]], limit: 
     sequence whole at each step (``decode_tokens_uncached``), up to float rounding, at a fraction of the cost
     for long contexts and outcomes (a world model's predicted observation)."""
     n = len(contexts)
+    if n == 0:
+        return []
     gen: list[list[int]] = [[] for _ in range(n)]
     logp = np.zeros(n)
     done = np.zeros(n, bool)
-    if n == 0:
-        return []
     ids, mask, lens = _right_padded(tok, contexts, device)
     rows = torch.arange(n, device=device)
     q_values = bool(beta and model.values)
@@ -479,15 +479,13 @@ def decode_tokens(model: TextModel, tok: Any, contexts: list[list[int]], limit: 
     if q_values:
         lg = lg + beta * model.target_values(outs[1].last_hidden_state[rows, lens - 1]).float()
     caches = [_cache_of(o) for o in outs]
-    for step in range(limit + 1):
+    for step in range(limit + 1):  # every row is done by step ``limit`` (it then holds ``limit`` tokens)
         live = [i for i in range(n) if not done[i]]
-        if not live:
-            break
         # the live rows only: a sample draws as many as they are
         feed = torch.full((n,), tok.pad_id, dtype=torch.long, device=device)
         for i, t in _next_tokens(tok, lg[live], banned, sample, live, gen, logp, done, limit):
             feed[i] = t
-        if done.all() or step == limit:
+        if done.all():
             break
         # one step on the caches: a row that is done reads a pad it never uses
         mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
