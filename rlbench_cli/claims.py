@@ -46,6 +46,7 @@ __all__ = [
     "Skipped",
     "check_manifest",
     "check_quote",
+    "check_cheap",
     "check_rule",
     "check_seeds",
     "check_value",
@@ -134,13 +135,18 @@ class Skipped:
 
 @dataclass
 class Claims:
-    """``claims.yaml`` read: the claims, the numbers skipped, the rule's minimum seeds, the repository root."""
+    """``claims.yaml`` read: the claims, the numbers skipped, the rule's minimum seeds, the repository root, and
+    the rule for cheap runs (``cheap_run_s``: a bundle whose runs' median duration_s is under it needs
+    ``cheap_min_seeds`` seeds in every cell, unless ``cheap_exempt`` names it with why)."""
 
     claims: list[Claim]
     skipped: list[Skipped]
     min_seeds: int
     root: Path
     bundles: list[str] = field(default_factory=list)
+    cheap_run_s: float | None = None
+    cheap_min_seeds: int = 10
+    cheap_exempt: dict[str, str] = field(default_factory=dict)
 
     def of(self, bundle: str) -> list[Claim]:
         """The claims about one bundle, in file order."""
@@ -219,8 +225,16 @@ def load_claims(path: str | Path) -> Claims:
                 )
     skipped = [Skipped(str(s["doc"]), str(s["text"]), str(s["why"])) for s in data.get("skipped") or []]
     rule = data.get("rule") or {}
+    cheap = rule.get("cheap") or {}
+    if not isinstance(cheap, dict) or not isinstance(cheap.get("exempt") or {}, dict):
+        raise UsageError(
+            f"{path}: rule.cheap must be a mapping (median_run_s, min_seeds, exempt: {{bundle: why}})"
+        )
     return Claims(claims=claims, skipped=skipped, min_seeds=int(rule.get("min_seeds", 5)),
-                  root=path.resolve().parents[2], bundles=list(data["bundles"]))  # fmt: skip
+                  root=path.resolve().parents[2], bundles=list(data["bundles"]),
+                  cheap_run_s=float(cheap["median_run_s"]) if "median_run_s" in cheap else None,
+                  cheap_min_seeds=int(cheap.get("min_seeds", 10)),
+                  cheap_exempt={str(k): str(v) for k, v in (cheap.get("exempt") or {}).items()})  # fmt: skip
 
 
 # -- printed numbers ------------------------------------------------------------------------------------
@@ -304,6 +318,34 @@ def check_rule(claim: Claim, min_seeds: int) -> str | None:
     reasons = " and ".join(why)
     return (f'bundle {claim.bundle}: {claim.label} "{claim.printed}": {reasons}; publish an IQM with its 95% '
             f"interval over at least {min_seeds} seeds (or mark it legacy: true)")  # fmt: skip
+
+
+def median_run_s(folder: str | Path) -> float | None:
+    """The median duration_s of a bundle's finished runs (None: no run records one)."""
+    import statistics
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(Path(folder) / "runs.parquet")
+    columns = [c for c in ("duration_s", "status") if c in table.column_names]
+    rows = table.select(columns).to_pylist()
+    durations = [r["duration_s"] for r in rows
+                 if r.get("status", "finished") == "finished" and r.get("duration_s") is not None]  # fmt: skip
+    return statistics.median(durations) if durations else None
+
+
+def check_cheap(folder: str | Path, run_s: float, min_seeds: int) -> list[str]:
+    """The rule for cheap runs: a bundle whose runs' median duration_s is under ``run_s`` has at least
+    ``min_seeds`` seeds in every algorithm x task cell. One line per cell short of it (empty: it holds, or the
+    runs are not cheap)."""
+    folder = Path(folder)
+    median = median_run_s(folder)
+    if median is None or median >= run_s:
+        return []
+    return [f"bundle {folder.name}: {algo} on {task} has {len(seeds)} seeds, and a run takes {median:.1f} s (the "
+            f"median, under {run_s:g} s: cheap); run {min_seeds} seeds, or name the bundle under rule.cheap.exempt "
+            f"with why"
+            for algo, task, seeds in seeds_per_cell(folder) if len(seeds) < min_seeds]  # fmt: skip
 
 
 def seeds_per_cell(folder: str | Path) -> list[tuple[str, str, list[int]]]:
@@ -508,7 +550,8 @@ def _seed_list(seeds: list[int]) -> str:
 
 def report(path: str | Path) -> str:
     """What is left to re-run: per bundle of a claims file, its claims (how many are legacy, i.e. do not meet
-    the rule yet) and the seeds of each algorithm x task, flagging cells under the rule's minimum."""
+    the rule yet), its runs' median duration and the seeds of each algorithm x task, flagging cells under the
+    rule's minimum (``rule.cheap``'s where the runs are cheap)."""
     published = load_claims(path)
     reference = Path(path).parent
     lines = []
@@ -523,12 +566,19 @@ def report(path: str | Path) -> str:
         lines.append(
             f"{bundle}: {len(mine)} claims, {legacy} legacy (aggregates not meeting the rule); {manifest}"
         )
+        median = median_run_s(reference / bundle)
+        cheap = published.cheap_run_s is not None and median is not None and median < published.cheap_run_s
+        need = published.cheap_min_seeds if cheap else published.min_seeds
+        if median is not None:
+            why = published.cheap_exempt.get(bundle)
+            lines.append(f"  runs: a median of {median:.1f} s"
+                         + (f" (cheap: {need} seeds" + (f"; exempt: {why})" if why else ")") if cheap else ""))  # fmt: skip
         cells = seeds_per_cell(reference / bundle)
         width = max([4] + [len(a) for a, _, _ in cells])
         twidth = max([4] + [len(t) for _, t, _ in cells])
         lines.append(f"  {'algo':<{width}}  {'task':<{twidth}}  seeds")
         for algo, task, seeds in cells:
-            short = f"  (< {published.min_seeds})" if len(seeds) < published.min_seeds else ""
+            short = f"  (< {need})" if len(seeds) < need else ""
             lines.append(f"  {algo:<{width}}  {task:<{twidth}}  {len(seeds)}: {_seed_list(seeds)}{short}")
     total = len(published.claims)
     legacy = sum(c.legacy for c in published.claims)

@@ -86,6 +86,25 @@ def test_new_claims_meet_the_rule_and_legacy_ones_are_counted(capsys):
               + ", ".join(f"{b} {n}" for b, n in legacy.items()))  # fmt: skip
 
 
+@pytest.mark.parametrize("bundle", BUNDLES)
+def test_a_bundle_of_cheap_runs_has_ten_seeds_or_says_why_not(bundle):
+    assert PUBLISHED.cheap_run_s, "claims.yaml has no rule.cheap.median_run_s"
+    short = claims.check_cheap(REFERENCE / bundle, PUBLISHED.cheap_run_s, PUBLISHED.cheap_min_seeds)
+    if bundle in PUBLISHED.cheap_exempt:
+        assert short, f"bundle {bundle} meets rule.cheap now: drop it from rule.cheap.exempt"
+        return
+    fail_with(short)
+
+
+def test_the_cheap_rule_names_what_falls_short(tmp_path):
+    copy = tmp_path / "ppo-gate"
+    shutil.copytree(REFERENCE / "ppo-gate", copy)  # 5 seeds of runs of a few seconds
+    (line,) = claims.check_cheap(copy, 60, 10)
+    assert one_line(line).startswith("bundle ppo-gate: ppo on CartPole-v1 has 5 seeds, and a run takes ")
+    assert claims.check_cheap(copy, 60, 5) == [] and claims.check_cheap(copy, 1, 10) == []
+    assert claims.median_run_s(copy) == pytest.approx(2.4, abs=1.0)
+
+
 # -- the checks fail where they should ------------------------------------------------------------------
 def one_line(message: str | None) -> str:
     assert message and "\n" not in message, message
@@ -206,6 +225,9 @@ def test_a_bad_claims_file_is_one_line_naming_the_place(tmp_path):
 
 def test_the_report_counts_seeds_per_cell_and_legacy_claims():
     text = claims.report(REFERENCE / "claims.yaml")
+    gate = text.split("ppo-gate: ", 1)[1].splitlines()
+    assert gate[1].startswith("  runs: a median of 2.4 s (cheap: 10 seeds; exempt: the baseline of"), gate[1]
+    assert gate[3].endswith("5: 0-4  (< 10)"), gate[3]
     for bundle in BUNDLES:
         mine = PUBLISHED.of(bundle)
         assert f"{bundle}: {len(mine)} claims, {sum(c.legacy for c in mine)} legacy" in text
