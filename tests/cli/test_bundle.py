@@ -89,7 +89,7 @@ def test_the_committed_offline_classic_reference_imports_normalised(tmp_path):
     ref = Path(__file__).parents[2] / "results" / "reference" / "offline-classic"
     db = tmp_path / "db.duckdb"
     r = invoke("fetch", "--from", f"rlbench:{ref}", "--into", "study", "--db", db)
-    assert r.exit_code == 0 and "imported 210 runs" in r.output, r.output
+    assert r.exit_code == 0 and "imported 420 runs" in r.output, r.output
     r = invoke("fetch", "--suite", "study", "--algo", "bc", "--metric", "eval/normalized_return", "--format", "json",
                "--db", db)  # fmt: skip
     finals = {}
