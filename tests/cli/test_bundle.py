@@ -117,16 +117,16 @@ def test_the_committed_lmrl_maze_reference_imports_with_its_normalisation(tmp_pa
 
 def test_the_committed_lmrl_small_reference_keeps_ilqls_entry_budget_on_maze_fo(tmp_path):
     """lmrl-small's ilql entry on Maze FO (its own value transformer, 4,000 steps: an entry budget) beside the
-    suite's 500 steps for every other cell; 5 seeds of every algorithm on each task."""
+    suite's 500 steps for every other cell; 10 seeds of every algorithm on each task."""
     ref = Path(__file__).parents[2] / "results" / "reference" / "lmrl-small"
     db = tmp_path / "db.duckdb"
     r = invoke("fetch", "--from", f"bundle:{ref}", "--db", db)
-    assert r.exit_code == 0 and "imported 80 runs" in r.output, r.output
+    assert r.exit_code == 0 and "imported 160 runs" in r.output, r.output
     r = invoke("leaderboard", "lmrl-small", "--per-task", "--format", "json", "--db", db)
     rows = [x for x in json.loads(r.output)["rows"] if x["task"] == "MazeFO-v0-mixed"]
     by_algo = {x["algo"]: x for x in rows}
     assert set(by_algo) == {"bc", "filtered_bc", "ilql"}
-    assert all(x["runs"] == 5 for x in by_algo.values())
+    assert all(x["runs"] == 10 for x in by_algo.values())
     from rlbench_cli.suite.loader import load_suite
 
     steps = {
