@@ -334,13 +334,18 @@ def median_run_s(folder: str | Path) -> float | None:
     return statistics.median(durations) if durations else None
 
 
+def _cheap(median: float | None, run_s: float | None) -> bool:
+    """Runs of this median duration_s are cheap under a ``rule.cheap.median_run_s`` of ``run_s``."""
+    return median is not None and run_s is not None and median < run_s
+
+
 def check_cheap(folder: str | Path, run_s: float, min_seeds: int) -> list[str]:
     """The rule for cheap runs: a bundle whose runs' median duration_s is under ``run_s`` has at least
     ``min_seeds`` seeds in every algorithm x task cell. One line per cell short of it (empty: it holds, or the
     runs are not cheap)."""
     folder = Path(folder)
     median = median_run_s(folder)
-    if median is None or median >= run_s:
+    if not _cheap(median, run_s):
         return []
     return [f"bundle {folder.name}: {algo} on {task} has {len(seeds)} seeds, and a run takes {median:.1f} s (the "
             f"median, under {run_s:g} s: cheap); run {min_seeds} seeds, or name the bundle under rule.cheap.exempt "
@@ -567,12 +572,12 @@ def report(path: str | Path) -> str:
             f"{bundle}: {len(mine)} claims, {legacy} legacy (aggregates not meeting the rule); {manifest}"
         )
         median = median_run_s(reference / bundle)
-        cheap = published.cheap_run_s is not None and median is not None and median < published.cheap_run_s
+        cheap = _cheap(median, published.cheap_run_s)
         need = published.cheap_min_seeds if cheap else published.min_seeds
         if median is not None:
             why = published.cheap_exempt.get(bundle)
-            lines.append(f"  runs: a median of {median:.1f} s"
-                         + (f" (cheap: {need} seeds" + (f"; exempt: {why})" if why else ")") if cheap else ""))  # fmt: skip
+            note = f" (cheap: {need} seeds{f'; exempt: {why}' if why else ''})" if cheap else ""
+            lines.append(f"  runs: a median of {median:.1f} s{note}")
         cells = seeds_per_cell(reference / bundle)
         width = max([4] + [len(a) for a, _, _ in cells])
         twidth = max([4] + [len(t) for _, t, _ in cells])
