@@ -285,3 +285,50 @@ def test_rlbenchs_own_ray_instance_starts_lean_unless_asked(tmp_path, keep):
     assert "gcs_server" in processes and "raylet" in processes
     assert ("'dashboard'" in processes) is keep, processes
     assert keep or agents == "[True]", agents  # Ray's own start: minimal or not, as the install allows
+
+
+SALVAGE = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+
+    import ray
+
+    from rlbench_cli.executors.base import Job
+    from rlbench_cli.executors.ray.transfer import salvage
+
+    address, here, there = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    ray.init(address=address, log_to_driver=False, include_dashboard=False)
+    node = ray.get_runtime_context().get_node_id()
+    gone = "ab" * 28  # a node id no node of the cluster has
+    kept, lost = Job(None, here / "kept" / "attempt-1", 1), Job(None, here / "lost" / "attempt-1", 1)
+    salvage(ray, [(kept, node, [str(there / "kept" / "attempt-1")]), (lost, gone, [str(there / "lost" / "attempt-1")])],
+            timeout=60)
+    print("salvaged")
+    """
+)
+
+
+def test_what_a_dead_actor_left_comes_back_or_its_log_says_where_it_stayed(tmp_path, ray_head):  # noqa: F811
+    """The coordinator's salvage of a dead actor's last files, against a real head: from a node that answers they
+    come to the attempt folder here (and leave the node); from one that does not, the attempt's output.log here
+    says which node and folder still hold them (a run interrupted or failed that way is not silently short)."""
+    here, there = tmp_path / "coordinator", tmp_path / "node"
+    for name in ("kept", "lost"):
+        (there / name / "attempt-1" / "metrics").mkdir(parents=True)
+        (there / name / "attempt-1" / "metrics" / "00001.parquet").write_bytes(
+            b"PAR1 rows of " + name.encode()
+        )
+        (there / name / "attempt-1" / "output.log").write_text(f"{name}: asked to stop, dying while saving\n")
+    (tmp_path / "salvage.py").write_text(SALVAGE)
+    r = subprocess.run([sys.executable, str(tmp_path / "salvage.py"), ray_head.address, str(here), str(there)],
+                       capture_output=True, text=True, timeout=180, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})  # fmt: skip
+    assert r.returncode == 0 and "salvaged" in r.stdout, r.stderr[-3000:]
+    kept = here / "kept" / "attempt-1"
+    assert (kept / "metrics" / "00001.parquet").read_bytes() == b"PAR1 rows of kept"
+    assert (kept / "output.log").read_text() == "kept: asked to stop, dying while saving\n"
+    assert not (there / "kept").exists()  # taken from the node
+    said = (here / "lost" / "attempt-1" / "output.log").read_text()
+    assert f"could not be fetched from Ray node {'ab' * 28}" in said, said
+    assert str(there / "lost" / "attempt-1") in said and said.count("\n[rlbench] ") == 1, said
+    assert (there / "lost" / "attempt-1" / "metrics" / "00001.parquet").is_file()  # left where it was

@@ -11,7 +11,6 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ...algos.base import PRUNE_FILE
@@ -29,12 +28,11 @@ from .cluster import (
     too_big,
 )
 from .failures import death_cause, lost_cause, node_gone, says_node_died
-from .transfer import KEEP_PACKED, receive, resume_files, salvage, write_files
+from .transfer import KEEP_PACKED, note, receive, resume_files, salvage, write_files
 
 STOP_GRACE_S = 5.0
 POLL_TIMEOUT_S = 5.0
 PULL_EVERY_S = 1.0  # running jobs' new shards are pulled this often (on_tick may come more often)
-SALVAGE_ON_STOP_S = 10.0  # the same for actors that died while stopping on Ctrl-C, which should not wait long
 
 
 @dataclass
@@ -260,7 +258,7 @@ class RayExecutor:
             if lost:  # nothing to salvage on a node that is gone; a retry that is not the run's fault
                 cause, code, result = lost_cause(e, info), None, {"node_lost": node or "?"}
                 for m in s.job.members:
-                    _note(m.folder / "output.log", cause)
+                    note(m.folder / "output.log", cause)
                 for other in self.slots:  # idle actors on that node are gone too: replace them now, or the
                     if other is not s and other.job is None and (other.info or {}).get("node_id") == node:
                         self._kill(ray, other)  # retry lands on one of them and is lost a second time
@@ -360,19 +358,9 @@ class RayExecutor:
         # an actor that died while stopping left its last shards, output.log and checkpoint on its node, as
         # the local pool's worker leaves them on disk: fetched for all of them at once
         dead = [(job, (s.info or {}).get("node_id"), s.remote_folders) for s, job in died]
-        salvage(ray, dead, timeout=SALVAGE_ON_STOP_S)
+        salvage(ray, dead)  # as long as for a crash: a new worker for the task can be slow on a busy node
         for s, job in died:
             on_end(job, Outcome("interrupted", None, "interrupted", time.monotonic() - s.started))
-
-
-def _note(log: Path, line: str) -> None:
-    """Append rlbench's own line to an attempt's ``output.log`` on the coordinator's side (why it ended)."""
-    try:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "a") as fh:
-            fh.write(f"\n[rlbench] {line}\n")
-    except OSError:
-        pass
 
 
 def create(suite: Any, n_jobs: int, workers: int | None, timeout: float | None,

@@ -239,8 +239,9 @@ def salvage(
     ray: Any, dead: list[tuple[Job, str | None, list[str] | None]], timeout: float = SALVAGE_TIMEOUT_S
 ) -> None:
     """Fetch what dead actors' jobs flushed after the last poll (shards, output.log, the latest
-    checkpoint), with a task on each one's node, all at once (a node that is gone, or does not answer
-    within ``timeout``, keeps it). ``dead``: (job, the actor's node id, the job's folders there)."""
+    checkpoint), with a task on each one's node, all at once. A node that is gone, or does not answer
+    within ``timeout``, keeps it: the run's ``output.log`` here then says which node and folder hold it (they
+    stay there ``ORPHAN_AGE_S``). ``dead``: (job, the actor's node id, the job's folders there)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     asks = []
@@ -255,15 +256,34 @@ def salvage(
             have = [f"metrics/{p.name}" for p in metrics.glob("*.parquet")] if metrics.is_dir() else []
             have += [f"checkpoint/{p.name}" for p in ckpts.glob("step-*.pt")] if ckpts.is_dir() else []
             try:
-                asks.append((m, KEEP_PACKED if job.pack else 1, task.remote(folder, have)))
-            except Exception:  # noqa: BLE001 - the local Ray instance itself is going down
-                pass
+                asks.append((m, KEEP_PACKED if job.pack else 1, node_id, folder, task.remote(folder, have)))
+            except Exception as e:  # noqa: BLE001 - the local Ray instance itself is going down
+                left_behind(m.folder, node_id, folder, e)
     deadline = time.monotonic() + timeout
-    for m, keep, ref in asks:
+    for m, keep, node_id, folder, ref in asks:
         try:
             write_files(m.folder, ray.get(ref, timeout=max(0.1, deadline - time.monotonic())), keep=keep)
-        except Exception:  # noqa: BLE001 - node lost or too slow: what was pulled before is what we have
+        except Exception as e:  # noqa: BLE001 - node lost or too slow: what was pulled before is what we have
+            left_behind(m.folder, node_id, folder, e)
             try:
                 ray.cancel(ref, force=True)
             except Exception:  # noqa: BLE001
                 pass
+
+
+def left_behind(attempt: Path, node_id: str, folder: str, e: BaseException) -> None:
+    """Say in an attempt's ``output.log`` here that what its dead actor wrote after the last pull could not be
+    fetched from its node, and where it is."""
+    why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+    note(attempt / "output.log", f"what this attempt wrote after the last pull could not be fetched from Ray node "
+         f"{node_id} ({type(e).__name__}: {why}); it stays in {folder} on that node for {ORPHAN_AGE_S:g}s")  # fmt: skip
+
+
+def note(log: Path, line: str) -> None:
+    """Append rlbench's own line to an attempt's ``output.log`` on the coordinator's side (why it ended)."""
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a") as fh:
+            fh.write(f"\n[rlbench] {line}\n")
+    except OSError:
+        pass
