@@ -28,7 +28,7 @@ def _suite(tmp_path, name: str, datasets: str, algorithms: str) -> str:
     return str(suite)
 
 
-def test_a_verifier_reuses_a_saved_world_model_and_one_of_another_task_is_refused(tmp_path):
+def test_a_verifier_reuses_a_saved_world_model_and_one_of_another_task_is_refused(tmp_path, wamerican):
     maze, wordle = _data(tmp_path, "rlbench/MazeFO-v0", max_steps=6), _data(tmp_path, "rlbench/Wordle-v0", 3)
     mine = "{name: MazeFO-v0-mine, path: MAZE, env: rlbench/MazeFO-v0, kwargs: {max_steps: 6}}".replace(
         "MAZE", maze

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from ppo_reference import HASHES, digest, rows_of, run, spec_of
+from ppo_reference import digest, expected, rows_of, run, spec_of
 
 from rlbench_cli.algos.base import _episodes, eval_seeds
 from rlbench_cli.algos.keep import load_saved
@@ -33,7 +33,7 @@ def _replay(policy_folder: Path, env_id: str, seed: int, episodes: int) -> float
 
 
 def test_videos_and_saved_policies_change_no_metric_and_the_final_policy_is_the_trained_one(tmp_path):
-    assert run("cartpole", tmp_path, video_every=1) == HASHES["cartpole"]
+    assert run("cartpole", tmp_path, video_every=1) in expected("cartpole")
     spec = spec_of("cartpole")
     folder = attempt_dir(tmp_path / "cartpole", spec, attempt=1)
     rows = current(read_index(folder))
@@ -51,7 +51,7 @@ def test_videos_and_saved_policies_change_no_metric_and_the_final_policy_is_the_
 
 
 def test_a_resumed_attempt_lists_the_earlier_attempts_files_up_to_its_checkpoint(tmp_path):
-    assert run("cartpole-resumed", tmp_path, video_every=1) == HASHES["cartpole-resumed"]
+    assert run("cartpole-resumed", tmp_path, video_every=1) in expected("cartpole-resumed")
     spec = spec_of("cartpole-resumed")
     a2 = attempt_dir(tmp_path / "cartpole-resumed", spec, attempt=2)
     rows = current(read_index(a2))
@@ -183,8 +183,8 @@ def test_each_seed_of_a_packed_job_keeps_its_own_policies_and_videos(tmp_path):
                                  "video_every": 1}) for seed in (7, 8)]  # fmt: skip
     folders = [attempt_dir(tmp_path, s, attempt=1) for s in specs]
     assert all(r["status"] == "finished" for r in run_packed(specs, folders))
-    assert (
-        "/".join(digest(rows_of(f)) for f in folders) == HASHES["packed-cartpole"]
+    assert "/".join(digest(rows_of(f)) for f in folders) in expected(
+        "packed-cartpole"
     )  # the videos change nothing
     for spec, folder in zip(specs, folders):
         rows = current(read_index(folder))

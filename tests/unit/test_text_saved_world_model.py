@@ -87,7 +87,9 @@ def maze(tmp_path_factory):
     return str(path), episodes
 
 
-def test_a_tokenizer_of_another_task_is_refused_by_the_words_it_lacks(maze):
+def test_a_tokenizer_of_another_task_is_refused_by_the_words_it_lacks(
+    maze, wamerican
+):  # Wordle's data: its words
     _, episodes = maze
     texts = texts_of(episodes)
 
@@ -181,7 +183,9 @@ def test_a_warm_start_runs_with_a_loaded_world_model(maze, kept):
     assert {"train/imagined_steps", "eval/world_model/em", "eval/world_model/wm"} <= set(rows)
 
 
-def test_a_run_refuses_a_world_model_whose_words_are_another_tasks_before_training(tmp_path, maze, kept):
+def test_a_run_refuses_a_world_model_whose_words_are_another_tasks_before_training(
+    tmp_path, maze, kept, wamerican
+):
     """Where the suite cannot tell (a bare model folder: no policy.json names its env), the run does, from its
     dataset, before the agent trains."""
     path = tmp_path / "wordle.jsonl"
