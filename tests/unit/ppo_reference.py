@@ -157,14 +157,11 @@ def run(name: str, root: Path, first_only: bool = False, video_every: int | None
     """The hash of reference run ``name``, trained in folders under ``root``; a checkpointed run is stopped
     after its first checkpoint and resumed by a second attempt, whose rows are hashed. ``video_every``: the
     run also records episodes (``budget.video_every``), which must change none of its rows."""
-    import torch
-
     from rlbench_cli.algos.base import RunContext
+    from rlbench_cli.datagen.behaviour import one_torch_thread
     from rlbench_cli.runner import attempt_dir, run_one
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():  # the rows depend on it
         spec = spec_of(name)
         if video_every is not None:
             import dataclasses
@@ -190,8 +187,6 @@ def run(name: str, root: Path, first_only: bool = False, video_every: int | None
             assert result.get("resumed_from_step"), result
         assert result["status"] == "finished", result
         return digest(rows_of(folder))
-    finally:
-        torch.set_num_threads(threads)
 
 
 def run_packed(name: str, root: Path, fixture: Path | None = None, first_only: bool = False) -> str:
@@ -199,15 +194,12 @@ def run_packed(name: str, root: Path, fixture: Path | None = None, first_only: b
     after its first checkpoint and resumed (or, given ``fixture``, resumed from a copy of that folder)."""
     import shutil
 
-    import torch
-
     from rlbench_cli.algos.base import RunContext
+    from rlbench_cli.datagen.behaviour import one_torch_thread
     from rlbench_cli.packed import run_packed as run_pack
     from rlbench_cli.runner import attempt_dir
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():  # the rows depend on it
         specs = [spec_of(name, seed) for seed in PACKED_SEEDS]
         base = root / name
         if fixture is not None:
@@ -233,8 +225,6 @@ def run_packed(name: str, root: Path, fixture: Path | None = None, first_only: b
         if attempt == 2:
             assert all(r.get("resumed_from_step") for r in results), results
         return "/".join(digest(rows_of(f)) for f in folders)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def run_fixture(name: str, root: Path) -> str:
@@ -243,21 +233,16 @@ def run_fixture(name: str, root: Path) -> str:
         return run_packed(name, root, FIXTURES / name)
     import shutil
 
-    import torch
-
+    from rlbench_cli.datagen.behaviour import one_torch_thread
     from rlbench_cli.runner import attempt_dir, run_one
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as every reference run: the rows depend on it
-    try:
+    with one_torch_thread():  # the rows depend on it
         spec = spec_of(name)
         shutil.copytree(FIXTURES / name, root / name)
         folder = attempt_dir(root / name, spec, attempt=2)
         result = run_one(spec, folder)
         assert result["status"] == "finished" and result.get("resumed_from_step"), result
         return digest(rows_of(folder))
-    finally:
-        torch.set_num_threads(threads)
 
 
 def write_fixtures() -> None:

@@ -204,7 +204,7 @@ def _finals(tmp_path, seeds, pack, env="gymnax/CartPole-v1", params=PARITY, step
     steps, PARITY), trained ``pack`` seeds per job."""
     from dataclasses import replace
 
-    from test_ppo_packed import finals, make_spec, read_rows
+    from test_ppo_packed import make_spec, read_rows
 
     for i in range(0, len(seeds), pack):
         ctxs = []
@@ -216,6 +216,14 @@ def _finals(tmp_path, seeds, pack, env="gymnax/CartPole-v1", params=PARITY, step
         for c in ctxs:
             c.sink.close()
     rows = [read_rows(tmp_path / f"jax-{s}") for s in seeds]
+    return _final_and_first(rows)
+
+
+def _final_and_first(rows):
+    """Each run's final and step-0 eval/return (of ``rows``, one frame a run), as two arrays."""
+    from test_ppo_packed import finals
+
+    rows = list(rows)
     return np.array([finals(r) for r in rows]), np.array([finals(r, 0) for r in rows])
 
 
@@ -253,7 +261,7 @@ def test_ppo_jax_on_cartpole_is_statistically_compatible_with_torch_ppo_and_with
     numbers may differ in their last bits with the size of its pack (XLA's batched kernels; the pack is
     recorded as sys/pack_size), its returns not. The pack of six is trained once for both comparisons."""
     import torch
-    from test_ppo_packed import finals, make_spec, packed
+    from test_ppo_packed import make_spec, packed
 
     # one thread, as the Acrobot test and xdist's workers (OMP_NUM_THREADS=1) have it: under `pytest -n 0` two
     # spun on the tiny networks (29 CPU-s instead of 2 on 2 loaded cores, for the same numbers)
@@ -262,8 +270,7 @@ def test_ppo_jax_on_cartpole_is_statistically_compatible_with_torch_ppo_and_with
     (tmp_path / "torch").mkdir()
     _, torch_rows = packed(tmp_path / "torch", [make_spec("CartPole-v1", PARITY, 100 + s, 6144, 6144, 5)
                                                 for s in range(6)])  # fmt: skip
-    torch_finals = [(finals(r), finals(r, 0)) for r in torch_rows.values()]
-    _compatible(x, x0, *np.array(torch_finals).T)
+    _compatible(x, x0, *_final_and_first(torch_rows.values()))
     y, y0 = _finals(tmp_path, list(range(20, 26)), pack=1)
     _compatible(x, x0, y, y0)
 
@@ -274,7 +281,7 @@ def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_acrobot(tmp_path)
     gymnasium's, 50k steps at learning rate 1e-3 (about 50 s of CPU; benchmarks/jax_parity.py prints the
     figures): equal means not rejected, IQM intervals overlapping, and the finals told apart from step 0."""
     import torch
-    from test_ppo_packed import finals, make_spec, packed
+    from test_ppo_packed import make_spec, packed
 
     torch.set_num_threads(1)
     params, steps = {"learning_rate": 1e-3}, 50_000
@@ -282,8 +289,7 @@ def test_ppo_jax_and_torch_ppo_are_statistically_compatible_on_acrobot(tmp_path)
     (tmp_path / "torch").mkdir()
     _, torch_rows = packed(tmp_path / "torch", [make_spec("Acrobot-v1", params, 100 + s, steps, steps, 5)
                                                 for s in range(10)])  # fmt: skip
-    torch_finals = [(finals(r), finals(r, 0)) for r in torch_rows.values()]
-    _compatible(x, x0, *np.array(torch_finals).T)
+    _compatible(x, x0, *_final_and_first(torch_rows.values()))
 
 
 @isolated

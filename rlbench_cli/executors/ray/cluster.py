@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UsageError
+from ..base import error_line
 
 # Without these a driver may hang (Ray rewrites 127.0.0.1 to another address, or turns token auth on after
 # a local ray.init wrote ~/.ray/auth_token); set before the first `import ray`, unless the user set them.
@@ -226,10 +227,7 @@ def init_ray(ray: Any, address: str) -> None:
         raise UsageError(f"--address {address}: the port answers but Ray did not connect within "
                          f"{INIT_TIMEOUT_S:g}s; is it a Ray head (`ray start --head`) of the same Ray version?")  # fmt: skip
     if box["err"] is not None:
-        first = (
-            str(box["err"]).strip().splitlines()[0] if str(box["err"]).strip() else type(box["err"]).__name__
-        )
-        raise UsageError(f"--address {address}: cannot connect to Ray ({first}); check that a head runs there "
+        raise UsageError(f"--address {address}: cannot connect to Ray ({error_line(box['err'])}); check that a head runs there "
                          "(`ray start --head`) with the same Ray and Python versions")  # fmt: skip
 
 

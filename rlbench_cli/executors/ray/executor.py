@@ -15,7 +15,7 @@ from typing import Any
 
 from ...algos.base import PRUNE_FILE
 from ...errors import UsageError
-from ..base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, detect_gpus, usable_cores
+from ..base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, detect_gpus, error_line, usable_cores
 from .actor import RlbenchWorker
 from .cluster import (
     check_reachable,
@@ -240,7 +240,7 @@ class RayExecutor:
         except Exception as e:  # noqa: BLE001 - the actor could not start on its node
             self._spawn_failures += 1
             if self._spawn_failures > 3 * len(self.slots):
-                first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+                first = error_line(e, last=True)
                 raise RuntimeError(f"Ray actors keep failing to start ({first}); is rlbench-cli installed on "
                                    "every node, in the same Python environment?") from None  # fmt: skip
             self._kill(ray, s)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..base import Job
+from ..base import Job, error_line
 
 KEEP_PACKED = 2  # checkpoints kept per run of a packed job on the coordinator's machine (see write_files)
 SALVAGE_TIMEOUT_S = (
@@ -274,9 +274,8 @@ def salvage(
 def left_behind(attempt: Path, node_id: str, folder: str, e: BaseException) -> None:
     """Say in an attempt's ``output.log`` here that what its dead actor wrote after the last pull could not be
     fetched from its node, and where it is."""
-    why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
     note(attempt / "output.log", f"what this attempt wrote after the last pull could not be fetched from Ray node "
-         f"{node_id} ({type(e).__name__}: {why}); it stays in {folder} on that node for {ORPHAN_AGE_S:g}s")  # fmt: skip
+         f"{node_id} ({type(e).__name__}: {error_line(e)[:200]}); it stays in {folder} on that node for {ORPHAN_AGE_S:g}s")  # fmt: skip
 
 
 def note(log: Path, line: str) -> None:
