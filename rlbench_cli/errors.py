@@ -12,7 +12,15 @@ __all__ = [
     "UnknownName",
     "ImportInvalid",
     "FetchFailed",
+    "error_line",
 ]
+
+
+def error_line(err: BaseException, last: bool = False) -> str:
+    """An error's first (or ``last``) line of text, or its type's name when it has none: for one-line messages
+    that quote another library's error."""
+    text = str(err).strip()
+    return text.splitlines()[-1 if last else 0] if text else type(err).__name__
 
 
 class RlbenchError(Exception):

@@ -20,7 +20,7 @@ from ..suite.grid import RunSpec
 
 __all__ = [
     "Job", "Outcome", "Placement", "Executor", "OnStart", "OnEnd", "OnTick",
-    "plan_devices", "usable_cores", "detect_gpus", "signal_name", "error_line", "hostname", "output_to", "NODE_LOSS_RETRIES",
+    "plan_devices", "usable_cores", "detect_gpus", "signal_name", "hostname", "output_to", "NODE_LOSS_RETRIES",
     "set_parent_death_signal", "preload_worker",
 ]  # fmt: skip
 
@@ -149,12 +149,6 @@ def plan_devices(n_gpus: int, gpus_per_job: float, workers: int) -> list[tuple[s
         if not slots:
             return [(None, "cpu")] * workers
     return slots[:workers]
-
-
-def error_line(err: BaseException, last: bool = False) -> str:
-    """An error's first (or ``last``) line of text, or its type's name when it has none: for one-line messages."""
-    text = str(err).strip()
-    return text.splitlines()[-1 if last else 0] if text else type(err).__name__
 
 
 def signal_name(code: int) -> str:

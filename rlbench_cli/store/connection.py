@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreBusy, StoreError
+from ..errors import StoreBusy, StoreError, error_line
 from .locks import acquire_write, release_write
 from .schema import migrate
 
@@ -93,9 +93,7 @@ class Connections:
                         f"{self.path}: another process has held the database for {wait:.0f}s; "
                         "try again when it finishes, or copy the file and pass the copy with --db"
                     ) from None
-                raise StoreError(
-                    f"{self.path}: not a usable DuckDB results file ({_first_line(e)})"
-                ) from None
+                raise StoreError(f"{self.path}: not a usable DuckDB results file ({error_line(e)})") from None
 
     @contextmanager
     def writer(self) -> Iterator[Any]:
@@ -226,7 +224,3 @@ def _not_duckdb(path: Path) -> str | None:
     if head[8:12] != b"DUCK":
         return "it is not a DuckDB database file"
     return None
-
-
-def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

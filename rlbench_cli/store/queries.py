@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .connection import _first_line
 from .schema import ARTIFACT_COLUMNS, RUN_COLUMNS
 
 
@@ -213,12 +212,12 @@ class Queries:
         """
         import duckdb
 
-        from ..errors import UsageError
+        from ..errors import UsageError, error_line
 
         try:
             statements = con.extract_statements(sql)
         except duckdb.Error as e:
-            raise UsageError(f"sql: {_first_line(e)}") from None
+            raise UsageError(f"sql: {error_line(e)}") from None
         if not statements:
             raise UsageError(
                 'sql: no statement to run; e.g. rlbench sql "SELECT suite, count(*) FROM runs GROUP BY ALL"'
@@ -240,7 +239,7 @@ class Queries:
             con.execute("SET autoinstall_known_extensions = false")
             return con.sql(sql).to_arrow_table()
         except duckdb.Error as e:
-            raise UsageError(f"sql: {_first_line(e)}") from None
+            raise UsageError(f"sql: {error_line(e)}") from None
 
 
 _METRIC_COLUMNS = ("run_id", "suite", "algo", "env", "seed", "step", "name", "value", "wall_time", "status")

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
-from .connection import Connections, _first_line
+from ..errors import StoreError, error_line
+from .connection import Connections
 from .schema import ARTIFACT_COLUMNS, RUN_COLUMNS
 
 _ARTIFACT_ROW = ("run_id", "step", "kind", "path", "bytes", "sha256")
@@ -229,7 +229,7 @@ class Transfer(Connections):
         try:
             con.execute(f"ATTACH ? AS {alias} (READ_ONLY)", [str(other)])
         except duckdb.Error as e:  # a writer took the other file since it was checked, or it went away
-            raise StoreError(f"{other}: cannot be opened to merge ({_first_line(e)}); try again") from None
+            raise StoreError(f"{other}: cannot be opened to merge ({error_line(e)}); try again") from None
         try:
 
             def columns(catalog: str, table: str) -> list[str]:

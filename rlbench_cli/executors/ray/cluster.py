@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import UsageError
-from ..base import error_line
+from ...errors import UsageError, error_line
 
 # Without these a driver may hang (Ray rewrites 127.0.0.1 to another address, or turns token auth on after
 # a local ray.init wrote ~/.ray/auth_token); set before the first `import ray`, unless the user set them.

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...algos.base import PRUNE_FILE
-from ...errors import UsageError
-from ..base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, detect_gpus, error_line, usable_cores
+from ...errors import UsageError, error_line
+from ..base import Job, OnEnd, OnStart, OnTick, Outcome, Placement, detect_gpus, usable_cores
 from .actor import RlbenchWorker
 from .cluster import (
     check_reachable,

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..base import Job, error_line
+from ...errors import error_line
+from ..base import Job
 
 KEEP_PACKED = 2  # checkpoints kept per run of a packed job on the coordinator's machine (see write_files)
 SALVAGE_TIMEOUT_S = (
