@@ -39,6 +39,7 @@ __all__ = [
     "BOOTSTRAP_REPS",
     "BOOTSTRAP_SEED",
     "COUNTS",
+    "PAIRED",
     "STATS",
     "BundleScores",
     "Claim",
@@ -60,8 +61,11 @@ BOOTSTRAP_REPS = 50_000  # rlbench leaderboard's --reps default
 BOOTSTRAP_SEED = 0  # rlbench leaderboard's --seed default
 AGGREGATES = ("mean", "median", "iqm")
 COUNTS = ("runs", "metric_rows", "seeds_per_cell", "total_duration_s", "duration_s")
-STATS = (*AGGREGATES, "seed", *COUNTS)
-_KEYS = frozenset("algo task stat metric rule step normalised percent seeds printed legacy".split())
+PAIRED = ("mean_diff", "above", "below", "tied", "sign_p", "wilcoxon_p", "holm_p")  # rlbench compare --paired
+STATS = (*AGGREGATES, "seed", *COUNTS, *PAIRED)
+_KEYS = frozenset(
+    "algo task stat metric rule step normalised percent seeds printed legacy baseline alternative".split()
+)
 _NUM = r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?"
 _INTERVAL = re.compile(rf"^({_NUM}) \[({_NUM}), ({_NUM})\]$")
 _RANGE = re.compile(rf"^({_NUM})-(\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)?)$")
@@ -84,6 +88,10 @@ class Claim:
         seeds: The seeds the number is over.
         printed: The number as printed.
         legacy: Published before the rule (``check_rule``); counted, not enforced.
+        baseline, alternative: Of a ``PAIRED`` statistic: the task (or algorithm) the claim's one task (or
+            algorithm) is paired against by seed, as ``rlbench compare --paired BASELINE --alternative ...``
+            prints it (Holm's family: every comparison against the baseline over the claim's seeds); raw
+            scores (``normalised: false``), differences x 100 with ``percent``, p-values and counts as they are.
     """
 
     bundle: str
@@ -100,6 +108,8 @@ class Claim:
     seeds: tuple[int, ...]
     printed: str
     legacy: bool
+    baseline: str | None = None
+    alternative: str = "two-sided"
 
     @property
     def label(self) -> str:
@@ -113,6 +123,8 @@ class Claim:
         if self.step is not None:
             what.append(f"at step {self.step}")
         what.append("seeds " + ",".join(map(str, self.seeds)))
+        if self.baseline is not None:
+            what.append(f"against {self.baseline}, {self.alternative}")
         where = "/".join(self.algo) or "all algorithms"
         if self.task:
             where += " on " + "/".join(self.task)
@@ -182,11 +194,21 @@ def _claim(bundle: str, doc: str, quote: str, fields: dict[str, Any], where: str
     step = fields.get("step")
     if step is not None and not isinstance(step, int):
         raise UsageError(f"{where}: step must be an integer")
-    return Claim(bundle=bundle, doc=doc, quote=quote, algo=algo,
-                 task=tuple(map(str, _as_tuple(fields.get("task"), where, "task"))), stat=stat,
+    task = tuple(map(str, _as_tuple(fields.get("task"), where, "task")))
+    baseline, alternative = fields.get("baseline"), str(fields.get("alternative", "two-sided"))
+    if (stat in PAIRED) != (baseline is not None):
+        raise UsageError(f"{where}: baseline (a task or algorithm to pair against) goes with the paired stats "
+                         f"{', '.join(PAIRED)}, and only with them")  # fmt: skip
+    if stat in PAIRED and (len(algo) != 1 or len(task) != 1 or fields.get("normalised", True)):
+        raise UsageError(f"{where}: a {stat} claim names one algo and one task, and is of raw scores "
+                         f"(normalised: false)")  # fmt: skip
+    if alternative not in ("two-sided", "greater", "less"):
+        raise UsageError(f"{where}: alternative {alternative!r}; use two-sided, greater or less")
+    return Claim(bundle=bundle, doc=doc, quote=quote, algo=algo, task=task, stat=stat,
                  metric=fields.get("metric"), rule=fields.get("rule"), step=step,
                  normalised=bool(fields.get("normalised", True)), percent=bool(fields.get("percent", False)),
-                 seeds=tuple(seeds), printed=printed, legacy=bool(fields.get("legacy", False)))  # fmt: skip
+                 seeds=tuple(seeds), printed=printed, legacy=bool(fields.get("legacy", False)),
+                 baseline=None if baseline is None else str(baseline), alternative=alternative)  # fmt: skip
 
 
 def _defaults(node: dict[str, Any]) -> dict[str, Any]:
@@ -481,6 +503,8 @@ class BundleScores:
         if claim.stat in COUNTS:
             return self._count(claim)
         scale = 100.0 if claim.percent else 1.0
+        if claim.stat in PAIRED:
+            return self._paired(claim, scale)
         if claim.stat == "iqm":
             from . import stats
 
@@ -508,6 +532,30 @@ class BundleScores:
             if (algo, task) not in frame.index:
                 raise KeyError(f"no finished run of {algo} on {task} with the metric")
         return [scale * float(frame.loc[(a, task), column]) for a in claim.algo]
+
+    def _paired(self, claim: Claim, scale: float) -> list[float]:
+        """A ``PAIRED`` claim's numbers from ``stats.paired_family`` of its seeds' raw scores."""
+        from . import stats
+
+        frame = self._scored(claim)[0]
+        key = ("paired", id(frame), claim.seeds, claim.baseline, claim.alternative)
+        if key not in self._cache:
+            mine = frame.loc[frame["seed"].isin(claim.seeds)]
+            self._cache[key] = stats.paired_family(mine, str(claim.baseline), claim.alternative,
+                                                   BOOTSTRAP_REPS, BOOTSTRAP_SEED)  # fmt: skip
+        dimension, _, rows = self._cache[key]
+        (algo,), (task,) = claim.algo, claim.task
+        group, other = (algo, task) if dimension == "task" else (task, algo)
+        row = next((r for r in rows if r["group"] == group and r["other"] == other), None)
+        if row is None:
+            raise KeyError(f"no comparison of {other} against {claim.baseline} within {group}")
+        if row["pairs"] != len(claim.seeds):
+            raise KeyError(f"{row['pairs']} of the claim's {len(claim.seeds)} seeds are paired "
+                           f"(unpaired: {', '.join(map(str, row['unpaired']))})")  # fmt: skip
+        if claim.stat == "mean_diff":
+            fields = ("mean_diff", "lower", "upper") if claim.interval else ("mean_diff",)
+            return [scale * float(row[f]) for f in fields]
+        return [float(row[claim.stat])]
 
     def _count(self, claim: Claim) -> list[float]:
         runs = self.runs()

@@ -6,6 +6,10 @@ through the ordinary coordinator (so on any executor, skipping what is finished,
 the runs' scores (the suite's score rule) go through ``adaptive.decide`` and the decisions are stored. A
 killed ``rlbench run --adaptive`` picks up where it stopped: the decisions are recomputed from the stored runs
 by the same seeded procedure, so they are the ones stored before, and the settings must be the same.
+
+``rlbench compare --paired`` asks another question of the same scores: one task (or algorithm) against a baseline,
+paired by seed (``paired_suite``, ``stats.paired_family``), for configurations whose seeds fix what both are
+scored on.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ from .store import Store
 from .suite.grid import RunSpec, expand
 from .suite.models import Suite
 
-__all__ = ["run_adaptive", "stored_scores", "compare_suite", "decision_rows", "AdaptiveResult"]
+__all__ = [
+    "run_adaptive",
+    "stored_scores",
+    "compare_suite",
+    "decision_rows",
+    "paired_suite",
+    "AdaptiveResult",
+]
 
 
 class AdaptiveResult:
@@ -168,3 +179,42 @@ def compare_suite(
         raise UsageError(f"suite {suite!r} has no finished runs with metric {metric!r} to compare")
     check_settings(settings, max(len(a) for a in algos.values()))
     return decision_rows(decide(scores, algos, settings)), settings.to_dict()
+
+
+def paired_suite(
+    store: Store,
+    suite: str,
+    baseline: str,
+    metric: str | None = None,
+    rule: str | None = None,
+    drop_first: int | None = None,
+    alternative: str = "two-sided",
+    reps: int = 50_000,
+    seed: int = 0,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """What ``rlbench compare --paired BASELINE`` shows: ``stats.paired_family`` of the suite's finished runs,
+    scored as ``rlbench leaderboard`` scores them (``analysis.load_scores``; ``metric``, ``rule``,
+    ``drop_first``: as ``analysis.suite_scoring``), and the settings (the dimension compared across included).
+
+    Raises:
+        UsageError: no finished run with the metric, an unknown baseline or one with nothing to pair, two runs
+            of a configuration with one seed, or an unknown alternative.
+    """
+    from . import stats
+    from .analysis import load_scores, suite_scoring
+
+    if alternative not in stats.ALTERNATIVES:
+        raise UsageError(f"--alternative {alternative!r}: use one of {', '.join(stats.ALTERNATIVES)}")
+    if reps < 1:
+        raise UsageError(f"--reps {reps}: the bootstrap needs at least 1 replicate (default 50000)")
+    metric, rule, drop_first = suite_scoring(store, suite, metric, rule, drop_first)
+    frame, _ = load_scores(store, suite, metric, rule, drop_first)
+    dimension, name, rows = stats.paired_family(frame, baseline, alternative, reps, seed)
+    if not rows:
+        other, held = ("task", "an algorithm") if dimension == "task" else ("algorithm", "a task")
+        raise UsageError(f"--paired {baseline!r}: no other {other} of suite {suite!r} shares {held} with it, so "
+                         f"there is nothing to pair; pass {held} to compare those instead")  # fmt: skip
+    settings = {"baseline": name, "dimension": dimension,
+                "metric": metric, "rule": rule, "drop_first": drop_first, "alternative": alternative,
+                "reps": reps, "seed": seed, "comparisons": len(rows)}  # fmt: skip
+    return rows, settings

@@ -19,6 +19,7 @@ from .common import (
 )
 
 SYMBOL = {"larger": ">", "smaller": "<", "equal": "=", "continue": "?"}
+WORD = {"algo": "algorithm", "task": "task"}
 
 
 def decisions_table(rows: list[dict[str, Any]], settings: dict[str, Any]) -> str:
@@ -43,6 +44,42 @@ def decisions_table(rows: list[dict[str, Any]], settings: dict[str, Any]) -> str
     return "\n".join(lines)
 
 
+def paired_table(rows: list[dict[str, Any]], settings: dict[str, Any], alpha: float) -> str:
+    """``rlbench compare --paired``'s comparisons as a markdown table, with what they were computed from."""
+
+    def num(v: Any) -> str:
+        return "-" if v is None else f"{v:.4g}"
+
+    def p(v: Any) -> str:
+        return "-" if v is None else (f"{v:.2g}" if v < 0.001 else f"{v:.3f}")
+
+    held, across = ("algo", "task") if settings["dimension"] == "task" else ("task", "algo")
+    sided = {"two-sided": "two-sided", "greater": f"one-sided (the other {WORD[across]} above the baseline)",
+             "less": f"one-sided (the other {WORD[across]} below the baseline)"}[settings["alternative"]]  # fmt: skip
+    lines = [
+        f"Paired by seed: each {WORD[across]} against {settings['baseline']} within each {WORD[held]}; "
+        f"{settings['metric']} scored by {settings['rule']}; difference = other - baseline, its mean with a 95% "
+        f"bootstrap interval ({settings['reps']:,} reps, seed {settings['seed']}); {sided} sign and Wilcoxon "
+        f"signed-rank tests; Holm's correction over the {settings['comparisons']} comparison"
+        f"{'s' if settings['comparisons'] != 1 else ''} (* below {alpha:g})",
+        "",
+        f"| {held} | {across} | seeds | baseline mean | mean | difference [95% CI] | above / below / level "
+        f"| sign p | Wilcoxon p | Holm p |",
+        "|---|---|--:|--:|--:|--:|:-:|--:|--:|--:|",
+    ]
+    for r in rows:
+        unpaired = f" ({len(r['unpaired'])} unpaired)" if r["unpaired"] else ""
+        if not r["pairs"]:
+            lines.append(f"| {r['group']} | {r['other']} | 0{unpaired} | - | - | - | - | - | - | - |")
+            continue
+        star = " *" if r["holm_p"] is not None and r["holm_p"] < alpha else ""
+        lines.append(f"| {r['group']} | {r['other']} | {r['pairs']}{unpaired} | {num(r['mean_a'])} | "
+                     f"{num(r['mean_b'])} | {num(r['mean_diff'])} [{num(r['lower'])}, {num(r['upper'])}] | "
+                     f"{r['above']} / {r['below']} / {r['tied']} | {p(r['sign_p'])} | {p(r['wilcoxon_p'])} | "
+                     f"{p(r['holm_p'])}{star} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 @handle_errors
 def compare(
     suite: SuiteArg,
@@ -56,19 +93,65 @@ def compare(
         int | None, typer.Option("--max-batches", help="looks at most [default: 5]")
     ] = None,
     permutations: Annotated[int | None, typer.Option("--permutations", help="[default: 10000]")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="seed of the permutations [default: 0]")] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="seed of the permutations or bootstrap [default: 0]")
+    ] = None,
+    paired: Annotated[
+        str | None,
+        typer.Option(
+            "--paired",
+            metavar="BASELINE",
+            help="a task (or algorithm) to compare every other one against, within each algorithm (or "
+            "task), paired by seed: sign and Wilcoxon tests, mean difference, Holm (task:NAME or "
+            "algo:NAME when a name is both)",
+        ),
+    ] = None,
+    alternative: Annotated[
+        str | None,
+        typer.Option("--alternative", help="with --paired: two-sided | greater | less [default: two-sided]"),
+    ] = None,
+    reps: Annotated[
+        int | None, typer.Option("--reps", help="with --paired: bootstrap replicates [default: 50000]")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Which algorithms differ, per task, by AdaStop's sequential permutation test: the decisions
     `rlbench run --adaptive` stored, or, given settings or for a suite run without --adaptive (imported runs
     too), the test applied to the finished runs in seed order.
 
+    With --paired BASELINE: each task against the baseline task within each algorithm (or each algorithm
+    against the baseline algorithm within each task), seed by seed, for configurations whose seeds fix what
+    both are scored on (the same evaluation episodes or datasets).
+
     Example: rlbench compare quickstart --alpha 0.05 --batch 5 --max-batches 2
+
+    Example: rlbench compare mixes --paired 'TextNav-v0-noisy[mix=real]' --metric eval/success --alternative greater
     """
     from ..adaptive import AdaptiveSettings
-    from ..sequential import compare_suite
+    from ..errors import UsageError
+    from ..sequential import compare_suite, paired_suite
 
     check_score_flags(score, drop_first)
+    if paired is not None:
+        adastop = [flag for flag, v in (("--batch", batch), ("--max-batches", max_batches),
+                                        ("--permutations", permutations)) if v is not None]  # fmt: skip
+        if adastop:
+            raise UsageError(
+                f"{', '.join(adastop)}: AdaStop's settings do not apply with --paired; drop them"
+            )
+        rows, settings = paired_suite(store_for(db), suite, paired, metric, score, drop_first,
+                                      alternative or "two-sided", 50_000 if reps is None else reps,
+                                      0 if seed is None else seed)  # fmt: skip
+        level = 0.05 if alpha is None else alpha
+        if json_out:
+            typer.echo(json.dumps({"suite": suite, "paired": settings, "alpha": level, "comparisons": rows},
+                                  indent=1, default=str))  # fmt: skip
+        else:
+            typer.echo(paired_table(rows, settings, level))
+        return
+    if alternative is not None or reps is not None:
+        flag = "--alternative" if alternative is not None else "--reps"
+        raise UsageError(f"{flag} applies to --paired BASELINE only; add --paired or drop {flag}")
     given = {k: v for k, v in dict(alpha=alpha, batch=batch, max_batches=max_batches, permutations=permutations,
                                    seed=seed).items() if v is not None}  # fmt: skip
     rows, settings = compare_suite(store_for(db), suite, AdaptiveSettings(**given) if given else None, metric,

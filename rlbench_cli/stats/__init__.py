@@ -25,9 +25,10 @@ Neither rliable nor scipy is imported here, so importing this package is cheap.
 
 Layout: ``scores`` (metric rows -> one score per run), ``normalise`` (fixed reference scores), ``tables``
 (``ScoreTable`` and ``score_table``), ``intervals`` (aggregates, probability of improvement, performance
-profiles, the bootstrap seeds), ``curves`` (sample efficiency, learning curves) and ``sweeps`` (a score
-against a config key, per task: ``key_intervals``, ``x_axis``). Every public name is
-importable from this package.
+profiles, the bootstrap seeds), ``curves`` (sample efficiency, learning curves), ``sweeps`` (a score
+against a config key, per task: ``key_intervals``, ``x_axis``) and ``paired`` (one configuration against a
+baseline, paired by seed: sign and Wilcoxon tests equal to scipy's, the mean difference's bootstrap interval,
+Holm's adjustment; ``paired_family``). Every public name is importable from this package.
 """
 
 from rlbench_cli.scoring import (
@@ -49,6 +50,17 @@ from rlbench_cli.stats.intervals import (
     probability_of_improvement,
 )
 from rlbench_cli.stats.normalise import REFERENCES
+from rlbench_cli.stats.paired import (
+    ALTERNATIVES,
+    PairedTest,
+    holm,
+    mean_diff_interval,
+    paired_family,
+    paired_test,
+    resolve_baseline,
+    sign_test,
+    wilcoxon,
+)
 from rlbench_cli.stats.scores import (
     COLUMNS,
     RULES,
@@ -103,4 +115,13 @@ __all__ = [
     "key_intervals",
     "natural_order",
     "x_axis",
+    "ALTERNATIVES",
+    "PairedTest",
+    "holm",
+    "mean_diff_interval",
+    "paired_family",
+    "paired_test",
+    "resolve_baseline",
+    "sign_test",
+    "wilcoxon",
 ]

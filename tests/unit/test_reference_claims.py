@@ -12,6 +12,7 @@ claim not marked `legacy: true`; the legacy ones are counted and printed, so wha
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 from contextlib import ExitStack
 from pathlib import Path
@@ -151,7 +152,11 @@ def example(scored, stat: str, step: int | None = None) -> claims.Claim:
     return dataclasses.replace(claim, printed=", ".join(f"{v:.1f}" for v in values))
 
 
-@pytest.mark.parametrize("stat", ["iqm", "mean", "median", "seed", "runs", "metric_rows", "total_duration_s"])
+@pytest.mark.parametrize(
+    "stat",
+    ["iqm", "mean", "median", "seed", "runs", "metric_rows", "total_duration_s", "mean_diff", "above", "sign_p",
+     "wilcoxon_p", "holm_p"],
+)  # fmt: skip
 def test_a_wrong_number_fails_naming_the_bundle_the_claim_and_both_numbers(stat, scored):
     claim = example(scored, stat)
     assert claims.check_value(claim, scored[claim.bundle]) is None
@@ -249,3 +254,40 @@ def test_a_claim_about_a_run_the_bundle_lacks_is_one_line(stat, scored):
     assert "no finished run with metric 'eval/nope'" in one_line(
         claims.check_value(unknown, scored[claim.bundle])
     )
+
+
+def test_a_paired_claim_over_a_seed_without_its_partner_is_one_line(scored):
+    claim = example(scored, "wilcoxon_p")
+    assert claim.baseline is not None and "against " + claim.baseline in claim.label
+    other = next(c for c in PUBLISHED.claims if c.bundle != claim.bundle and c.stat == "iqm")
+    lonely = dataclasses.replace(claim, seeds=(*claim.seeds, other.seeds[0]))
+    message = one_line(claims.check_value(lonely, scored[claim.bundle]))
+    assert (
+        "cannot be recomputed" in message
+        and f"of the claim's {len(lonely.seeds)} seeds are paired" in message
+    )
+    flipped = dataclasses.replace(claim, alternative="less" if claim.alternative != "less" else "greater")
+    assert f"printed {claim.printed}, recomputed " in one_line(
+        claims.check_value(flipped, scored[claim.bundle])
+    )
+
+
+@pytest.mark.parametrize(
+    "fields, needle",
+    [
+        ("{stat: iqm, algo: a, task: t, baseline: t2, printed: '1'}", "baseline (a task or algorithm to pair"),
+        ("{stat: above, algo: a, task: t, normalised: false, printed: '1'}", "goes with the paired stats"),
+        ("{stat: above, algo: a, task: t, baseline: t2, printed: '1'}", "is of raw scores (normalised: false)"),
+        ("{stat: above, algo: [a, b], task: t, baseline: t2, normalised: false, printed: '1'}", "names one algo"),
+        ("{stat: sign_p, algo: a, task: t, baseline: t2, normalised: false, alternative: up, printed: '1'}",
+         "alternative 'up'; use two-sided, greater or less"),
+    ],
+)  # fmt: skip
+def test_a_bad_paired_claim_is_one_line(tmp_path, fields, needle):
+    bad = tmp_path / "results" / "reference" / "claims.yaml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(
+        f"bundles:\n  b:\n    seeds: [0]\n    quotes:\n      - {{doc: README.md, text: x, claims: [{fields}]}}\n"
+    )
+    with pytest.raises(UsageError, match=re.escape(needle)):
+        claims.load_claims(bad)

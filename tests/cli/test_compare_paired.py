@@ -1,0 +1,105 @@
+"""`rlbench compare --paired`: one task (or algorithm) against a baseline, seed by seed, through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from rlbench_cli.cli.app import app
+
+pytestmark = pytest.mark.fast
+
+runner = CliRunner()
+REAL, MIX = "Nav[mix=real]", "Nav[mix=real+imagined]"
+GAINS = [0.3, 0.2, 0.1, 0.0, 0.25, 0.15]  # real + imagined minus real, per seed
+
+
+@pytest.fixture
+def db(tmp_path, make_results_db):
+    runs = []
+    for seed, gain in enumerate(GAINS):
+        runs.append(("bc", REAL, seed, [(50, 0.1), (100, 0.5)]))
+        runs.append(("bc", MIX, seed, [(50, 0.2), (100, 0.5 + gain)]))
+        runs.append(("ilql", REAL, seed, [(100, 0.4 + 0.01 * seed)]))
+        runs.append(("ilql", MIX, seed, [(100, 0.4)]))
+    runs.append(("ilql", MIX, 9, [(100, 0.9)]))  # no partner on real
+    make_results_db(tmp_path / "p.duckdb", runs, suite="mixes")
+    return tmp_path / "p.duckdb"
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_the_table_pairs_each_task_with_the_baseline_within_each_algorithm(db):
+    from scipy import stats as scipy_stats
+
+    r = invoke("compare", "mixes", "--db", db, "--paired", REAL)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].startswith(f"Paired by seed: each task against {REAL} within each algorithm; eval/return "
+                               "scored by final; difference = other - baseline")  # fmt: skip
+    assert "Holm's correction over the 2 comparisons (* below 0.05)" in lines[0]
+    bc = next(line for line in lines if line.startswith("| bc |")).split(" | ")
+    wilcoxon = scipy_stats.wilcoxon(GAINS).pvalue
+    assert bc[1:4] == [MIX, "6", "0.5"] and bc[6] == "5 / 0 / 1"
+    assert bc[5].startswith("0.1667 [") and bc[8] == f"{wilcoxon:.3f}"
+    ilql = next(line for line in lines if line.startswith("| ilql |")).split(" | ")
+    assert ilql[2] == "6 (1 unpaired)" and ilql[6] == "0 / 5 / 1"
+
+
+def test_json_has_every_number_and_a_one_sided_test(db):
+    r = invoke("compare", "mixes", "--db", db, "--paired", REAL, "--alternative", "greater", "--reps", "500",
+               "--seed", "3", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["paired"] == {"baseline": REAL, "dimension": "task", "metric": "eval/return", "rule": "final",
+                             "drop_first": 0, "alternative": "greater", "reps": 500, "seed": 3,
+                             "comparisons": 2}  # fmt: skip
+    bc, ilql = out["comparisons"]
+    assert (bc["group"], bc["other"], bc["seeds"], bc["above"]) == ("bc", MIX, [0, 1, 2, 3, 4, 5], 5)
+    assert bc["wilcoxon_p"] == pytest.approx(1 / 32) and bc["sign_p"] == pytest.approx(1 / 32)
+    assert ilql["unpaired"] == [9] and ilql["wilcoxon_p"] == pytest.approx(1.0)
+    assert bc["lower"] <= bc["mean_diff"] <= bc["upper"]
+    assert bc["holm_p"] == pytest.approx(2 / 32)
+
+
+def test_algorithms_within_each_task_and_the_score_rule(db):
+    r = invoke("compare", "mixes", "--db", db, "--paired", "bc", "--score", "best", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["paired"]["dimension"] == "algo" and out["paired"]["rule"] == "best"
+    assert [(c["group"], c["other"]) for c in out["comparisons"]] == [(MIX, "ilql"), (REAL, "ilql")]
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--paired", "Nav"], "--paired 'Nav' names no task or algorithm with finished runs; close: "),
+        (
+            ["--paired", REAL, "--alternative", "up"],
+            "--alternative 'up': use one of two-sided, greater, less",
+        ),
+        (
+            ["--paired", REAL, "--batch", "3"],
+            "--batch: AdaStop's settings do not apply with --paired; drop them",
+        ),
+        (["--alternative", "less"], "--alternative applies to --paired BASELINE only; add --paired or drop"),
+        (["--paired", REAL, "--reps", "0"], "--reps 0: the bootstrap needs at least 1 replicate"),
+        (["--paired", REAL, "--metric", "eval/nope"], "has no finished run with metric 'eval/nope'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(db, args, needle):
+    r = invoke("compare", "mixes", "--db", db, *args)
+    assert r.exit_code == 2, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.output
+
+
+def test_nothing_to_pair_is_said(tmp_path, make_results_db):
+    make_results_db(tmp_path / "one.duckdb", [("bc", REAL, s, [(1, 0.5)]) for s in range(3)], suite="one")
+    r = invoke("compare", "one", "--db", tmp_path / "one.duckdb", "--paired", REAL)
+    assert r.exit_code == 2
+    assert "no other task of suite 'one' shares an algorithm with it" in r.output
