@@ -67,16 +67,22 @@ def paired_table(rows: list[dict[str, Any]], settings: dict[str, Any], alpha: fl
         f"| sign p | Wilcoxon p | Holm p |",
         "|---|---|--:|--:|--:|--:|:-:|--:|--:|--:|",
     ]
+    blind = 0
     for r in rows:
         unpaired = f" ({len(r['unpaired'])} unpaired)" if r["unpaired"] else ""
         if not r["pairs"]:
             lines.append(f"| {r['group']} | {r['other']} | 0{unpaired} | - | - | - | - | - | - | - |")
             continue
         star = " *" if r["holm_p"] is not None and r["holm_p"] < alpha else ""
+        if r["min_p"] >= alpha:
+            star, blind = " †", blind + 1
         lines.append(f"| {r['group']} | {r['other']} | {r['pairs']}{unpaired} | {num(r['mean_a'])} | "
                      f"{num(r['mean_b'])} | {num(r['mean_diff'])} [{num(r['lower'])}, {num(r['upper'])}] | "
                      f"{r['above']} / {r['below']} / {r['tied']} | {p(r['sign_p'])} | {p(r['wilcoxon_p'])} | "
                      f"{p(r['holm_p'])}{star} |")  # fmt: skip
+    if blind:
+        lines += ["", f"† too few seeds off level for these tests to reach {alpha:g} whatever their outcome (the "
+                      f"smallest p possible with n of them is 2 / 2^n two-sided, 1 / 2^n one-sided): run more seeds"]  # fmt: skip
     return "\n".join(lines)
 
 

@@ -59,6 +59,7 @@ from rlbench_cli.stats.paired import (
     paired_test,
     resolve_baseline,
     sign_test,
+    smallest_p,
     wilcoxon,
 )
 from rlbench_cli.stats.scores import (
@@ -123,5 +124,6 @@ __all__ = [
     "paired_test",
     "resolve_baseline",
     "sign_test",
+    "smallest_p",
     "wilcoxon",
 ]

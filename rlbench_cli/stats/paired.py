@@ -156,6 +156,14 @@ def mean_diff_interval(
     return float(lower), float(upper)
 
 
+def smallest_p(off_level: int, alternative: str = "two-sided") -> float:
+    """The smallest p-value the sign and exact Wilcoxon tests can give with ``off_level`` non-zero differences
+    (all of them one way): ``1 / 2^n`` one-sided, ``2 / 2^n`` two-sided, at most 1 (the Wilcoxon test's normal
+    approximation, used from 14 differences with ties, gives about as little)."""
+    sides = 2.0 if _alternative(alternative) == "two-sided" else 1.0
+    return min(1.0, sides / 2.0**off_level)
+
+
 def _snap(diffs: np.ndarray, scale: float) -> np.ndarray:
     """Differences rounded to 10 significant digits of the scores' scale, so that the subtraction's last bits
     neither break a tie nor make a zero (0.6 - 0.45 and 0.35 - 0.2 differ there)."""
@@ -166,7 +174,9 @@ def _snap(diffs: np.ndarray, scale: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PairedTest:
-    """One configuration (b) against its baseline (a) over the seeds both have."""
+    """One configuration (b) against its baseline (a) over the seeds both have. ``min_p``: the smallest p-value
+    the tests could give with these seeds (``smallest_p``); at or above alpha, no outcome of them could have
+    shown a difference."""
 
     seeds: tuple[int, ...]
     mean_a: float
@@ -179,6 +189,7 @@ class PairedTest:
     tied: int
     sign_p: float
     wilcoxon_p: float
+    min_p: float
 
     def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "seeds": list(self.seeds)}
@@ -205,7 +216,7 @@ def paired_test(
     return PairedTest(seeds=seeds, mean_a=float(x.mean()), mean_b=float(y.mean()), mean_diff=float(d.mean()),
                       lower=lower, upper=upper, above=int((d > 0).sum()), below=int((d < 0).sum()),
                       tied=int((d == 0).sum()), sign_p=sign_test(d, alternative),
-                      wilcoxon_p=wilcoxon(d, alternative))  # fmt: skip
+                      wilcoxon_p=wilcoxon(d, alternative), min_p=smallest_p(int((d != 0).sum()), alternative))  # fmt: skip
 
 
 def _close(name: str, names: Sequence[str]) -> list[str]:

@@ -48,6 +48,13 @@ def test_the_table_pairs_each_task_with_the_baseline_within_each_algorithm(db):
     assert bc[5].startswith("0.1667 [") and bc[8] == f"{wilcoxon:.3f}"
     ilql = next(line for line in lines if line.startswith("| ilql |")).split(" | ")
     assert ilql[2] == "6 (1 unpaired)" and ilql[6] == "0 / 5 / 1"
+    # 5 seeds off level: no two-sided outcome could reach 0.05 (2 / 2^5 = 0.0625), and the table says so
+    assert bc[9].endswith(" † |") and ilql[9].endswith(" † |")
+    assert lines[-1].startswith(
+        "† too few seeds off level for these tests to reach 0.05 whatever their outcome"
+    )
+    one_sided = invoke("compare", "mixes", "--db", db, "--paired", REAL, "--alternative", "greater")
+    assert "†" not in one_sided.output  # 1 / 2^5 < 0.05
 
 
 def test_json_has_every_number_and_a_one_sided_test(db):
@@ -64,6 +71,7 @@ def test_json_has_every_number_and_a_one_sided_test(db):
     assert ilql["unpaired"] == [9] and ilql["wilcoxon_p"] == pytest.approx(1.0)
     assert bc["lower"] <= bc["mean_diff"] <= bc["upper"]
     assert bc["holm_p"] == pytest.approx(2 / 32)
+    assert bc["min_p"] == pytest.approx(1 / 32) and ilql["min_p"] == pytest.approx(1 / 32)
 
 
 def test_algorithms_within_each_task_and_the_score_rule(db):

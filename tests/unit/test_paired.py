@@ -44,6 +44,16 @@ def test_wilcoxon_and_sign_test_equal_scipy(alternative):
     assert checked > 130 and branches == {"exact", "flips", "asymptotic"}
 
 
+def test_the_smallest_p_is_every_difference_one_way():
+    for n in range(1, 9):
+        ones = np.ones(n)
+        assert stats.smallest_p(n) == pytest.approx(min(1.0, stats.wilcoxon(ones))) == stats.sign_test(ones)
+        assert stats.smallest_p(n, "greater") == pytest.approx(stats.wilcoxon(ones, "greater"))
+    assert stats.smallest_p(0) == 1.0
+    test = stats.paired_test({s: 0.0 for s in range(7)}, {s: float(s > 1) for s in range(7)}, reps=10)
+    assert test.min_p == stats.smallest_p(5) == 0.0625
+
+
 def test_every_difference_zero_is_no_evidence():
     assert stats.wilcoxon([0.0, 0.0, 0.0]) == 1.0
     assert stats.sign_test([0.0, 0.0]) == 1.0
