@@ -56,6 +56,12 @@ def check_params(name: str, env_id: str | None, params: dict[str, Any]) -> None:
                              "text env (rlbench/MazeFO-v0, ...): remove warm_start")  # fmt: skip
         raise ValueError(f"warm_start: {name} does not take it; it is an option of "
                          f"{', '.join(warm_startable())} on a text env")  # fmt: skip
+    if "pretrain" in params and not getattr(adapter, "takes_pretrain", False):
+        where = (
+            f"{env_id} is not a text env" if env_id is not None and not is_text_env(env_id) else "not here"
+        )
+        raise ValueError(f"pretrain: behaviour cloning before the first turn is an option of ppo on a text env "
+                         f"(rlbench/MazeFO-v0, ...), {where}: remove pretrain")  # fmt: skip
     check = getattr(adapter, "check_params", None)
     if check is not None:
         check(dict(params))

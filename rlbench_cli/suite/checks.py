@@ -130,33 +130,15 @@ def _warm_start_problem(suite: Suite, i: int) -> str | None:
         return f"{where}: {a.name} does not take it; warm start is an option of {takers} on a text env"
     if not isinstance(ws, dict):
         return f"{where}: must be a mapping, e.g. {{world_model_steps: 300, imagined_steps: 1000}}"
-    names = {d.name: d for d in suite.datasets}
     for e in (e for e in suite.envs if a.runs_on(e)):
         if not is_text_env(e.id):
             return (
                 f"{where}: a warm start learns inside a text world model and {e.id} is not a text env "
                 f"(rlbench/MazeFO-v0, ...); give algorithms[{i}] an envs: list of text envs, or remove it"
             )
-        ds = warm_start_dataset(e.id, ws.get("dataset"))
-        if ds.endswith(".jsonl") or "/" in ds:
-            if not Path(ds).expanduser().is_file():
-                return f"{where}.dataset: no file at {ds}; give a JSONL file of {e.id}'s episodes or a dataset name"
-        elif ds not in names:
-            how = (
-                "warm_start.dataset names one the suite does not list"
-                if ws.get("dataset")
-                else (f"the suite has no dataset {ds}")
-            )
-            return (
-                f"{where}: {e.id} has no dataset to train the world model on ({how}); add {ds} to the "
-                "suite's datasets: (rlbench run builds it) or name one of them in warm_start.dataset"
-            )
-        elif names[ds].path:
-            return f"{where}.dataset: {ds} is a file of yours; give its path ({names[ds].path}) instead"
-        elif names[ds].env != e.id:
-            return (
-                f"{where}.dataset: {ds} is a dataset of {names[ds].env}, not of {e.id}; name one of {e.id}'s"
-            )
+        problem = _text_dataset_problem(suite, where, e.id, ws.get("dataset"), "train the world model on")
+        if problem:
+            return problem
         steps, imagined = int(suite.run_budget(a, e)["steps"]), _number(ws.get("imagined_steps"))
         if imagined is not None and imagined > steps:
             return (
@@ -164,6 +146,53 @@ def _warm_start_problem(suite: Suite, i: int) -> str | None:
                 f"({steps}) on {e.label}; imagined steps come on top of the real ones and may be at most as "
                 "many: lower imagined_steps or raise the budget's steps"
             )
+    return None
+
+
+def _text_dataset_problem(suite: Suite, where: str, env_id: str, given: Any, role: str) -> str | None:
+    """What is wrong with the dataset a run on ``env_id`` reads for ``where`` (``warm_start``'s world model,
+    ``pretrain``'s cloning): ``given`` or the env's generated ``<EnvName>-mixed``, which must be a JSONL file
+    or a generated dataset of that env the suite lists (so ``rlbench run`` builds it first)."""
+    names = {d.name: d for d in suite.datasets}
+    field = where.rpartition(".")[2]
+    ds = warm_start_dataset(env_id, given)
+    if ds.endswith(".jsonl") or "/" in ds:
+        if not Path(ds).expanduser().is_file():
+            return f"{where}.dataset: no file at {ds}; give a JSONL file of {env_id}'s episodes or a dataset name"
+    elif ds not in names:
+        how = (
+            f"{field}.dataset names one the suite does not list"
+            if given
+            else f"the suite has no dataset {ds}"
+        )
+        return (f"{where}: {env_id} has no dataset to {role} ({how}); add {ds} to the suite's datasets: (rlbench "
+                f"run builds it) or name one of them in {field}.dataset")  # fmt: skip
+    elif names[ds].path:
+        return f"{where}.dataset: {ds} is a file of yours; give its path ({names[ds].path}) instead"
+    elif names[ds].env != env_id:
+        return (
+            f"{where}.dataset: {ds} is a dataset of {names[ds].env}, not of {env_id}; name one of {env_id}'s"
+        )
+    return None
+
+
+def _pretrain_problem(suite: Suite, i: int) -> str | None:
+    """What is wrong with ``algorithms[i].params.pretrain`` in ``suite`` (the field first), or None: an entry
+    that is not ppo, an env that is not a text env, or no dataset of the run's env to clone
+    (``algos.text.pretrain``)."""
+    a, where = suite.algorithms[i], f"algorithms[{i}].params.pretrain"
+    pre = a.params["pretrain"]
+    if a.entrypoint or a.command or a.name != "ppo":
+        return f"{where}: {a.name} does not take it; pretrain is an option of ppo on a text env"
+    if not isinstance(pre, dict):
+        return f"{where}: must be a mapping, e.g. {{bc_steps: 500}}"
+    for e in (e for e in suite.envs if a.runs_on(e)):
+        if not is_text_env(e.id):
+            return (f"{where}: behaviour cloning needs a text dataset and {e.id} is not a text env "
+                    f"(rlbench/MazeFO-v0, ...); give algorithms[{i}] an envs: list of text envs, or remove it")  # fmt: skip
+        problem = _text_dataset_problem(suite, where, e.id, pre.get("dataset"), "clone")
+        if problem:
+            return problem
     return None
 
 
@@ -247,6 +276,7 @@ def check_suite(suite: Suite, path: str) -> None:
         if problem:
             raise SuiteInvalid(f"{path}: field {problem}")
         problem = _warm_start_problem(suite, i) if "warm_start" in a.params else None
+        problem = problem or (_pretrain_problem(suite, i) if "pretrain" in a.params else None)
         if problem:
             raise SuiteInvalid(f"{path}: field {printable(problem)}")
         problem = None if a.entrypoint or a.command else _world_model_problem(suite, i)

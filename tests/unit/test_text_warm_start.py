@@ -9,44 +9,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from text_ppo_helpers import PPO, TINY, maze_dataset, run_ppo
 
-from rlbench_cli.algos import check_params, get_algorithm
-from rlbench_cli.algos.base import RunContext
+from rlbench_cli.algos import check_params
 from rlbench_cli.algos.text.policy import build_model, build_tokenizer
 from rlbench_cli.algos.text.warm_start import ImaginedPool, check_warm_start
 from rlbench_cli.algos.text.wm_env import WorldModelEnv, model_predict
 from rlbench_cli.algos.text.world_model import outcome_error, outcome_ids
-from rlbench_cli.suite.grid import RunSpec
-
-TINY = {"n_embd": 16, "n_layer": 1, "n_head": 1, "batch_size": 4, "max_context": 96}
-PPO = {**TINY, "num_envs": 2, "n_steps": 4, "vocab_episodes": 2}
 
 
 @pytest.fixture(scope="module")
 def maze_data(tmp_path_factory):
-    from rlbench_cli.datagen.text import build_text_dataset, save_text_dataset
-
-    path = tmp_path_factory.mktemp("data") / "maze.jsonl"
-    save_text_dataset(build_text_dataset("rlbench/MazeFO-v0", "mixed", 6, seed=0), path)
-    return str(path)
+    return maze_dataset(tmp_path_factory.mktemp("data"), 6)
 
 
-def _run(params: dict, steps: int = 8) -> list[tuple[int, dict]]:
-    torch.set_num_threads(1)
-    spec = RunSpec(suite="t", algo="ppo", algo_name="ppo", params=params, env_id="rlbench/MazeFO-v0",
-                   env_kwargs={"max_steps": 6}, seed=3,
-                   budget={"steps": steps, "eval_every": 4, "eval_episodes": 2})  # fmt: skip
-    rows: list[tuple[int, dict]] = []
-
-    class Sink:
-        def log(self, step, **values):
-            rows.append((step, values))
-
-        def log_many(self, step, values):
-            rows.append((step, dict(values)))
-
-    get_algorithm("ppo", spec.env_id)().train(RunContext(spec=spec, sink=Sink()))
-    return rows
+_run = run_ppo
 
 
 def _own(rows, drop=("sys/", "eval/world_model/", "train/world_model", "train/imagined")):

@@ -105,14 +105,16 @@ def collect(pool: EnvPool, policy: TextPolicy, turns: int | None = None, episode
     return out, ended
 
 
-def online_setup(ctx: RunContext, settings: dict[str, Any], values: bool) -> tuple[Any, Any, Any]:
+def online_setup(ctx: RunContext, settings: dict[str, Any], values: bool,
+                 extra_texts: list[str] | None = None) -> tuple[Any, Any, Any]:  # fmt: skip
     """(tokenizer, model, the env pool) of an online text run. The tokenizer's vocabulary: the text of a few
-    episodes played with random valid actions (first observations, valid actions, what they lead to)."""
+    episodes played with random valid actions (first observations, valid actions, what they lead to), and
+    ``extra_texts`` (a dataset the policy is pre-trained on) after it."""
     from .common import normalizer
 
     ctx.score_normalizer = normalizer(ctx.spec.env, ctx.spec.env_id)
     pool = EnvPool.of_run(ctx, int(settings["num_envs"]))
-    texts = _explore_texts(ctx, episodes=int(settings["vocab_episodes"]))
+    texts = _explore_texts(ctx, episodes=int(settings["vocab_episodes"])) + list(extra_texts or [])
     tok = build_tokenizer(settings, texts)
     torch.manual_seed(ctx.seed)
     model = build_model(settings, tok, values=values).to(ctx.device)

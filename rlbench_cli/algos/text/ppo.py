@@ -13,6 +13,10 @@ start new episodes when a run resumes.
 world model of the task's dataset and plays ``N`` turns inside it with these same updates, then goes on in
 the real env with the same model and optimiser (``algos.text.warm_start``: settings, logging, and why
 ``budget.steps`` still counts real turns only).
+
+``pretrain: {bc_steps: N, ...}``: before that (and before a cold run's first turn), the policy learns by
+behaviour cloning on a text dataset for ``N`` steps (``algos.text.pretrain``), so that ppo starts from a policy
+that wins sometimes on a task where a random one almost never does.
 """
 
 from __future__ import annotations
@@ -44,28 +48,40 @@ def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, termin
     return adv
 
 
+def _policy_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` less ``pretrain``: what ppo's own settings are read from."""
+    return {k: v for k, v in params.items() if k != "pretrain"}
+
+
 class TextPPO(TextParams):
     name: ClassVar[str] = "ppo"
     own: ClassVar[dict[str, Any]] = {**ONLINE_PARAMS, "n_steps": 128, "update_epochs": 2, "clip_coef": 0.2,
                                      "vf_coef": 0.5, "gae_lambda": 0.95, "learning_rate": 1e-4,
                                      "reward_scale": 0.1}  # fmt: skip
     takes_warm_start: ClassVar[bool] = True  # ``warm_start:`` (``algos.text.warm_start``)
+    takes_pretrain: ClassVar[bool] = True  # ``pretrain:`` (``algos.text.pretrain``)
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
+        from .pretrain import check_pretrain
         from .warm_start import check_warm_start, without_warm_start
 
         if "warm_start" in params:
             check_warm_start(params["warm_start"])
-        settings_of(cls.name, without_warm_start(params), cls.own)
+        if "pretrain" in params:
+            check_pretrain(params["pretrain"])
+        settings_of(cls.name, _policy_params(without_warm_start(params)), cls.own)
 
     def train(self, ctx: RunContext) -> None:
-        from .common import adamw
+        from .common import adamw, texts_of
+        from .pretrain import behaviour_clone, check_pretrain, pretrain_episodes
         from .warm_start import WarmStart, check_warm_start, without_warm_start
 
-        settings = settings_of(self.name, without_warm_start(ctx.params), self.own)
+        settings = settings_of(self.name, _policy_params(without_warm_start(ctx.params)), self.own)
         warm = check_warm_start(ctx.params["warm_start"]) if "warm_start" in ctx.params else None
-        tok, model, pool = online_setup(ctx, settings, values=True)
+        pre = check_pretrain(ctx.params["pretrain"]) if "pretrain" in ctx.params else None
+        cloned = pretrain_episodes(ctx, pre) if pre is not None else []
+        tok, model, pool = online_setup(ctx, settings, values=True, extra_texts=texts_of(cloned))
         device = ctx.device
         optim = adamw(model.parameters(), settings)
         rng = np.random.default_rng(ctx.seed)
@@ -74,7 +90,11 @@ class TextPPO(TextParams):
         step = 0
         state = ctx.resume()
         if state is None:
-            if warm is not None:  # the imagined phase, before the first real turn (not again on a resume)
+            if (
+                pre is not None
+            ):  # behaviour cloning first (not again on a resume: the checkpoint has the model)
+                behaviour_clone(ctx, model, tok, cloned, settings, pre)
+            if warm is not None and not ctx.should_stop():  # the imagined phase, before the first real turn
                 world = WarmStart(ctx, warm)
                 world.run(self, model, tok, sampler, settings, optim, rng)
                 if not ctx.should_stop():

@@ -120,9 +120,9 @@ def check_warm_start(value: Any) -> dict[str, Any]:
     return settings
 
 
-def load_warm_dataset(ctx: RunContext, settings: dict[str, Any]) -> Any:
+def load_warm_dataset(ctx: RunContext, settings: dict[str, Any], field: str = "warm_start") -> Any:
     """The episodes the world model learns from (``suite.checks.warm_start_dataset``): a generated dataset
-    in the datasets folder, or a JSONL file."""
+    in the datasets folder, or a JSONL file. ``field``: whose ``dataset`` it is (ppo's ``pretrain`` too)."""
     from ...datasets import datasets_root
     from ...datasets.text import load_text_dataset
 
@@ -133,9 +133,7 @@ def load_warm_dataset(ctx: RunContext, settings: dict[str, Any]) -> Any:
         else datasets_root() / f"{name}.jsonl"
     )
     if not path.exists():
-        raise FileNotFoundError(
-            f"warm_start.dataset {name!r}: no file {path}; list it in the suite's datasets:"
-        )
+        raise FileNotFoundError(f"{field}.dataset {name!r}: no file {path}; list it in the suite's datasets:")
     return load_text_dataset(path, ctx.spec.env_id)
 
 
