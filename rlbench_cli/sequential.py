@@ -191,16 +191,19 @@ def paired_suite(
     alternative: str = "two-sided",
     reps: int = 50_000,
     seed: int = 0,
+    step_max: int | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """What ``rlbench compare --paired BASELINE`` shows: ``stats.paired_family`` of the suite's finished runs,
     scored as ``rlbench leaderboard`` scores them (``analysis.load_scores``; ``metric``, ``rule``,
-    ``drop_first``: as ``analysis.suite_scoring``), and the settings (the dimension compared across included).
+    ``drop_first``: as ``analysis.suite_scoring``), or with ``step_max`` as if each run ended at that step
+    (``fetch --scores``' ``--step-max``: e.g. 0, a policy before its real training), and the settings (the
+    dimension compared across included).
 
     Raises:
         UsageError: no finished run with the metric, an unknown baseline or one with nothing to pair, two runs
             of a configuration with one seed, or an unknown alternative.
     """
-    from . import stats
+    from . import scoring, stats
     from .analysis import load_scores, suite_scoring
 
     if alternative not in stats.ALTERNATIVES:
@@ -209,6 +212,15 @@ def paired_suite(
         raise UsageError(f"--reps {reps}: the bootstrap needs at least 1 replicate (default 50000)")
     metric, rule, drop_first = suite_scoring(store, suite, metric, rule, drop_first)
     frame, _ = load_scores(store, suite, metric, rule, drop_first)
+    if step_max is not None:  # the same score in SQL, the rows bounded by the step
+        rule_name, n = scoring.parse_rule(rule)
+        with store.reader() as con:
+            frame = store.run_scores(con, suite=suite, metric=metric, rule=rule_name, n=n, drop_first=drop_first,
+                                     step_max=step_max, phase=scoring.rule_phase(rule)[1]).to_pandas()  # fmt: skip
+        frame = frame.loc[frame["points"] > 0] if "points" in frame else frame
+        if frame.empty:
+            raise UsageError(f"--step-max {step_max}: no finished run of suite {suite!r} has {metric!r} at or "
+                             f"before that step; see rlbench fetch --suite {suite} --metric {metric}")  # fmt: skip
     dimension, name, rows = stats.paired_family(frame, baseline, alternative, reps, seed)
     if not rows:
         other, held = ("task", "an algorithm") if dimension == "task" else ("algorithm", "a task")
@@ -216,5 +228,5 @@ def paired_suite(
                          f"there is nothing to pair; pass {held} to compare those instead")  # fmt: skip
     settings = {"baseline": name, "dimension": dimension,
                 "metric": metric, "rule": rule, "drop_first": drop_first, "alternative": alternative,
-                "reps": reps, "seed": seed, "comparisons": len(rows)}  # fmt: skip
+                "reps": reps, "seed": seed, "step_max": step_max, "comparisons": len(rows)}  # fmt: skip
     return rows, settings

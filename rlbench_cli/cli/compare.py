@@ -54,11 +54,12 @@ def paired_table(rows: list[dict[str, Any]], settings: dict[str, Any], alpha: fl
         return "-" if v is None else (f"{v:.2g}" if v < 0.001 else f"{v:.3f}")
 
     held, across = ("algo", "task") if settings["dimension"] == "task" else ("task", "algo")
+    at = "" if settings.get("step_max") is None else f" at step {settings['step_max']}"
     sided = {"two-sided": "two-sided", "greater": f"one-sided (the other {WORD[across]} above the baseline)",
              "less": f"one-sided (the other {WORD[across]} below the baseline)"}[settings["alternative"]]  # fmt: skip
     lines = [
         f"Paired by seed: each {WORD[across]} against {settings['baseline']} within each {WORD[held]}; "
-        f"{settings['metric']} scored by {settings['rule']}; difference = other - baseline, its mean with a 95% "
+        f"{settings['metric']} scored by {settings['rule']}{at}; difference = other - baseline, its mean with a 95% "
         f"bootstrap interval ({settings['reps']:,} reps, seed {settings['seed']}); {sided} sign and Wilcoxon "
         f"signed-rank tests; Holm's correction over the {settings['comparisons']} comparison"
         f"{'s' if settings['comparisons'] != 1 else ''} (* below {alpha:g})",
@@ -119,6 +120,13 @@ def compare(
     reps: Annotated[
         int | None, typer.Option("--reps", help="with --paired: bootstrap replicates [default: 50000]")
     ] = None,
+    step_max: Annotated[
+        int | None,
+        typer.Option(
+            "--step-max",
+            help="with --paired: score each run as if it ended at this step (0: before its real training)",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Which algorithms differ, per task, by AdaStop's sequential permutation test: the decisions
@@ -147,7 +155,7 @@ def compare(
             )
         rows, settings = paired_suite(store_for(db), suite, paired, metric, score, drop_first,
                                       alternative or "two-sided", 50_000 if reps is None else reps,
-                                      0 if seed is None else seed)  # fmt: skip
+                                      0 if seed is None else seed, step_max)  # fmt: skip
         level = 0.05 if alpha is None else alpha
         if json_out:
             typer.echo(json.dumps({"suite": suite, "paired": settings, "alpha": level, "comparisons": rows},
@@ -155,8 +163,13 @@ def compare(
         else:
             typer.echo(paired_table(rows, settings, level))
         return
-    if alternative is not None or reps is not None:
-        flag = "--alternative" if alternative is not None else "--reps"
+    given = [
+        f
+        for f, v in (("--alternative", alternative), ("--reps", reps), ("--step-max", step_max))
+        if v is not None
+    ]
+    if given:
+        flag = given[0]
         raise UsageError(f"{flag} applies to --paired BASELINE only; add --paired or drop {flag}")
     given = {k: v for k, v in dict(alpha=alpha, batch=batch, max_batches=max_batches, permutations=permutations,
                                    seed=seed).items() if v is not None}  # fmt: skip

@@ -63,7 +63,7 @@ def test_json_has_every_number_and_a_one_sided_test(db):
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert out["paired"] == {"baseline": REAL, "dimension": "task", "metric": "eval/return", "rule": "final",
-                             "drop_first": 0, "alternative": "greater", "reps": 500, "seed": 3,
+                             "drop_first": 0, "alternative": "greater", "reps": 500, "seed": 3, "step_max": None,
                              "comparisons": 2}  # fmt: skip
     bc, ilql = out["comparisons"]
     assert (bc["group"], bc["other"], bc["seeds"], bc["above"]) == ("bc", MIX, [0, 1, 2, 3, 4, 5], 5)
@@ -82,6 +82,17 @@ def test_algorithms_within_each_task_and_the_score_rule(db):
     assert [(c["group"], c["other"]) for c in out["comparisons"]] == [(MIX, "ilql"), (REAL, "ilql")]
 
 
+def test_a_step_scores_each_run_as_if_it_ended_there(db):
+    r = invoke("compare", "mixes", "--db", db, "--paired", REAL, "--step-max", "50", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["paired"]["step_max"] == 50
+    (bc,) = out["comparisons"]  # ilql logged nothing before step 100
+    assert bc["group"] == "bc" and bc["above"] == 6 and bc["mean_diff"] == pytest.approx(0.1)
+    table = invoke("compare", "mixes", "--db", db, "--paired", REAL, "--step-max", "50").output
+    assert "eval/return scored by final at step 50;" in table.splitlines()[0]
+
+
 @pytest.mark.parametrize(
     "args, needle",
     [
@@ -97,6 +108,11 @@ def test_algorithms_within_each_task_and_the_score_rule(db):
         (["--alternative", "less"], "--alternative applies to --paired BASELINE only; add --paired or drop"),
         (["--paired", REAL, "--reps", "0"], "--reps 0: the bootstrap needs at least 1 replicate"),
         (["--paired", REAL, "--metric", "eval/nope"], "has no finished run with metric 'eval/nope'"),
+        (
+            ["--paired", REAL, "--step-max", "10"],
+            "--step-max 10: no finished run of suite 'mixes' has 'eval/return'",
+        ),
+        (["--step-max", "10"], "--step-max applies to --paired BASELINE only"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(db, args, needle):
