@@ -1,6 +1,7 @@
 """End to end, as a user would: a cold and a warm-started text ppo on Maze FO through the real `rlbench run`
-(on one real-step axis, the imagined turns logged apart), and a warm start the suite cannot take is a one-line
-error naming the field, exit code 2, before anything runs."""
+(on one real-step axis, the imagined turns logged apart), cloned first (`pretrain`: the same policy for both, so
+they pair by seed in `rlbench compare --paired`), and a warm start or cloning the suite cannot take is a
+one-line error naming the field, exit code 2, before anything runs."""
 
 import json
 
@@ -58,6 +59,24 @@ def test_cold_and_warm_ppo_share_the_real_step_axis_and_the_imagined_turns_are_l
     assert len(errors) == 2 and {(r["algo"], r["step"]) for r in errors} == {("warm", 0)}
 
 
+@pytest.mark.slow
+def test_cloned_cold_and_warm_ppo_start_from_the_same_policy_and_pair_by_seed(tmp_path):
+    pre = f"pretrain: {{bc_steps: 20, dataset: {_data(tmp_path)}, train_episodes: 4}}"
+    warm = f"warm_start: {{{TINY}, world_model_steps: 3, imagined_steps: 0, max_outcome_tokens: 30, dataset: {_data(tmp_path)}}}"
+    suite = _suite(tmp_path, f"  - {{name: ppo, label: cold, params: {{{PPO}, {pre}}}}}\n"
+                             f"  - {{name: ppo, label: warm, params: {{{PPO}, {pre}, {warm}}}}}\n")  # fmt: skip
+    db = tmp_path / "r.duckdb"
+    rl("run", suite, "--db", db, "--workers", "1")
+    losses = _fetch(db, "train/pretrain/loss")
+    assert {r["algo"] for r in losses} == {"cold", "warm"} and {r["step"] for r in losses} == {0}
+    cold, warm = (sorted(r["value"] for r in losses if r["algo"] == a) for a in ("cold", "warm"))
+    assert cold == warm  # the same seed clones the same policy
+    # imagined_steps 0: the warm run is the cold one, seed by seed
+    paired = json.loads(rl("compare", "warm-tiny", "--db", db, "--paired", "cold", "--json").stdout)
+    (c,) = paired["comparisons"]
+    assert (c["other"], c["pairs"], c["tied"], c["mean_diff"]) == ("warm", 1, 1, 0.0)
+
+
 BAD = [
     (  # more imagined turns than the run's real budget
         "  - {name: ppo, params: {warm_start: {imagined_steps: 9, dataset: DATA}}}\n",
@@ -82,6 +101,12 @@ BAD = [
         "",
         "CartPole-v1",
         "algorithms[0].params.warm_start: a warm start learns inside a text world model and CartPole-v1",
+    ),
+    (  # a cloning dataset the suite does not list
+        "  - {name: ppo, params: {pretrain: {bc_steps: 4, dataset: MazeFO-v0-noisy}}}\n",
+        "",
+        "rlbench/MazeFO-v0",
+        "algorithms[0].params.pretrain: rlbench/MazeFO-v0 has no dataset to clone (pretrain.dataset names one",
     ),
     (  # another algorithm
         "  - {name: online_filtered_bc, params: {warm_start: {imagined_steps: 4}}}\n",
