@@ -44,6 +44,19 @@ def report(
             "metric row; --no-curves scores runs in the database, much faster on large suites",
         ),
     ] = True,
+    paired: Annotated[
+        str | None,
+        typer.Option(
+            "--paired",
+            metavar="BASELINE",
+            help="add rlbench compare --paired's table: each task (or algorithm) against this one, seed "
+            "by seed",
+        ),
+    ] = None,
+    alternative: Annotated[
+        str | None,
+        typer.Option("--alternative", help="with --paired: two-sided | greater | less [default: two-sided]"),
+    ] = None,
 ) -> None:
     """One self-contained HTML page with a suite's whole result: leaderboard and intervals, AdaStop decisions,
     every figure, per-task table, runs (status, attempts, time, where they ran, score, errors), score rule,
@@ -54,15 +67,24 @@ def report(
     Large suites (thousands of runs): rlbench report SUITE --no-curves
     """
     from .. import plots
+    from ..errors import UsageError
     from ..figure_worker import running
     from ..htmlreport import suite_page
+    from ..stats import ALTERNATIVES
 
     check_score_flags(score, drop_first)
+    if alternative is not None and paired is None:
+        raise UsageError(
+            "--alternative applies to --paired BASELINE only; add --paired or drop --alternative"
+        )
+    if alternative is not None and alternative not in ALTERNATIVES:
+        raise UsageError(f"--alternative {alternative!r}: use one of {', '.join(ALTERNATIVES)}")
     store = store_for(db)
     # forked before the store is opened, as in `rlbench plot`: it draws the figures beside the bootstraps
     with running(warm=plots.warm_up) as worker:
         page, notes = suite_page(store, suite, metric=metric, rule=score, drop_first=drop_first,
-                                 normalize=normalize, reps=reps, seed=seed, worker=worker, curves=curves)  # fmt: skip
+                                 normalize=normalize, reps=reps, seed=seed, worker=worker, curves=curves,
+                                 paired=paired, alternative=alternative or "two-sided")  # fmt: skip
     path = out or store.path.parent / "reports" / f"{suite}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

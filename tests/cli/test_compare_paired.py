@@ -122,6 +122,21 @@ def test_bad_input_is_one_line_and_exit_2(db, args, needle):
     assert len(lines) == 1 and needle in lines[0], r.output
 
 
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--alternative", "less"], "--alternative applies to --paired BASELINE only"),
+        (
+            ["--paired", REAL, "--alternative", "up"],
+            "--alternative 'up': use one of two-sided, greater, less",
+        ),
+    ],
+)
+def test_the_reports_paired_flags_are_checked_before_anything_is_drawn(db, tmp_path, args, needle):
+    r = invoke("report", "mixes", "--db", db, "--out", tmp_path / "r.html", *args)
+    assert r.exit_code == 2 and needle in r.output and not (tmp_path / "r.html").exists()
+
+
 def test_nothing_to_pair_is_said(tmp_path, make_results_db):
     make_results_db(tmp_path / "one.duckdb", [("bc", REAL, s, [(1, 0.5)]) for s in range(3)], suite="one")
     r = invoke("compare", "one", "--db", tmp_path / "one.duckdb", "--paired", REAL)

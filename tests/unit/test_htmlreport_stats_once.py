@@ -4,6 +4,7 @@ the figures, and equals `rlbench leaderboard`'s (leaderboard.build) on the same 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from rlbench_cli import leaderboard, stats
 from rlbench_cli.htmlreport import _e, _table, build_html
@@ -82,3 +83,29 @@ def test_without_common_tasks_the_leaderboard_section_says_why(tmp_path, make_re
     start = page.index('<section id="leaderboard">')
     section = page[start : page.index("</section>", start)]
     assert '<p class="note">' in section and "no task has runs of every algorithm" in section
+
+
+def test_a_paired_section_shows_compare_paireds_numbers_and_a_bad_baseline_stops_first(
+    tmp_path, make_results_db, monkeypatch
+):
+    from rlbench_cli.sequential import paired_suite
+
+    db = tmp_path / "r.duckdb"
+    make_results_db(db, _runs(False), suite="s")
+    page, _ = build_html(Store(db), "s", metric="eval/return", rule="final", drop_first=0, normalize=None,
+                         reps=500, seed=0, paired="dqn", alternative="greater")  # fmt: skip
+    section = page.split('<section id="paired">', 1)[1].split("</section>", 1)[0]
+    assert "Each algo against <b>dqn</b> within each task" in section and "one-sided (greater" in section
+    rows, _ = paired_suite(Store(db), "s", "dqn", "eval/return", "final", 0, "greater", 500, 0)
+    assert [(r["group"], r["other"]) for r in rows] == [("Acrobot-v1", "ppo"), ("CartPole-v1", "ppo")]
+    for r in rows:  # the page's cells are compare --paired's numbers
+        cells = (f'<td class="text">{r["group"]}</td><td class="text">{r["other"]}</td><td class="">3</td>'
+                 f'<td class="">0</td><td class="">{r["mean_a"]:.4g}</td><td class="">{r["mean_b"]:.4g}</td>'
+                 f'<td class="">{r["mean_diff"]:.4g}</td><td class="">{r["lower"]:.4g}</td>')  # fmt: skip
+        assert cells in section and f'<td class="">{r["wilcoxon_p"]:.4g}</td>' in section
+    drawn = []
+    monkeypatch.setattr("rlbench_cli.report.make_report", lambda *a, **k: drawn.append(1))
+    with pytest.raises(stats.StatsError, match=r"--paired 'sac' names no task or algorithm"):
+        build_html(Store(db), "s", metric="eval/return", rule="final", drop_first=0, normalize=None, reps=500,
+                   seed=0, paired="sac")  # fmt: skip
+    assert drawn == []  # refused before any figure
