@@ -180,9 +180,12 @@ def load_metric(store: Any, suite: str, metric: str) -> tuple[Any, int]:
     return df, unfinished
 
 
-def load_scores(store: Any, suite: str, metric: str, rule: str, drop_first: int) -> tuple[Any, int]:
+def load_scores(
+    store: Any, suite: str, metric: str, rule: str, drop_first: int, step_max: int | None = None
+) -> tuple[Any, int]:
     """Finished runs' scores of one metric by a score rule, computed in the database (``Store.run_scores``),
-    and the number of runs not finished.
+    and the number of runs not finished. ``step_max``: score each run as if it ended at that step (its rows
+    after it left out; ``fetch --scores``' ``--step-max``).
 
     Returns:
         A DataFrame with ``stats.SCORED_COLUMNS`` and ``status``, one row per finished run with a row of the
@@ -190,7 +193,7 @@ def load_scores(store: Any, suite: str, metric: str, rule: str, drop_first: int)
         rows ``load_metric`` returns (same tables, same warnings). And the count of unfinished runs.
 
     Raises:
-        What ``load_metric`` raises.
+        What ``load_metric`` raises; UsageError when no run has a row at or before ``step_max``.
     """
     from . import scoring
 
@@ -198,10 +201,13 @@ def load_scores(store: Any, suite: str, metric: str, rule: str, drop_first: int)
     with store.reader() as con:
         store.require_suite(con, suite)
         table = store.run_scores(con, suite=suite, metric=metric, rule=name, n=n, drop_first=drop_first,
-                                 phase=scoring.rule_phase(rule)[1])  # fmt: skip
+                                 step_max=step_max, phase=scoring.rule_phase(rule)[1])  # fmt: skip
         unfinished, finished = store.run_counts(con, suite)
         names = store.metric_names(con, suite) if table.num_rows == 0 else []
     df = table.to_pandas()
+    if df.empty and step_max is not None:
+        raise UsageError(f"--step-max {step_max}: no finished run of suite {suite!r} has {metric!r} at or before "
+                         f"that step; see rlbench fetch --suite {suite} --metric {metric}")  # fmt: skip
     if df.empty:
         raise _nothing_to_score(suite, metric, finished, names)
     if not (df["rows"] > df["nonfinite"]).any():

@@ -442,21 +442,14 @@ class BundleScores:
 
     def _scored(self, claim: Claim) -> tuple[Any, ...]:
         """(per-run scores, rule, drop_first, normalisation, metric) of the claim's scoring, computed once."""
-        from . import analysis, scoring
+        from . import analysis
 
         metric, rule, drop_first = analysis.suite_scoring(
             self.store, self.suite, claim.metric, claim.rule, None
         )
         key = ("scores", metric, rule, drop_first, claim.step, claim.normalised)
-        if key not in self._cache:
-            if claim.step is None:  # what rlbench leaderboard scores
-                frame, _ = analysis.load_scores(self.store, self.suite, metric, rule, drop_first)
-            else:  # the same score in SQL, the rows bounded by the step (fetch --scores' --step-max)
-                name, n = scoring.parse_rule(rule)
-                with self.store.reader() as con:
-                    frame = self.store.run_scores(con, suite=self.suite, metric=metric, rule=name, n=n,
-                                                  drop_first=drop_first, step_max=claim.step,
-                                                  phase=scoring.rule_phase(rule)[1]).to_pandas()  # fmt: skip
+        if key not in self._cache:  # what rlbench leaderboard scores, the rows bounded by the claim's step
+            frame, _ = analysis.load_scores(self.store, self.suite, metric, rule, drop_first, claim.step)
             norm = (
                 analysis.suite_normalize(self.store, self.suite, "auto", metric) if claim.normalised else None
             )

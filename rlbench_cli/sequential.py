@@ -200,27 +200,17 @@ def paired_suite(
     dimension compared across included).
 
     Raises:
-        UsageError: no finished run with the metric, an unknown baseline or one with nothing to pair, two runs
-            of a configuration with one seed, or an unknown alternative.
+        UsageError: no finished run with the metric (at or before ``step_max``), an unknown baseline or one
+            with nothing to pair, two runs of a configuration with one seed, or an unknown alternative
+            (``stats.StatsError``).
     """
-    from . import scoring, stats
+    from . import stats
     from .analysis import load_scores, suite_scoring
 
-    if alternative not in stats.ALTERNATIVES:
-        raise UsageError(f"--alternative {alternative!r}: use one of {', '.join(stats.ALTERNATIVES)}")
     if reps < 1:
         raise UsageError(f"--reps {reps}: the bootstrap needs at least 1 replicate (default 50000)")
     metric, rule, drop_first = suite_scoring(store, suite, metric, rule, drop_first)
-    frame, _ = load_scores(store, suite, metric, rule, drop_first)
-    if step_max is not None:  # the same score in SQL, the rows bounded by the step
-        rule_name, n = scoring.parse_rule(rule)
-        with store.reader() as con:
-            frame = store.run_scores(con, suite=suite, metric=metric, rule=rule_name, n=n, drop_first=drop_first,
-                                     step_max=step_max, phase=scoring.rule_phase(rule)[1]).to_pandas()  # fmt: skip
-        frame = frame.loc[frame["points"] > 0] if "points" in frame else frame
-        if frame.empty:
-            raise UsageError(f"--step-max {step_max}: no finished run of suite {suite!r} has {metric!r} at or "
-                             f"before that step; see rlbench fetch --suite {suite} --metric {metric}")  # fmt: skip
+    frame, _ = load_scores(store, suite, metric, rule, drop_first, step_max)
     dimension, name, rows = stats.paired_family(frame, baseline, alternative, reps, seed)
     if not rows:
         other, held = ("task", "an algorithm") if dimension == "task" else ("algorithm", "a task")

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..envs.families import is_text_env
 from ..suite.ids import canonical_json
-from .registry import ALGORITHMS, is_jax, needs_torch, warm_startable
+from .registry import ALGORITHMS, is_jax, needs_torch, pretrainable, warm_startable
 
 __all__ = [
     "check_params",
@@ -60,8 +60,9 @@ def check_params(name: str, env_id: str | None, params: dict[str, Any]) -> None:
         where = (
             f"{env_id} is not a text env" if env_id is not None and not is_text_env(env_id) else "not here"
         )
-        raise ValueError(f"pretrain: behaviour cloning before the first turn is an option of ppo on a text env "
-                         f"(rlbench/MazeFO-v0, ...), {where}: remove pretrain")  # fmt: skip
+        raise ValueError(f"pretrain: behaviour cloning before the first turn is an option of "
+                         f"{', '.join(pretrainable())} on a text env (rlbench/MazeFO-v0, ...), {where}: remove "
+                         "pretrain")  # fmt: skip
     check = getattr(adapter, "check_params", None)
     if check is not None:
         check(dict(params))

@@ -23,6 +23,7 @@ __all__ = [
     "offline_names",
     "packable",
     "text_variant_names",
+    "pretrainable",
     "warm_startable",
 ]
 
@@ -45,6 +46,8 @@ class AlgoInfo:
         discrete_only: acts on discrete actions only (refused on a task its env family knows is continuous).
         warm_start: its text variant can first learn inside a world model of the task's dataset, then in the
             real env (``warm_start:``, ``algos.text.warm_start``; checked in ``suite.checks``).
+        pretrain: its text variant can first clone a text dataset's behaviour (``pretrain:``,
+            ``algos.text.pretrain``; checked in ``suite.checks``).
     """
 
     name: str
@@ -57,6 +60,7 @@ class AlgoInfo:
     jax: bool = False
     discrete_only: bool = False
     warm_start: bool = False
+    pretrain: bool = False
 
 
 def _table(*entries: AlgoInfo) -> dict[str, AlgoInfo]:
@@ -67,7 +71,9 @@ def _table(*entries: AlgoInfo) -> dict[str, AlgoInfo]:
 ALGORITHMS: dict[str, AlgoInfo] = _table(
     AlgoInfo("random", "random_policy:RandomPolicy", needs_torch=False),
     # `ppo` on a text env trains a token policy
-    AlgoInfo("ppo", "ppo:PPO", packable=True, text_variant="text.ppo:TextPPO", warm_start=True),
+    AlgoInfo(
+        "ppo", "ppo:PPO", packable=True, text_variant="text.ppo:TextPPO", warm_start=True, pretrain=True
+    ),
     # gymnax/... tasks: jit over the whole training, vmap over the seeds of a job (see algos/gymnax/)
     AlgoInfo("ppo_jax", "gymnax:PPOJax", needs_torch=False, packable=True, jax=True),
     AlgoInfo("pqn_jax", "gymnax:PQNJax", needs_torch=False, packable=True, jax=True, discrete_only=True),
@@ -140,6 +146,11 @@ def offline_names() -> frozenset[str]:
 def warm_startable() -> tuple[str, ...]:
     """The registered algorithms whose text variant takes ``warm_start:``, sorted."""
     return tuple(sorted(a.name for a in ALGORITHMS.values() if a.warm_start))
+
+
+def pretrainable() -> tuple[str, ...]:
+    """The registered algorithms whose text variant takes ``pretrain:``, sorted."""
+    return tuple(sorted(a.name for a in ALGORITHMS.values() if a.pretrain))
 
 
 def finetunable() -> tuple[str, ...]:

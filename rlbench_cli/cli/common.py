@@ -123,6 +123,35 @@ NormalizeOpt = Annotated[
 ]
 
 
+PairedOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--paired",
+        metavar="BASELINE",
+        help="a task (or algorithm) to compare every other one against, within each algorithm (or task), paired "
+        "by seed: sign and Wilcoxon tests, mean difference, Holm (task:NAME or algo:NAME when a name is both)",
+    ),
+]
+AlternativeOpt = Annotated[
+    str | None,
+    typer.Option("--alternative", help="with --paired: two-sided | greater | less [default: two-sided]"),
+]
+
+
+def check_paired_flags(paired: str | None, alternative: str | None, **only_paired: Any) -> None:
+    """``--alternative`` (and ``only_paired``: ``{flag: value}``, e.g. ``{"--reps": 100}``) given without
+    ``--paired``, or an alternative the tests do not know: one line, exit 2."""
+    from ..errors import UsageError
+    from ..stats.paired import ALTERNATIVES
+
+    if paired is None:
+        given = [flag for flag, v in {"--alternative": alternative, **only_paired}.items() if v is not None]
+        if given:
+            raise UsageError(f"{given[0]} applies to --paired BASELINE only; add --paired or drop {given[0]}")
+    if alternative is not None and alternative not in ALTERNATIVES:
+        raise UsageError(f"--alternative {alternative!r}: use one of {', '.join(ALTERNATIVES)}")
+
+
 def check_score_flags(score: str | None, drop_first: int | None) -> None:
     from ..errors import UsageError
     from ..suite.models import SCORE_RULE_RE

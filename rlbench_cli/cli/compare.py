@@ -7,12 +7,15 @@ from typing import Annotated, Any
 import typer
 
 from .common import (
+    AlternativeOpt,
     DbOpt,
     DropFirstOpt,
     JsonOpt,
     MetricOpt,
+    PairedOpt,
     ScoreOpt,
     SuiteArg,
+    check_paired_flags,
     check_score_flags,
     handle_errors,
     store_for,
@@ -103,20 +106,8 @@ def compare(
     seed: Annotated[
         int | None, typer.Option("--seed", help="seed of the permutations or bootstrap [default: 0]")
     ] = None,
-    paired: Annotated[
-        str | None,
-        typer.Option(
-            "--paired",
-            metavar="BASELINE",
-            help="a task (or algorithm) to compare every other one against, within each algorithm (or "
-            "task), paired by seed: sign and Wilcoxon tests, mean difference, Holm (task:NAME or "
-            "algo:NAME when a name is both)",
-        ),
-    ] = None,
-    alternative: Annotated[
-        str | None,
-        typer.Option("--alternative", help="with --paired: two-sided | greater | less [default: two-sided]"),
-    ] = None,
+    paired: PairedOpt = None,
+    alternative: AlternativeOpt = None,
     reps: Annotated[
         int | None, typer.Option("--reps", help="with --paired: bootstrap replicates [default: 50000]")
     ] = None,
@@ -146,9 +137,10 @@ def compare(
     from ..sequential import compare_suite, paired_suite
 
     check_score_flags(score, drop_first)
+    check_paired_flags(paired, alternative, **{"--reps": reps, "--step-max": step_max})
     if paired is not None:
-        adastop = [flag for flag, v in (("--batch", batch), ("--max-batches", max_batches),
-                                        ("--permutations", permutations)) if v is not None]  # fmt: skip
+        adastop = [flag for flag, v in {"--batch": batch, "--max-batches": max_batches,
+                                        "--permutations": permutations}.items() if v is not None]  # fmt: skip
         if adastop:
             raise UsageError(
                 f"{', '.join(adastop)}: AdaStop's settings do not apply with --paired; drop them"
@@ -163,14 +155,6 @@ def compare(
         else:
             typer.echo(paired_table(rows, settings, level))
         return
-    given = [
-        f
-        for f, v in (("--alternative", alternative), ("--reps", reps), ("--step-max", step_max))
-        if v is not None
-    ]
-    if given:
-        flag = given[0]
-        raise UsageError(f"{flag} applies to --paired BASELINE only; add --paired or drop {flag}")
     given = {k: v for k, v in dict(alpha=alpha, batch=batch, max_batches=max_batches, permutations=permutations,
                                    seed=seed).items() if v is not None}  # fmt: skip
     rows, settings = compare_suite(store_for(db), suite, AdaptiveSettings(**given) if given else None, metric,

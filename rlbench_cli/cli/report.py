@@ -6,14 +6,17 @@ from typing import Annotated
 import typer
 
 from .common import (
+    AlternativeOpt,
     DbOpt,
     DropFirstOpt,
     MetricOpt,
     NormalizeOpt,
+    PairedOpt,
     RepsOpt,
     ScoreOpt,
     SeedOpt,
     SuiteArg,
+    check_paired_flags,
     check_score_flags,
     handle_errors,
     store_for,
@@ -44,19 +47,8 @@ def report(
             "metric row; --no-curves scores runs in the database, much faster on large suites",
         ),
     ] = True,
-    paired: Annotated[
-        str | None,
-        typer.Option(
-            "--paired",
-            metavar="BASELINE",
-            help="add rlbench compare --paired's table: each task (or algorithm) against this one, seed "
-            "by seed",
-        ),
-    ] = None,
-    alternative: Annotated[
-        str | None,
-        typer.Option("--alternative", help="with --paired: two-sided | greater | less [default: two-sided]"),
-    ] = None,
+    paired: PairedOpt = None,
+    alternative: AlternativeOpt = None,
 ) -> None:
     """One self-contained HTML page with a suite's whole result: leaderboard and intervals, AdaStop decisions,
     every figure, per-task table, runs (status, attempts, time, where they ran, score, errors), score rule,
@@ -67,18 +59,11 @@ def report(
     Large suites (thousands of runs): rlbench report SUITE --no-curves
     """
     from .. import plots
-    from ..errors import UsageError
     from ..figure_worker import running
     from ..htmlreport import suite_page
-    from ..stats import ALTERNATIVES
 
     check_score_flags(score, drop_first)
-    if alternative is not None and paired is None:
-        raise UsageError(
-            "--alternative applies to --paired BASELINE only; add --paired or drop --alternative"
-        )
-    if alternative is not None and alternative not in ALTERNATIVES:
-        raise UsageError(f"--alternative {alternative!r}: use one of {', '.join(ALTERNATIVES)}")
+    check_paired_flags(paired, alternative)
     store = store_for(db)
     # forked before the store is opened, as in `rlbench plot`: it draws the figures beside the bootstraps
     with running(warm=plots.warm_up) as worker:

@@ -37,7 +37,7 @@ _CHUNK_ELEMENTS = 1 << 22
 
 def _alternative(alternative: str) -> str:
     if alternative not in ALTERNATIVES:
-        raise ValueError(f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}.")
+        raise StatsError(f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}.")
     return alternative
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..algos.registry import ALGORITHMS, warm_startable
+from ..algos.registry import ALGORITHMS, pretrainable, warm_startable
 from ..envs import known_env, known_wrapper, wrapper_kwargs_problem
 from ..envs.families import is_text_env, kwargs_problem
 from ..envs.gymnax import drawn_in
@@ -182,8 +182,8 @@ def _pretrain_problem(suite: Suite, i: int) -> str | None:
     (``algos.text.pretrain``)."""
     a, where = suite.algorithms[i], f"algorithms[{i}].params.pretrain"
     pre = a.params["pretrain"]
-    if a.entrypoint or a.command or a.name != "ppo":
-        return f"{where}: {a.name} does not take it; pretrain is an option of ppo on a text env"
+    if a.entrypoint or a.command or not ALGORITHMS[a.name].pretrain:
+        return f"{where}: {a.name} does not take it; pretrain is an option of {', '.join(pretrainable())} on a text env"
     if not isinstance(pre, dict):
         return f"{where}: must be a mapping, e.g. {{bc_steps: 500}}"
     for e in (e for e in suite.envs if a.runs_on(e)):

@@ -49,8 +49,8 @@ def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, termin
 
 
 def _policy_params(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` less ``pretrain``: what ppo's own settings are read from."""
-    return {k: v for k, v in params.items() if k != "pretrain"}
+    """``params`` less ``warm_start`` and ``pretrain``: what ppo's own settings are read from."""
+    return {k: v for k, v in params.items() if k not in ("warm_start", "pretrain")}
 
 
 class TextPPO(TextParams):
@@ -64,20 +64,20 @@ class TextPPO(TextParams):
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
         from .pretrain import check_pretrain
-        from .warm_start import check_warm_start, without_warm_start
+        from .warm_start import check_warm_start
 
         if "warm_start" in params:
             check_warm_start(params["warm_start"])
         if "pretrain" in params:
             check_pretrain(params["pretrain"])
-        settings_of(cls.name, _policy_params(without_warm_start(params)), cls.own)
+        settings_of(cls.name, _policy_params(params), cls.own)
 
     def train(self, ctx: RunContext) -> None:
         from .common import adamw, texts_of
         from .pretrain import behaviour_clone, check_pretrain, pretrain_episodes
-        from .warm_start import WarmStart, check_warm_start, without_warm_start
+        from .warm_start import WarmStart, check_warm_start
 
-        settings = settings_of(self.name, _policy_params(without_warm_start(ctx.params)), self.own)
+        settings = settings_of(self.name, _policy_params(ctx.params), self.own)
         warm = check_warm_start(ctx.params["warm_start"]) if "warm_start" in ctx.params else None
         pre = check_pretrain(ctx.params["pretrain"]) if "pretrain" in ctx.params else None
         cloned = pretrain_episodes(ctx, pre) if pre is not None else []
@@ -90,11 +90,11 @@ class TextPPO(TextParams):
         step = 0
         state = ctx.resume()
         if state is None:
-            if (
-                pre is not None
-            ):  # behaviour cloning first (not again on a resume: the checkpoint has the model)
+            # behaviour cloning first, then the imagined phase (neither again on a resume: the checkpoint has
+            # the model)
+            if pre is not None:
                 behaviour_clone(ctx, model, tok, cloned, settings, pre)
-            if warm is not None and not ctx.should_stop():  # the imagined phase, before the first real turn
+            if warm is not None and not ctx.should_stop():
                 world = WarmStart(ctx, warm)
                 world.run(self, model, tok, sampler, settings, optim, rng)
                 if not ctx.should_stop():

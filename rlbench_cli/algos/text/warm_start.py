@@ -65,7 +65,7 @@ from .verifier import MAX_WORLD_MODEL_STEPS, world_model_of
 from .wm_env import WorldModelEnv, model_predict, step_many
 from .world_model import TextWorldModel, check_outcome, outcome_code
 
-__all__ = ["WARM_START_OWN", "ImaginedPool", "check_warm_start", "without_warm_start", "WarmStart"]
+__all__ = ["WARM_START_OWN", "ImaginedPool", "check_warm_start", "WarmStart"]
 
 WARM_START_OWN: dict[str, Any] = {
     # holdout_fraction, train_episodes, em_turns, max_turns, max_outcome_tokens, ... (not policy_weight: the warm
@@ -79,11 +79,6 @@ WARM_START_OWN: dict[str, Any] = {
     "world_model": "",  # a saved text_world_model to load instead of training one (algos.text.loaded)
 }
 STARTS = ("dataset", "env")
-
-
-def without_warm_start(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` less ``warm_start``: what ppo's own settings are read from."""
-    return {k: v for k, v in params.items() if k != "warm_start"}
 
 
 def check_warm_start(value: Any) -> dict[str, Any]:
