@@ -30,6 +30,8 @@ __all__ = [
     "compare_suite",
     "decision_rows",
     "paired_suite",
+    "paired_scores",
+    "paired_rows",
     "AdaptiveResult",
 ]
 
@@ -181,6 +183,54 @@ def compare_suite(
     return decision_rows(decide(scores, algos, settings)), settings.to_dict()
 
 
+def _check_reps(reps: int) -> None:
+    if reps < 1:
+        raise UsageError(f"--reps {reps}: the bootstrap needs at least 1 replicate (default 50000)")
+
+
+def paired_scores(
+    store: Store,
+    suite: str,
+    metric: str | None = None,
+    rule: str | None = None,
+    drop_first: int | None = None,
+    step_max: int | None = None,
+) -> tuple[Any, tuple[str, str, int]]:
+    """The per-run scores ``paired_suite`` pairs (``analysis.load_scores``, with ``step_max``) and the scoring
+    they were made by (``analysis.suite_scoring``: ``metric, rule, drop_first``)."""
+    from .analysis import load_scores, suite_scoring
+
+    scoring = suite_scoring(store, suite, metric, rule, drop_first)
+    frame, _ = load_scores(store, suite, *scoring, step_max)
+    return frame, scoring
+
+
+def paired_rows(
+    frame: Any,
+    suite: str,
+    baseline: str,
+    scoring: tuple[str, str, int],
+    alternative: str = "two-sided",
+    reps: int = 50_000,
+    seed: int = 0,
+    step_max: int | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``paired_suite`` of scores ``paired_scores`` loaded (the UI lists the baselines from them first)."""
+    from . import stats
+
+    _check_reps(reps)
+    dimension, name, rows = stats.paired_family(frame, baseline, alternative, reps, seed)
+    if not rows:
+        other, held = ("task", "an algorithm") if dimension == "task" else ("algorithm", "a task")
+        raise UsageError(f"--paired {baseline!r}: no other {other} of suite {suite!r} shares {held} with it, so "
+                         f"there is nothing to pair; pass {held} to compare those instead")  # fmt: skip
+    metric, rule, drop_first = scoring
+    settings = {"baseline": name, "dimension": dimension,
+                "metric": metric, "rule": rule, "drop_first": drop_first, "alternative": alternative,
+                "reps": reps, "seed": seed, "step_max": step_max, "comparisons": len(rows)}  # fmt: skip
+    return rows, settings
+
+
 def paired_suite(
     store: Store,
     suite: str,
@@ -204,19 +254,6 @@ def paired_suite(
             with nothing to pair, two runs of a configuration with one seed, or an unknown alternative
             (``stats.StatsError``).
     """
-    from . import stats
-    from .analysis import load_scores, suite_scoring
-
-    if reps < 1:
-        raise UsageError(f"--reps {reps}: the bootstrap needs at least 1 replicate (default 50000)")
-    metric, rule, drop_first = suite_scoring(store, suite, metric, rule, drop_first)
-    frame, _ = load_scores(store, suite, metric, rule, drop_first, step_max)
-    dimension, name, rows = stats.paired_family(frame, baseline, alternative, reps, seed)
-    if not rows:
-        other, held = ("task", "an algorithm") if dimension == "task" else ("algorithm", "a task")
-        raise UsageError(f"--paired {baseline!r}: no other {other} of suite {suite!r} shares {held} with it, so "
-                         f"there is nothing to pair; pass {held} to compare those instead")  # fmt: skip
-    settings = {"baseline": name, "dimension": dimension,
-                "metric": metric, "rule": rule, "drop_first": drop_first, "alternative": alternative,
-                "reps": reps, "seed": seed, "step_max": step_max, "comparisons": len(rows)}  # fmt: skip
-    return rows, settings
+    _check_reps(reps)  # before the scores are read
+    frame, scoring = paired_scores(store, suite, metric, rule, drop_first, step_max)
+    return paired_rows(frame, suite, baseline, scoring, alternative, reps, seed, step_max)

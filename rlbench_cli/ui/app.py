@@ -32,8 +32,8 @@ from .attached import AttachedStore
 from .watch import MAX_WAIT_S, Watch
 
 STATIC = Path(__file__).parent / "static"
-STATIC_FILES = {"app.js": "text/javascript", "app.css": "text/css", "uPlot.iife.min.js": "text/javascript",
-                "uPlot.min.css": "text/css", "uPlot.LICENSE": "text/plain; charset=utf-8"}  # fmt: skip
+STATIC_FILES = {"app.js": "text/javascript", "stats.js": "text/javascript", "app.css": "text/css",
+                "uPlot.iife.min.js": "text/javascript", "uPlot.min.css": "text/css", "uPlot.LICENSE": "text/plain; charset=utf-8"}  # fmt: skip
 COOKIE = "rlbench_ui_token"
 # the page runs only its own scripts; nothing is framed, fetched or posted elsewhere
 HEADERS = {
@@ -223,6 +223,13 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         return data.by_key(store, suite_arg(request), key, q.get("metric") or None, q.get("stat") or "iqm",
                            _int(request, "reps", 2000), _int(request, "seed", 0))  # fmt: skip
 
+    def paired(request: Request) -> Any:
+        q = request.query_params
+        step = q.get("step")
+        return data.paired(store, suite_arg(request), q.get("baseline") or None, q.get("metric") or None,
+                           q.get("alternative") or "two-sided", None if step in (None, "") else _int(request, "step", 0),
+                           _int(request, "reps", 50_000), _int(request, "seed", 0))  # fmt: skip
+
     watch = Watch(store)
 
     async def changes(request: Request) -> Response:
@@ -308,6 +315,7 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
         Route("/api/suite/{suite}/decisions", api(lambda r: data.decisions(store, suite_arg(r)))),
         Route("/api/suite/{suite}/tuning", api(lambda r: data.tuning(store, suite_arg(r)))),
         Route("/api/suite/{suite}/by-key", api(by_key)),
+        Route("/api/suite/{suite}/paired", api(paired)),
         Route("/api/suite/{suite}/live", api(suite_live)),
         Route("/files/{run_id}/{path:path}", run_file),
     ]

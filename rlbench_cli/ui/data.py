@@ -593,6 +593,32 @@ def decisions(store: Any, suite: str) -> dict[str, Any]:
     )
 
 
+def paired(
+    store: Any,
+    suite: str,
+    baseline: str | None = None,
+    metric: str | None = None,
+    alternative: str = "two-sided",
+    step_max: int | None = None,
+    reps: int = 50_000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """``rlbench compare SUITE --paired BASELINE --json``'s comparisons and settings (``sequential.paired_rows``
+    of ``paired_scores``), and the baselines there are to pick from (``choices``: ``task:NAME`` and
+    ``algo:NAME`` of the runs scored); without ``baseline``, the choices only."""
+    from ..sequential import paired_rows, paired_scores
+
+    if not 1 <= reps <= 100_000:
+        raise UsageError(f"reps {reps}: use 1 to 100000 bootstrap replicates")
+    frame, scoring = paired_scores(store, suite, metric, step_max=step_max)
+    tasks, algos = (sorted({str(v) for v in frame[col]}) for col in ("env", "algo"))
+    choices = {"tasks": tasks, "algos": algos}
+    if not baseline:
+        return {"choices": choices, "comparisons": [], "paired": None}
+    rows, settings = paired_rows(frame, suite, baseline, scoring, alternative, reps, seed, step_max)
+    return jsonable({"choices": choices, "paired": settings, "comparisons": rows})
+
+
 def tuning(store: Any, suite: str) -> dict[str, Any]:
     """The study behind a suite ``rlbench tune`` made (``NAME.tune`` or ``NAME.confirm``) as ``rlbench tune
     --status`` reads it: the search's settings, its trials (number, state, params, objective) and the

@@ -193,6 +193,38 @@ def test_suite_statistics_equal_the_commands(env):
     assert [r["estimate"] for r in imp["profile"]] == profile["estimate"].tolist()
 
 
+def test_paired_comparisons_equal_compare_paired_and_list_the_baselines(env):
+    runner = CliRunner()
+    choices = get(env, "/api/suite/uit/paired")  # no baseline: what there is to pick, nothing compared
+    assert choices == {"choices": {"tasks": ["Acrobot-v1", "CartPole-v1"], "algos": ["random", "script"]},
+                       "comparisons": [], "paired": None}  # fmt: skip
+    for query, flags in [
+        ("baseline=algo:random&reps=1000", ["--paired", "random", "--reps", "1000"]),
+        ("baseline=task:CartPole-v1&alternative=greater&reps=500&seed=3",
+         ["--paired", "CartPole-v1", "--alternative", "greater", "--reps", "500", "--seed", "3"]),
+        ("baseline=task:Acrobot-v1&metric=train/loss&step=300&reps=200",
+         ["--paired", "Acrobot-v1", "--metric", "train/loss", "--step-max", "300", "--reps", "200"]),
+    ]:  # fmt: skip
+        cli = runner.invoke(app, ["compare", "uit", "--db", str(env["db"]), "--json", *flags])
+        assert cli.exit_code == 0, cli.output
+        want = jsonable(json.loads(cli.stdout))
+        got = get(env, f"/api/suite/uit/paired?{query}")
+        assert got["comparisons"] == want["comparisons"] and got["paired"] == want["paired"], query
+        # the baselines are those with runs scored: random logs no train/loss
+        assert got["choices"]["algos"] == (["script"] if "loss" in query else ["random", "script"])
+    # script's seed adds to its return: above random's on both seeds of both tasks
+    rows = get(env, "/api/suite/uit/paired?baseline=algo:random&reps=100")["comparisons"]
+    assert [(r["group"], r["other"], r["pairs"], r["above"]) for r in rows] == [
+        ("Acrobot-v1", "script", 2, 2), ("CartPole-v1", "script", 2, 2)]  # fmt: skip
+    # bad input: one line, as the command says it
+    assert "names no task or algorithm" in get(env, "/api/suite/uit/paired?baseline=nope", 400)["error"]
+    assert "alternative must be one of" in get(env, "/api/suite/uit/paired?baseline=algo:random&alternative=up",
+                                               400)["error"]  # fmt: skip
+    assert "step='x': a whole number" in get(env, "/api/suite/uit/paired?step=x", 400)["error"]
+    assert "reps 0" in get(env, "/api/suite/uit/paired?baseline=algo:random&reps=0", 400)["error"]
+    assert "no suite 'nope'" in get(env, "/api/suite/nope/paired", 404)["error"]
+
+
 def test_files_only_from_the_run_folder(env, tmp_path):
     run = runs_of(env, algo="random")[0]
     folder = env["db"].parent / "runs" / "uit" / run["run_id"]

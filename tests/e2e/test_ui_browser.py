@@ -1,7 +1,7 @@
 """`rlbench ui` in Debian's headless Chromium driven by Selenium, while the real `rlbench run` writes: curve points
-appear and the table updates without a reload, groups form by a config key, a run opens (its error text holding
-<script> stays text, a video in its folder plays, a text episode's transcript shows as text), two runs are
-compared with their differences highlighted, and the console stays clean.
+appear and the table updates without a reload, groups form by a config key, a paired-by-seed table draws, a run
+opens (its error text holding <script> stays text, a video in its folder plays, a text episode's transcript shows
+as text), two runs are compared with their differences highlighted, and the console stays clean.
 Screenshots go to $RLBENCH_UI_SCREENSHOTS (default: the test's tmp folder)."""
 
 from __future__ import annotations
@@ -127,6 +127,19 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         assert "script" in board and "random" in board and "IQM" in browser.find_element(By.ID, "board").text
         assert browser.find_element(By.ID, "poi").text and browser.find_element(By.ID, "decisions").text
         browser.save_screenshot(str(shots / "ui-suite.png"))
+        # paired by seed: the baselines listed once asked for; each pick draws compare --paired's table
+        from selenium.webdriver.support.ui import Select
+
+        browser.find_element(By.ID, "load-paired").click()
+        wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#paired-baseline option")) == 5, 60,
+                 "the paired baselines (two tasks, two algorithms)")  # fmt: skip
+        Select(browser.find_element(By.ID, "paired-baseline")).select_by_value("algo:random")
+        paired = wait_for(lambda: browser.find_element(By.ID, "paired-table").text, 60, "the paired table")
+        # 2 seeds: p >= 0.5 whatever they show, so the rows carry the dagger
+        assert "CartPole-v1 script 2" in paired and "2 / 0 / 0" in paired and "†" in paired
+        assert "rlbench compare uit --paired 'algo:random'" in browser.find_element(By.ID, "paired").text
+        browser.execute_script("document.getElementById('paired').scrollIntoView()")
+        browser.save_screenshot(str(shots / "ui-paired.png"))
 
         # a failed run: its error and log hold <script>, shown as text; an episode video in its folder plays
         failed = browser.find_element(By.XPATH, "//tr[td[contains(@class,'status-failed')]]//a")
@@ -148,7 +161,7 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         error = wait_for(lambda: browser.find_element(By.ID, "run-error").text, 60, "the run's error")
         assert XSS in error and "<script>alert('xss')</script> diverged" in error
         wait_for(lambda: "diverged" in browser.find_element(By.ID, "log").text, 60, "the log's tail")
-        assert len(browser.find_elements(By.TAG_NAME, "script")) == 2  # the page's own two, nothing injected
+        assert len(browser.find_elements(By.TAG_NAME, "script")) == 3  # the page's own, nothing injected
         assert "output.log" in browser.find_element(By.ID, "files").text
         wait_for(lambda: browser.execute_script("return document.querySelector('#videos video').readyState >= 1"), 60,
                  "the episode video's metadata")  # fmt: skip

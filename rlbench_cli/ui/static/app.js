@@ -93,7 +93,9 @@ function suiteView(main, suite) {
   const statsBox = el("section", { id: "stats" }, el("h2", {}, "Leaderboard"));
   const tuneBox = el("section", { id: "tuning" });
   const keyBox = el("section", { id: "by-key", hidden: true }, el("h2", {}, "Score against a setting"));
-  main.append(tuneBox, curvesBox, runsBox, keyBox, statsBox);
+  const pairedBox = el("section", { id: "paired" });
+  main.append(tuneBox, curvesBox, runsBox, keyBox, statsBox, pairedBox);
+  pairedSection(pairedBox, suite, () => (st.keys ? st.keys.metrics : []));
 
   // the score (the suite's rule, of its metric or another) against a config key, as `rlbench plot --x`
   const keySel = el("select", { id: "x-key" }, el("option", { value: "" }, "pick a setting"));
@@ -353,43 +355,6 @@ function suiteView(main, suite) {
     suite, metric: () => st.metric || "", liveGap: SUITE_LIVE_GAP_MS, refreshGap: REFRESH_GAP_MAX_MS }));
 }
 
-// a suite rlbench tune made (NAME.tune, NAME.confirm): its study, as rlbench tune --status reads it
-// (true when there is one, or the reason why not: worth asking again)
-async function tuningSection(box, suite) {
-  const out = await api(`/api/suite/${encodeURIComponent(suite)}/tuning`);
-  if (!out.study) { clear(box); if (out.reason) box.append(el("p", { class: "muted" }, out.reason)); return !!out.reason; }
-  const s = out.study;
-  if (box.chart) { box.chart.destroy(); box.chart = null; } // its own chart: the curves' redraws leave it
-  const done = out.trials.filter((t) => t.state === "complete" && t.value !== null);
-  const best = done.reduce((b, t) => (b === null || t.value > b.value ? t : b), null);
-  const history = el("div", { id: "tune-history", class: "chart" });
-  const rows = out.trials.map((t) => ({ trial: t.number, state: t.state, ...Object.fromEntries(s.params.map((k) => [k, t.params[k] ?? null])), objective: t.value }));
-  const trials = recordsTable(rows, "tune-trials");
-  if (best) trials.querySelectorAll("tr").forEach((tr, i) => { if (i > 0 && rows[i - 1].trial === best.number) tr.className = "best"; });
-  clear(box).append(el("h2", {}, `Tuning study of ${s.tuned}`),
-    el("p", {}, `Search of ${s.algorithm}'s params (${s.sampler} sampler, pruner ${s.pruner}): ${out.trials.length} of ${s.trials_asked} trials, ` +
-      `each on seeds ${s.search_seeds.join(", ")} x the suite's tasks; objective: ${s.objective} of the scores` +
-      (best ? `; best so far: trial ${best.number} (${fmt(best.value)}).` : ".")),
-    history, trials);
-  if (done.length) {
-    let top = -Infinity;
-    const xs = done.map((t) => t.number), ys = done.map((t) => t.value), bests = ys.map((v) => (top = Math.max(top, v)));
-    box.chart = new uPlot({ width: Math.max(400, box.clientWidth || 700), height: 240,
-      series: [{ label: "trial" }, { label: "objective", stroke: PALETTE[0], width: 0, points: { show: true, size: 6 } },
-        { label: "best so far", stroke: PALETTE[1], width: 2, paths: uPlot.paths.stepped({ align: 1 }) }],
-      scales: { x: { time: false } }, legend: { live: false },
-      axes: [{ label: "trial", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] }, { label: s.objective }] }, [xs, ys, bests], history);
-  }
-  if (out.confirmed.length) {
-    const iv = (t) => (t ? `${fmt(t[0])} [${fmt(t[1])}, ${fmt(t[2])}]` : "-");
-    box.append(el("h3", {}, `Confirmation on fresh seeds ${s.confirm_seeds[0]}..${s.confirm_seeds[1]}`),
-      el("p", { class: "muted" }, "The search's best configurations and the default, re-run on seeds the search never used: the search score is optimistic (it was picked for being high), the confirmed one is not."),
-      recordsTable(out.confirmed.map((c) => ({ configuration: c.label, "search score": c.search_value, "confirmed IQM [95% CI]": iv(c.iqm),
-        "P(beats default) [95% CI]": iv(c.poi_vs_default), verdict: c.verdict, ...(c.adastop ? { AdaStop: c.adastop } : {}) })), "tune-confirm"));
-  }
-  return true;
-}
-
 function recordsTable(rows, id) {
   const t = el("table", { id });
   if (!rows.length) { t.appendChild(el("tr", {}, el("td", { class: "muted" }, "none"))); return t; }
@@ -594,46 +559,6 @@ function bandRange(u, bands, min, max, log) {
   }
   if (lo === null || hi === null) return [min, max];
   return log ? uPlot.rangeAsinh(lo, hi, 10, false) : uPlot.rangeNum(lo, hi, 0.1, true);
-}
-
-// one chart per task: each legend entry's points at the key's values, with its 95% band
-function drawByKey(div, out, charts) {
-  div.setAttribute("data-tasks", out.tasks.length);
-  div.setAttribute("data-points", out.points.length);
-  const ax = out.axis;
-  const label = (x) => { const i = ax.positions.indexOf(x); return i >= 0 ? ax.values[i] : ""; };
-  out.tasks.forEach((task) => {
-    const box = el("div", { class: "chart", "data-task": task }, el("b", {}, task));
-    div.appendChild(box);
-    const series = [{ label: out.key }], bands = [], cols = [ax.positions];
-    out.legends.forEach((g, i) => {
-      const color = PALETTE[i % PALETTE.length];
-      const pts = new Map(out.points.filter((p) => p.env === task && p.legend === g).map((p) => [p.position, p]));
-      ["estimate", "lower", "upper"].forEach((f) => cols.push(ax.positions.map((x) => (pts.has(x) ? pts.get(x)[f] : null))));
-      series.push({ label: g, stroke: color, width: 2, spanGaps: true, points: { show: true, size: 6 } });
-      ["lower", "upper"].forEach((edge) => series.push({ label: edge, stroke: bandColor(color, 0.3), width: 0,
-        spanGaps: true, band: true, points: { show: false } }));
-      bands.push({ series: [3 * i + 3, 3 * i + 2], fill: bandColor(color, 0.15) });
-    });
-    const u = new uPlot({ width: Math.max(360, box.clientWidth || 560), height: 280, series, bands,
-      scales: { x: { time: false, distr: ax.log ? 3 : 1 } },
-      axes: [{ label: out.key, splits: () => ax.positions, filter: (_, xs) => xs, values: (_, xs) => xs.map(label) }, { label: `${out.stat.toUpperCase()} of ${out.metric}` }],
-      legend: { live: false } }, cols, box);
-    const rows = u.root.querySelectorAll(".u-legend .u-series");
-    const skip = series.length - rows.length; // the x series has no row when the legend is not live
-    rows.forEach((row, i) => { if (series[i + skip].band) row.style.display = "none"; });
-    charts.push(u);
-  });
-}
-
-function drawProfile(div, rows) {
-  const algos = [...new Set(rows.map((r) => r.algo))];
-  if (!algos.length) return;
-  const tables = algos.map((a) => { const rs = rows.filter((r) => r.algo === a); return [rs.map((r) => r.tau), rs.map((r) => r.estimate)]; });
-  const series = [{ label: "tau" }, ...algos.map((a, i) => ({ label: a, stroke: PALETTE[i % PALETTE.length], width: 2 }))];
-  state.charts.push(new uPlot({ width: Math.max(400, div.clientWidth || 700), height: 260, series,
-    scales: { x: { time: false } }, axes: [{ label: "score threshold" }, { label: "fraction of runs above" }] },
-  uPlot.join(tables), div));
 }
 
 // ---------------------------------------------------------------- one run
@@ -908,4 +833,5 @@ async function watch() {
 }
 
 window.addEventListener("hashchange", route);
-route().then(watch);
+// stats.js, the page's next script, is read by then
+window.addEventListener("DOMContentLoaded", () => route().then(watch));

@@ -1,0 +1,160 @@
+// rlbench ui: a suite's statistics drawn (the scores against a setting, the performance profile, a tuning
+// study, the paired comparisons), loaded after app.js, whose helpers (el, api, fmt, recordsTable, PALETTE) it
+// uses. As there: every string from the store reaches the page through textContent, never innerHTML.
+"use strict";
+
+// one chart per task: each legend entry's points at the key's values, with its 95% band
+function drawByKey(div, out, charts) {
+  div.setAttribute("data-tasks", out.tasks.length);
+  div.setAttribute("data-points", out.points.length);
+  const ax = out.axis;
+  const label = (x) => { const i = ax.positions.indexOf(x); return i >= 0 ? ax.values[i] : ""; };
+  out.tasks.forEach((task) => {
+    const box = el("div", { class: "chart", "data-task": task }, el("b", {}, task));
+    div.appendChild(box);
+    const series = [{ label: out.key }], bands = [], cols = [ax.positions];
+    out.legends.forEach((g, i) => {
+      const color = PALETTE[i % PALETTE.length];
+      const pts = new Map(out.points.filter((p) => p.env === task && p.legend === g).map((p) => [p.position, p]));
+      ["estimate", "lower", "upper"].forEach((f) => cols.push(ax.positions.map((x) => (pts.has(x) ? pts.get(x)[f] : null))));
+      series.push({ label: g, stroke: color, width: 2, spanGaps: true, points: { show: true, size: 6 } });
+      ["lower", "upper"].forEach((edge) => series.push({ label: edge, stroke: bandColor(color, 0.3), width: 0,
+        spanGaps: true, band: true, points: { show: false } }));
+      bands.push({ series: [3 * i + 3, 3 * i + 2], fill: bandColor(color, 0.15) });
+    });
+    const u = new uPlot({ width: Math.max(360, box.clientWidth || 560), height: 280, series, bands,
+      scales: { x: { time: false, distr: ax.log ? 3 : 1 } },
+      axes: [{ label: out.key, splits: () => ax.positions, filter: (_, xs) => xs, values: (_, xs) => xs.map(label) }, { label: `${out.stat.toUpperCase()} of ${out.metric}` }],
+      legend: { live: false } }, cols, box);
+    const rows = u.root.querySelectorAll(".u-legend .u-series");
+    const skip = series.length - rows.length; // the x series has no row when the legend is not live
+    rows.forEach((row, i) => { if (series[i + skip].band) row.style.display = "none"; });
+    charts.push(u);
+  });
+}
+
+function drawProfile(div, rows) {
+  const algos = [...new Set(rows.map((r) => r.algo))];
+  if (!algos.length) return;
+  const tables = algos.map((a) => { const rs = rows.filter((r) => r.algo === a); return [rs.map((r) => r.tau), rs.map((r) => r.estimate)]; });
+  const series = [{ label: "tau" }, ...algos.map((a, i) => ({ label: a, stroke: PALETTE[i % PALETTE.length], width: 2 }))];
+  state.charts.push(new uPlot({ width: Math.max(400, div.clientWidth || 700), height: 260, series,
+    scales: { x: { time: false } }, axes: [{ label: "score threshold" }, { label: "fraction of runs above" }] },
+  uPlot.join(tables), div));
+}
+
+// a suite rlbench tune made (NAME.tune, NAME.confirm): its study, as rlbench tune --status reads it
+// (true when there is one, or the reason why not: worth asking again)
+async function tuningSection(box, suite) {
+  const out = await api(`/api/suite/${encodeURIComponent(suite)}/tuning`);
+  if (!out.study) { clear(box); if (out.reason) box.append(el("p", { class: "muted" }, out.reason)); return !!out.reason; }
+  const s = out.study;
+  if (box.chart) { box.chart.destroy(); box.chart = null; } // its own chart: the curves' redraws leave it
+  const done = out.trials.filter((t) => t.state === "complete" && t.value !== null);
+  const best = done.reduce((b, t) => (b === null || t.value > b.value ? t : b), null);
+  const history = el("div", { id: "tune-history", class: "chart" });
+  const rows = out.trials.map((t) => ({ trial: t.number, state: t.state, ...Object.fromEntries(s.params.map((k) => [k, t.params[k] ?? null])), objective: t.value }));
+  const trials = recordsTable(rows, "tune-trials");
+  if (best) trials.querySelectorAll("tr").forEach((tr, i) => { if (i > 0 && rows[i - 1].trial === best.number) tr.className = "best"; });
+  clear(box).append(el("h2", {}, `Tuning study of ${s.tuned}`),
+    el("p", {}, `Search of ${s.algorithm}'s params (${s.sampler} sampler, pruner ${s.pruner}): ${out.trials.length} of ${s.trials_asked} trials, ` +
+      `each on seeds ${s.search_seeds.join(", ")} x the suite's tasks; objective: ${s.objective} of the scores` +
+      (best ? `; best so far: trial ${best.number} (${fmt(best.value)}).` : ".")),
+    history, trials);
+  if (done.length) {
+    let top = -Infinity;
+    const xs = done.map((t) => t.number), ys = done.map((t) => t.value), bests = ys.map((v) => (top = Math.max(top, v)));
+    box.chart = new uPlot({ width: Math.max(400, box.clientWidth || 700), height: 240,
+      series: [{ label: "trial" }, { label: "objective", stroke: PALETTE[0], width: 0, points: { show: true, size: 6 } },
+        { label: "best so far", stroke: PALETTE[1], width: 2, paths: uPlot.paths.stepped({ align: 1 }) }],
+      scales: { x: { time: false } }, legend: { live: false },
+      axes: [{ label: "trial", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] }, { label: s.objective }] }, [xs, ys, bests], history);
+  }
+  if (out.confirmed.length) {
+    const iv = (t) => (t ? `${fmt(t[0])} [${fmt(t[1])}, ${fmt(t[2])}]` : "-");
+    box.append(el("h3", {}, `Confirmation on fresh seeds ${s.confirm_seeds[0]}..${s.confirm_seeds[1]}`),
+      el("p", { class: "muted" }, "The search's best configurations and the default, re-run on seeds the search never used: the search score is optimistic (it was picked for being high), the confirmed one is not."),
+      recordsTable(out.confirmed.map((c) => ({ configuration: c.label, "search score": c.search_value, "confirmed IQM [95% CI]": iv(c.iqm),
+        "P(beats default) [95% CI]": iv(c.poi_vs_default), verdict: c.verdict, ...(c.adastop ? { AdaStop: c.adastop } : {}) })), "tune-confirm"));
+  }
+  return true;
+}
+
+
+// each task (or algorithm) against a baseline, seed by seed, as `rlbench compare --paired` prints it: asked for
+// (it scores every finished run), then again at each change of the baseline, the test's side, the metric or
+// the step the runs are scored at. metrics(): the metric names the page knows.
+const ALPHA = 0.05;
+function pairedSection(box, suite, metrics) {
+  const base = el("select", { id: "paired-baseline" }, el("option", { value: "" }, "pick a baseline"));
+  const alt = el("select", { id: "paired-alternative" }, ["two-sided", "greater", "less"].map((a) => el("option", { value: a }, a)));
+  const metric = el("select", { id: "paired-metric" }, el("option", { value: "" }, "the suite's score"));
+  const step = el("input", { id: "paired-step", type: "number", min: 0, step: 1, placeholder: "final", style: "width: 7em" });
+  const out = el("div", { id: "paired-out" });
+  box.append(el("h2", {}, "Paired by seed"),
+    el("div", { class: "controls" }, el("button", { id: "load-paired", onclick: () => load() }, "pair by seed"),
+      "baseline", base, "alternative", alt, "score of", metric, "scored at step", step), out);
+  [base, alt, metric, step].forEach((c) => c.addEventListener("change", () => load()));
+
+  function fillChoices(choices) {
+    const keep = base.value;
+    clear(base).appendChild(el("option", { value: "" }, "pick a baseline"));
+    [["tasks", "task"], ["algos", "algo"]].forEach(([k, kind]) => base.appendChild(el("optgroup", { label: kind === "task" ? "tasks" : "algorithms" },
+      choices[k].map((n) => el("option", { value: `${kind}:${n}`, selected: `${kind}:${n}` === keep }, n)))));
+  }
+  function fillMetrics() {
+    const keep = metric.value, names = metrics();
+    if (metric.options.length === names.length + 1) return;
+    clear(metric).appendChild(el("option", { value: "" }, "the suite's score"));
+    names.forEach((m) => metric.appendChild(el("option", { value: m, selected: m === keep }, m)));
+  }
+  async function load() {
+    fillMetrics();
+    const q = new URLSearchParams({ alternative: alt.value });
+    if (base.value) q.set("baseline", base.value);
+    if (metric.value) q.set("metric", metric.value);
+    if (step.value !== "") q.set("step", step.value);
+    clear(out).appendChild(el("p", { class: "muted" }, base.value ? "bootstrapping..." : "scoring the runs..."));
+    try {
+      const res = await api(`/api/suite/${encodeURIComponent(suite)}/paired?` + q);
+      fillChoices(res.choices);
+      clear(out);
+      if (!res.paired) {
+        out.appendChild(el("p", { class: "muted" }, "Pick the baseline: each other task is compared with a baseline task within each algorithm " +
+          "(or each other algorithm with a baseline algorithm within each task), seed by seed."));
+        return;
+      }
+      out.append(pairedCaption(suite, res.paired, q), pairedTable(res.paired, res.comparisons));
+    } catch (e) { clear(out).appendChild(el("p", { class: "error" }, String(e.message || e))); }
+  }
+}
+
+function pairedCaption(suite, s, q) {
+  const [held, across] = s.dimension === "task" ? ["algorithm", "task"] : ["task", "algorithm"];
+  const sided = s.alternative === "two-sided" ? "two-sided" : `one-sided (the other ${across} ${s.alternative === "greater" ? "above" : "below"} the baseline)`;
+  const cmd = [`rlbench compare ${suite} --paired '${q.get("baseline")}'`, q.has("metric") ? ` --metric ${q.get("metric")}` : "",
+    s.alternative !== "two-sided" ? ` --alternative ${s.alternative}` : "", s.step_max !== null ? ` --step-max ${s.step_max}` : ""].join("");
+  return el("p", {}, `Each ${across} against ${s.baseline} within each ${held}; ${s.metric} scored by ${s.rule}` +
+    (s.step_max !== null ? ` at step ${s.step_max}` : "") + `; difference = other - baseline, its mean with a 95% bootstrap interval ` +
+    `(${s.reps.toLocaleString("en")} reps, seed ${s.seed}); ${sided} sign and Wilcoxon signed-rank tests; Holm's correction over the ` +
+    `${s.comparisons} comparison${s.comparisons === 1 ? "" : "s"} (* below ${ALPHA}). The same table: `, el("code", {}, cmd));
+}
+
+function pairedTable(s, rows) {
+  const [held, across] = s.dimension === "task" ? ["algorithm", "task"] : ["task", "algorithm"];
+  const num = (v) => (v === null || v === undefined ? "-" : String(Number(Number(v).toPrecision(4)))); // as %.4g
+  const p = (v) => (v === null || v === undefined ? "-" : v < 0.001 ? v.toPrecision(2) : v.toFixed(3));
+  let blind = 0;
+  const table = recordsTable(rows.map((r) => {
+    let mark = r.holm_p !== null && r.holm_p < ALPHA ? " *" : "";
+    if (r.pairs && r.min_p >= ALPHA) { mark = " †"; blind += 1; }
+    return { [held]: r.group, [across]: r.other, seeds: r.pairs + (r.unpaired.length ? ` (${r.unpaired.length} unpaired)` : ""),
+      "baseline mean": num(r.mean_a), mean: num(r.mean_b), "difference [95% CI]": r.pairs ? `${num(r.mean_diff)} [${num(r.lower)}, ${num(r.upper)}]` : "-",
+      "above / below / level": r.pairs ? `${r.above} / ${r.below} / ${r.tied}` : "-", "sign p": p(r.sign_p),
+      "Wilcoxon p": p(r.wilcoxon_p), "Holm p": p(r.holm_p) + mark };
+  }), "paired-table");
+  table.querySelectorAll("td").forEach((td, i) => { if (i % 10 >= 2) td.className = "num"; });
+  if (!blind) return table;
+  return el("div", {}, table, el("p", { class: "muted" }, `† too few seeds off level for these tests to reach ${ALPHA} whatever ` +
+    "their outcome (the smallest p possible with n of them is 2 / 2^n two-sided, 1 / 2^n one-sided): run more seeds."));
+}
