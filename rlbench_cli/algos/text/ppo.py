@@ -17,6 +17,12 @@ the real env with the same model and optimiser (``algos.text.warm_start``: setti
 ``pretrain: {bc_steps: N, ...}``: before that (and before a cold run's first turn), the policy learns by
 behaviour cloning on a text dataset for ``N`` steps (``algos.text.pretrain``), so that ppo starts from a policy
 that wins sometimes on a task where a random one almost never does.
+
+``kl_coef: C`` (default 0: none) adds ``C`` times a KL penalty to each update's loss that keeps the policy near
+its reference: the policy as ``pretrain`` left it (the clone), or as the run began without one; kept through a
+warm start's imagined updates too. It is the sampled estimate ``E[(r - 1) - log r]`` with ``r = pi_ref(a) /
+pi(a)`` over the minibatch's actions (Schulman's k3, as GRPO uses it; never negative), logged as
+``train/loss/kl_ref``. The reference is kept in the run's checkpoints.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from .common import TextParams, settings_of
 from .online import ONLINE_PARAMS, EnvPool, Turn, collect, online_setup
 from .policy import TextPolicy, action_batch, action_logprobs
 
-__all__ = ["TextPPO", "gae"]
+__all__ = ["TextPPO", "gae", "reference"]
 
 
 def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, terminated: np.ndarray,
@@ -48,6 +54,16 @@ def gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, termin
     return adv
 
 
+def reference(model: Any) -> Any:
+    """A frozen copy of ``model``: the policy ``kl_coef`` keeps the run near."""
+    import copy
+
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
 def _policy_params(params: dict[str, Any]) -> dict[str, Any]:
     """``params`` less ``warm_start`` and ``pretrain``: what ppo's own settings are read from."""
     return {k: v for k, v in params.items() if k not in ("warm_start", "pretrain")}
@@ -57,9 +73,10 @@ class TextPPO(TextParams):
     name: ClassVar[str] = "ppo"
     own: ClassVar[dict[str, Any]] = {**ONLINE_PARAMS, "n_steps": 128, "update_epochs": 2, "clip_coef": 0.2,
                                      "vf_coef": 0.5, "gae_lambda": 0.95, "learning_rate": 1e-4,
-                                     "reward_scale": 0.1}  # fmt: skip
+                                     "reward_scale": 0.1, "kl_coef": 0.0}  # fmt: skip
     takes_warm_start: ClassVar[bool] = True  # ``warm_start:`` (``algos.text.warm_start``)
     takes_pretrain: ClassVar[bool] = True  # ``pretrain:`` (``algos.text.pretrain``)
+    ref: Any = None  # the frozen policy ``kl_coef`` keeps the run near (set by ``train``)
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
@@ -70,7 +87,8 @@ class TextPPO(TextParams):
             check_warm_start(params["warm_start"])
         if "pretrain" in params:
             check_pretrain(params["pretrain"])
-        settings_of(cls.name, _policy_params(params), cls.own)
+        if float(settings_of(cls.name, _policy_params(params), cls.own)["kl_coef"]) < 0:
+            raise ValueError(f"kl_coef {params['kl_coef']}: a penalty's weight is 0 (none) or more")
 
     def train(self, ctx: RunContext) -> None:
         from .common import adamw, texts_of
@@ -94,6 +112,7 @@ class TextPPO(TextParams):
             # the model)
             if pre is not None:
                 behaviour_clone(ctx, model, tok, cloned, settings, pre)
+            self.ref = reference(model) if float(settings["kl_coef"]) > 0 else None
             if warm is not None and not ctx.should_stop():
                 world = WarmStart(ctx, warm)
                 world.run(self, model, tok, sampler, settings, optim, rng)
@@ -105,6 +124,10 @@ class TextPPO(TextParams):
             optim.load_state_dict(state["optim"])
             sampler.rng = rng = state["rng"]
             step = int(state["step"])
+            self.ref = None
+            if "ref" in state:
+                self.ref = reference(model)
+                self.ref.load_state_dict(state["ref"])
         while step < ctx.steps and not ctx.should_stop():
             n = min(int(settings["n_steps"]), ctx.steps - step)
             played, _ = collect(pool, sampler, turns=max(n, len(pool.envs)),
@@ -116,8 +139,9 @@ class TextPPO(TextParams):
             ctx.maybe_evaluate(step, greedy)
             ctx.log_system(step)
             if ctx.checkpoint_due(step):
+                kept = {} if self.ref is None else {"ref": self.ref.state_dict()}
                 ctx.save_checkpoint(
-                    step, {"model": model.state_dict(), "optim": optim.state_dict(), "rng": rng}
+                    step, {"model": model.state_dict(), "optim": optim.state_dict(), "rng": rng, **kept}
                 )
         pool.close()
         ctx.finish(step, greedy)
@@ -157,9 +181,10 @@ class TextPPO(TextParams):
                             np.array([played[r].terminated for r in rows]), ends, gamma, lam)  # fmt: skip
         returns = adv + values
         old = np.array([t.logprob for t in played])
-        stats: dict[str, list[float]] = {"policy": [], "value": [], "approx_kl": []}
+        stats: dict[str, list[float]] = {"policy": [], "value": [], "approx_kl": [], "kl_ref": []}
         bs = int(settings["batch_size"])
         clip = float(settings["clip_coef"])
+        kl_coef, ref = float(settings["kl_coef"]), getattr(self, "ref", None)
         for _ in range(int(settings["update_epochs"])):
             order = rng.permutation(len(played))
             for s in range(0, len(order), bs):
@@ -174,6 +199,13 @@ class TextPPO(TextParams):
                     0.5 * (v - torch.as_tensor(returns[mb], dtype=torch.float32, device=device)).pow(2).mean()
                 )
                 loss = pg + float(settings["vf_coef"]) * vl
+                if kl_coef > 0 and ref is not None:
+                    with torch.no_grad():
+                        ref_lp, _ = self._evaluate(ref, tok, [played[j] for j in mb], settings, device)
+                    log_r = ref_lp - new_lp
+                    kl = (log_r.exp() - 1 - log_r).mean()
+                    loss = loss + kl_coef * kl
+                    stats["kl_ref"].append(float(kl.detach()))
                 optim.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), float(settings["max_grad_norm"]))
