@@ -28,7 +28,7 @@ import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ COUNTS = ("runs", "metric_rows", "seeds_per_cell", "total_duration_s", "duration
 PAIRED = ("mean_diff", "above", "below", "tied", "sign_p", "wilcoxon_p", "holm_p")  # rlbench compare --paired
 STATS = (*AGGREGATES, "seed", *COUNTS, *PAIRED)
 _KEYS = frozenset(
-    "algo task stat metric rule step normalised percent seeds printed legacy baseline alternative".split()
+    "algo task stat metric rule step normalised percent seeds printed legacy baseline alternative family_steps".split()
 )
 _NUM = r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?"
 _INTERVAL = re.compile(rf"^({_NUM}) \[({_NUM}), ({_NUM})\]$")
@@ -92,6 +92,8 @@ class Claim:
             algorithm) is paired against by seed, as ``rlbench compare --paired BASELINE --alternative ...``
             prints it (Holm's family: every comparison against the baseline over the claim's seeds); raw
             scores (``normalised: false``), differences x 100 with ``percent``, p-values and counts as they are.
+        family_steps: Of a ``holm_p`` claim: the steps whose comparisons form Holm's family (``rlbench compare
+            --paired B --step-max S1 --step-max S2``), the claim's ``step`` among them; empty: one step's.
     """
 
     bundle: str
@@ -110,6 +112,7 @@ class Claim:
     legacy: bool
     baseline: str | None = None
     alternative: str = "two-sided"
+    family_steps: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -204,11 +207,16 @@ def _claim(bundle: str, doc: str, quote: str, fields: dict[str, Any], where: str
                          f"(normalised: false)")  # fmt: skip
     if alternative not in ("two-sided", "greater", "less"):
         raise UsageError(f"{where}: alternative {alternative!r}; use two-sided, greater or less")
+    family = _as_tuple(fields.get("family_steps"), where, "family_steps")
+    if family and (stat != "holm_p" or step not in family or not all(isinstance(x, int) for x in family)):
+        raise UsageError(f"{where}: family_steps (integer steps whose comparisons form Holm's family) goes with "
+                         f"stat holm_p, and lists the claim's step")  # fmt: skip
     return Claim(bundle=bundle, doc=doc, quote=quote, algo=algo, task=task, stat=stat,
                  metric=fields.get("metric"), rule=fields.get("rule"), step=step,
                  normalised=bool(fields.get("normalised", True)), percent=bool(fields.get("percent", False)),
                  seeds=tuple(seeds), printed=printed, legacy=bool(fields.get("legacy", False)),
-                 baseline=None if baseline is None else str(baseline), alternative=alternative)  # fmt: skip
+                 baseline=None if baseline is None else str(baseline), alternative=alternative,
+                 family_steps=tuple(family))  # fmt: skip
 
 
 def _defaults(node: dict[str, Any]) -> dict[str, Any]:
@@ -526,8 +534,8 @@ class BundleScores:
                 raise KeyError(f"no finished run of {algo} on {task} with the metric")
         return [scale * float(frame.loc[(a, task), column]) for a in claim.algo]
 
-    def _paired(self, claim: Claim, scale: float) -> list[float]:
-        """A ``PAIRED`` claim's numbers from ``stats.paired_family`` of its seeds' raw scores."""
+    def _family(self, claim: Claim) -> tuple[str, str, list[dict[str, Any]]]:
+        """``stats.paired_family`` of the claim's seeds' raw scores (at its step), computed once."""
         from . import stats
 
         frame = self._scored(claim)[0]
@@ -536,7 +544,13 @@ class BundleScores:
             mine = frame.loc[frame["seed"].isin(claim.seeds)]
             self._cache[key] = stats.paired_family(mine, str(claim.baseline), claim.alternative,
                                                    BOOTSTRAP_REPS, BOOTSTRAP_SEED)  # fmt: skip
-        dimension, _, rows = self._cache[key]
+        return self._cache[key]
+
+    def _paired(self, claim: Claim, scale: float) -> list[float]:
+        """A ``PAIRED`` claim's numbers from ``stats.paired_family`` of its seeds' raw scores."""
+        from . import stats
+
+        dimension, _, rows = self._family(claim)
         (algo,), (task,) = claim.algo, claim.task
         group, other = (algo, task) if dimension == "task" else (task, algo)
         row = next((r for r in rows if r["group"] == group and r["other"] == other), None)
@@ -548,6 +562,10 @@ class BundleScores:
         if claim.stat == "mean_diff":
             fields = ("mean_diff", "lower", "upper") if claim.interval else ("mean_diff",)
             return [scale * float(row[f]) for f in fields]
+        if claim.family_steps:  # Holm over every step's comparisons, as compare --paired with --step-max each
+            family = [r for s in claim.family_steps for r in self._family(replace(claim, step=s))[2]]
+            adjusted = stats.holm([r.get("wilcoxon_p") for r in family])
+            return [float(adjusted[next(i for i, r in enumerate(family) if r is row)])]
         return [float(row[claim.stat])]
 
     def _count(self, claim: Claim) -> list[float]:

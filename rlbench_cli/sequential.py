@@ -14,7 +14,7 @@ scored on.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -241,19 +241,34 @@ def paired_suite(
     alternative: str = "two-sided",
     reps: int = 50_000,
     seed: int = 0,
-    step_max: int | None = None,
+    step_max: int | Sequence[int] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """What ``rlbench compare --paired BASELINE`` shows: ``stats.paired_family`` of the suite's finished runs,
     scored as ``rlbench leaderboard`` scores them (``analysis.load_scores``; ``metric``, ``rule``,
     ``drop_first``: as ``analysis.suite_scoring``), or with ``step_max`` as if each run ended at that step
     (``fetch --scores``' ``--step-max``: e.g. 0, a policy before its real training), and the settings (the
-    dimension compared across included).
+    dimension compared across included). Several steps make one family: each step's rows (with ``step``),
+    Holm's correction over all of them (the tests a suite states at, say, step 0 and at its end).
 
     Raises:
-        UsageError: no finished run with the metric (at or before ``step_max``), an unknown baseline or one
-            with nothing to pair, two runs of a configuration with one seed, or an unknown alternative
-            (``stats.StatsError``).
+        UsageError: no finished run with the metric (at or before a step), an unknown baseline or one with
+            nothing to pair, two runs of a configuration with one seed, a step given twice, or an unknown
+            alternative (``stats.StatsError``).
     """
+    from . import stats
+
     _check_reps(reps)  # before the scores are read
-    frame, scoring = paired_scores(store, suite, metric, rule, drop_first, step_max)
-    return paired_rows(frame, suite, baseline, scoring, alternative, reps, seed, step_max)
+    steps = [step_max] if step_max is None or isinstance(step_max, int) else list(step_max)
+    if len(set(steps)) < len(steps):
+        twice = next(x for x in steps if steps.count(x) > 1)
+        raise UsageError(f"--step-max {twice} is given twice; give each step once")
+    family: list[dict[str, Any]] = []
+    for at in steps:
+        frame, scoring = paired_scores(store, suite, metric, rule, drop_first, at)
+        rows, settings = paired_rows(frame, suite, baseline, scoring, alternative, reps, seed, at)
+        family += [{**r, "step": at} for r in rows] if len(steps) > 1 else rows
+    if len(steps) > 1:
+        for row, p in zip(family, stats.holm([r.get("wilcoxon_p") for r in family]), strict=True):
+            row["holm_p"] = p
+        settings.update(step_max=steps, comparisons=len(family))
+    return family, settings

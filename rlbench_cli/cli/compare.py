@@ -57,7 +57,11 @@ def paired_table(rows: list[dict[str, Any]], settings: dict[str, Any], alpha: fl
         return "-" if v is None else (f"{v:.2g}" if v < 0.001 else f"{v:.3f}")
 
     held, across = ("algo", "task") if settings["dimension"] == "task" else ("task", "algo")
-    at = "" if settings.get("step_max") is None else f" at step {settings['step_max']}"
+    steps = settings.get("step_max")
+    several = isinstance(steps, list)
+    at = "" if steps is None else f" at step {steps}"
+    if several:
+        at = f" at steps {', '.join(map(str, steps))} (one family)"
     sided = {"two-sided": "two-sided", "greater": f"one-sided (the other {WORD[across]} above the baseline)",
              "less": f"one-sided (the other {WORD[across]} below the baseline)"}[settings["alternative"]]  # fmt: skip
     lines = [
@@ -67,20 +71,21 @@ def paired_table(rows: list[dict[str, Any]], settings: dict[str, Any], alpha: fl
         f"signed-rank tests; Holm's correction over the {settings['comparisons']} comparison"
         f"{'s' if settings['comparisons'] != 1 else ''} (* below {alpha:g})",
         "",
-        f"| {held} | {across} | seeds | baseline mean | mean | difference [95% CI] | above / below / level "
-        f"| sign p | Wilcoxon p | Holm p |",
-        "|---|---|--:|--:|--:|--:|:-:|--:|--:|--:|",
+        f"{'| step ' if several else ''}| {held} | {across} | seeds | baseline mean | mean | difference [95% CI] "
+        f"| above / below / level | sign p | Wilcoxon p | Holm p |",
+        f"{'|--:' if several else ''}|---|---|--:|--:|--:|--:|:-:|--:|--:|--:|",
     ]
     blind = 0
     for r in rows:
         unpaired = f" ({len(r['unpaired'])} unpaired)" if r["unpaired"] else ""
+        lead = f"| {r['step']} " if several else ""
         if not r["pairs"]:
-            lines.append(f"| {r['group']} | {r['other']} | 0{unpaired} | - | - | - | - | - | - | - |")
+            lines.append(f"{lead}| {r['group']} | {r['other']} | 0{unpaired} | - | - | - | - | - | - | - |")
             continue
         star = " *" if r["holm_p"] is not None and r["holm_p"] < alpha else ""
         if r["min_p"] >= alpha:
             star, blind = " †", blind + 1
-        lines.append(f"| {r['group']} | {r['other']} | {r['pairs']}{unpaired} | {num(r['mean_a'])} | "
+        lines.append(f"{lead}| {r['group']} | {r['other']} | {r['pairs']}{unpaired} | {num(r['mean_a'])} | "
                      f"{num(r['mean_b'])} | {num(r['mean_diff'])} [{num(r['lower'])}, {num(r['upper'])}] | "
                      f"{r['above']} / {r['below']} / {r['tied']} | {p(r['sign_p'])} | {p(r['wilcoxon_p'])} | "
                      f"{p(r['holm_p'])}{star} |")  # fmt: skip
@@ -112,10 +117,11 @@ def compare(
         int | None, typer.Option("--reps", help="with --paired: bootstrap replicates [default: 50000]")
     ] = None,
     step_max: Annotated[
-        int | None,
+        list[int] | None,
         typer.Option(
             "--step-max",
-            help="with --paired: score each run as if it ended at this step (0: before its real training)",
+            help="with --paired: score each run as if it ended at this step (0: before its real training); "
+            "repeated, one family over the steps' rows (Holm over all of them)",
         ),
     ] = None,
     json_out: JsonOpt = False,
@@ -147,7 +153,8 @@ def compare(
             )
         rows, settings = paired_suite(store_for(db), suite, paired, metric, score, drop_first,
                                       alternative or "two-sided", 50_000 if reps is None else reps,
-                                      0 if seed is None else seed, step_max)  # fmt: skip
+                                      0 if seed is None else seed,
+                                      step_max[0] if step_max and len(step_max) == 1 else step_max)  # fmt: skip
         level = 0.05 if alpha is None else alpha
         if json_out:
             typer.echo(json.dumps({"suite": suite, "paired": settings, "alpha": level, "comparisons": rows},

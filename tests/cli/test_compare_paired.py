@@ -93,6 +93,35 @@ def test_a_step_scores_each_run_as_if_it_ended_there(db):
     assert "eval/return scored by final at step 50;" in table.splitlines()[0]
 
 
+def test_several_steps_are_one_family_holm_over_all_their_rows(db):
+    from rlbench_cli import stats
+
+    r = invoke(
+        "compare", "mixes", "--db", db, "--paired", REAL, "--step-max", "50", "--step-max", "100", "--json"
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["paired"]["step_max"] == [50, 100] and out["paired"]["comparisons"] == 3
+    rows = out["comparisons"]
+    assert [(c["step"], c["group"]) for c in rows] == [(50, "bc"), (100, "bc"), (100, "ilql")]
+    holm = stats.holm([c["wilcoxon_p"] for c in rows])
+    assert [c["holm_p"] for c in rows] == holm and holm[0] > rows[0]["wilcoxon_p"]  # adjusted over 3, not 1
+    for c in rows:  # each step's numbers are that step's alone
+        one = json.loads(invoke("compare", "mixes", "--db", db, "--paired", REAL, "--step-max", c["step"],
+                                "--json").output)  # fmt: skip
+        (same,) = [o for o in one["comparisons"] if o["group"] == c["group"]]
+        assert {k: v for k, v in c.items() if k not in ("step", "holm_p")} == {
+            k: v for k, v in same.items() if k != "holm_p"}  # fmt: skip
+    table = invoke(
+        "compare", "mixes", "--db", db, "--paired", REAL, "--step-max", "50", "--step-max", "100"
+    ).output
+    lines = table.splitlines()
+    assert (
+        "scored by final at steps 50, 100 (one family);" in lines[0] and "over the 3 comparisons" in lines[0]
+    )
+    assert lines[2].startswith("| step | algo | task |") and lines[4].startswith(f"| 50 | bc | {MIX} |")
+
+
 @pytest.mark.parametrize(
     "args, needle",
     [
@@ -113,6 +142,10 @@ def test_a_step_scores_each_run_as_if_it_ended_there(db):
             "--step-max 10: no finished run of suite 'mixes' has 'eval/return'",
         ),
         (["--step-max", "10"], "--step-max applies to --paired BASELINE only"),
+        (
+            ["--paired", REAL, "--step-max", "50", "--step-max", "50"],
+            "--step-max 50 is given twice; give each",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(db, args, needle):

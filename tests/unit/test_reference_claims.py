@@ -272,6 +272,16 @@ def test_a_paired_claim_over_a_seed_without_its_partner_is_one_line(scored):
     )
 
 
+def test_a_holm_claim_over_several_steps_is_adjusted_over_all_their_comparisons(scored):
+    claim = next(c for c in PUBLISHED.claims if c.family_steps)
+    assert claim.stat == "holm_p" and claim.step in claim.family_steps and len(claim.family_steps) > 1
+    assert claims.check_value(claim, scored[claim.bundle]) is None
+    alone = dataclasses.replace(claim, family_steps=())  # the step's own family: a smaller p
+    (p,) = scored[claim.bundle].values(alone)
+    assert p < scored[claim.bundle].values(claim)[0]
+    assert "recomputed" in one_line(claims.check_value(alone, scored[claim.bundle]))
+
+
 @pytest.mark.parametrize(
     "fields, needle",
     [
@@ -281,6 +291,10 @@ def test_a_paired_claim_over_a_seed_without_its_partner_is_one_line(scored):
         ("{stat: above, algo: [a, b], task: t, baseline: t2, normalised: false, printed: '1'}", "names one algo"),
         ("{stat: sign_p, algo: a, task: t, baseline: t2, normalised: false, alternative: up, printed: '1'}",
          "alternative 'up'; use two-sided, greater or less"),
+        ("{stat: sign_p, algo: a, task: t, baseline: t2, normalised: false, family_steps: [0, 9], step: 0, "
+         "printed: '1'}", "family_steps (integer steps whose comparisons form Holm's family) goes with stat holm_p"),
+        ("{stat: holm_p, algo: a, task: t, baseline: t2, normalised: false, family_steps: [0, 9], printed: '1'}",
+         "and lists the claim's step"),
     ],
 )  # fmt: skip
 def test_a_bad_paired_claim_is_one_line(tmp_path, fields, needle):
