@@ -226,6 +226,7 @@ def _paired(per_run: Any, baseline: str, alternative: str, reps: int, seed: int)
     from . import stats
 
     dimension, name, rows = stats.paired_family(per_run, baseline, alternative, reps, seed)
+    tested = stats.tests_in_family(rows)  # not a row without a paired seed, or with every seed level
     held, across = ("algo", "task") if dimension == "task" else ("task", "algo")
     frame = pd.DataFrame([{held: r["group"], across: r["other"], "seeds": r["pairs"],
                            "unpaired": len(r["unpaired"]), "baseline": r.get("mean_a"),
@@ -239,7 +240,7 @@ def _paired(per_run: Any, baseline: str, alternative: str, reps: int, seed: int)
     return (f"<p>Each {_e(across)} against <b>{_e(name)}</b> within each {_e(held)}, seed by seed: diff = other "
             f"- baseline (baseline and mean: the two means), its mean with a 95% bootstrap interval (lower, upper; "
             f"{reps:,} reps, seed {seed}); seeds above / below / level; {sided} sign and Wilcoxon signed-rank "
-            f"tests; Holm's correction over the {len(rows)} row{'s' if len(rows) != 1 else ''}. min p: the smallest "
+            f"tests; Holm's correction over the {tested} tested row{'s' if tested != 1 else ''}. min p: the smallest "
             "p these seeds could give; above your alpha, they could not have shown a difference. The same table: "
             f"<code style=\"white-space: nowrap\">rlbench compare SUITE --paired '{_e(name)}'</code>.</p>"
             + (_table(frame, "paired", (held, across)) if rows else '<p class="note">Nothing to pair.</p>'))  # fmt: skip

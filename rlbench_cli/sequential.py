@@ -227,7 +227,8 @@ def paired_rows(
     metric, rule, drop_first = scoring
     settings = {"baseline": name, "dimension": dimension,
                 "metric": metric, "rule": rule, "drop_first": drop_first, "alternative": alternative,
-                "reps": reps, "seed": seed, "step_max": step_max, "comparisons": len(rows)}  # fmt: skip
+                "reps": reps, "seed": seed, "step_max": step_max, "comparisons": len(rows),
+                "tested": stats.tests_in_family(rows)}  # fmt: skip
     return rows, settings
 
 
@@ -270,5 +271,5 @@ def paired_suite(
     if len(steps) > 1:
         for row, p in zip(family, stats.holm([r.get("wilcoxon_p") for r in family]), strict=True):
             row["holm_p"] = p
-        settings.update(step_max=steps, comparisons=len(family))
+        settings.update(step_max=steps, comparisons=len(family), tested=stats.tests_in_family(family))
     return family, settings

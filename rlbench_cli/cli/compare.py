@@ -47,6 +47,15 @@ def decisions_table(rows: list[dict[str, Any]], settings: dict[str, Any]) -> str
     return "\n".join(lines)
 
 
+def holm_family(settings: dict[str, Any]) -> str:
+    """E.g. ``3 tests (1 comparison with no seed off level: no test)``."""
+    tested, untested = settings["tested"], settings["comparisons"] - settings["tested"]
+    out = f"{tested} test{'s' if tested != 1 else ''}"
+    if untested:
+        out += f" ({untested} comparison{'s' if untested != 1 else ''} with no seed off level or none paired: no test)"
+    return out
+
+
 def paired_table(rows: list[dict[str, Any]], settings: dict[str, Any], alpha: float) -> str:
     """``rlbench compare --paired``'s comparisons as a markdown table, with what they were computed from."""
 
@@ -68,8 +77,7 @@ def paired_table(rows: list[dict[str, Any]], settings: dict[str, Any], alpha: fl
         f"Paired by seed: each {WORD[across]} against {settings['baseline']} within each {WORD[held]}; "
         f"{settings['metric']} scored by {settings['rule']}{at}; difference = other - baseline, its mean with a 95% "
         f"bootstrap interval ({settings['reps']:,} reps, seed {settings['seed']}); {sided} sign and Wilcoxon "
-        f"signed-rank tests; Holm's correction over the {settings['comparisons']} comparison"
-        f"{'s' if settings['comparisons'] != 1 else ''} (* below {alpha:g})",
+        f"signed-rank tests; Holm's correction over the {holm_family(settings)} (* below {alpha:g})",
         "",
         f"{'| step ' if several else ''}| {held} | {across} | seeds | baseline mean | mean | difference [95% CI] "
         f"| above / below / level | sign p | Wilcoxon p | Holm p |",

@@ -60,6 +60,7 @@ from rlbench_cli.stats.paired import (
     resolve_baseline,
     sign_test,
     smallest_p,
+    tests_in_family,
     wilcoxon,
 )
 from rlbench_cli.stats.scores import (
@@ -119,6 +120,7 @@ __all__ = [
     "ALTERNATIVES",
     "PairedTest",
     "holm",
+    "tests_in_family",
     "mean_diff_interval",
     "paired_family",
     "paired_test",

@@ -9,7 +9,7 @@ the per-seed difference ``b - a`` removes what the seed decides, and the tests b
   or tied and there are at most 50; an exact enumeration of the 2^n sign flips (scipy's permutation test, which
   it runs for up to 13 differences) when some are; else the normal approximation with the tie correction.
 - ``mean_diff_interval``: the mean difference with a seeded percentile bootstrap over the pairs.
-- ``holm``: Holm's step-down adjustment of a family of p-values.
+- ``holm``: Holm's step-down adjustment of a family of p-values (``tests_in_family``: its size).
 - ``paired_family``: every task (or algorithm) against a baseline one, within each algorithm (or task), from
   per-run scores; Holm's adjustment over the family. ``rlbench compare --paired`` prints it.
 
@@ -136,6 +136,12 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     return out
 
 
+def tests_in_family(rows: Sequence[dict[str, Any]]) -> int:
+    """How many of ``paired_family``'s rows Holm's correction counts: those with a test (not a comparison
+    without a paired seed, or with every seed level)."""
+    return sum(r.get("wilcoxon_p") is not None for r in rows)
+
+
 def mean_diff_interval(
     diffs: Sequence[float], reps: int = 50_000, seed: int = 0, key: str = "", confidence: float = 0.95
 ) -> tuple[float, float]:
@@ -187,8 +193,8 @@ class PairedTest:
     above: int
     below: int
     tied: int
-    sign_p: float
-    wilcoxon_p: float
+    sign_p: float | None  # None: every pair level, nothing to test (n = 0), and out of Holm's family
+    wilcoxon_p: float | None
     min_p: float
 
     def as_dict(self) -> dict[str, object]:
@@ -204,8 +210,9 @@ def paired_test(
     key: str = "",
 ) -> PairedTest:
     """``b - a`` over the seeds in both (``{seed: score}``), in seed order: means, the mean difference with its
-    95% bootstrap interval, the seeds above / below / level, the sign and Wilcoxon tests. The differences are
-    rounded to 10 significant digits of the scores' scale first (``_snap``), so ties are ties."""
+    95% bootstrap interval, the seeds above / below / level, the sign and Wilcoxon tests (None when every seed
+    is level: no test, so not one of Holm's family). The differences are rounded to 10 significant digits of
+    the scores' scale first (``_snap``), so ties are ties."""
     seeds = tuple(sorted(set(a) & set(b)))
     if not seeds:
         raise ValueError("no seed in both.")
@@ -213,10 +220,11 @@ def paired_test(
     y = np.array([b[s] for s in seeds], dtype=np.float64)
     d = _snap(y - x, max(float(np.abs(x).max()), float(np.abs(y).max())))
     lower, upper = mean_diff_interval(d, reps, seed, key)
+    off = int((d != 0).sum())  # none: nothing to test (scipy's binomtest refuses n = 0), no p-value
     return PairedTest(seeds=seeds, mean_a=float(x.mean()), mean_b=float(y.mean()), mean_diff=float(d.mean()),
                       lower=lower, upper=upper, above=int((d > 0).sum()), below=int((d < 0).sum()),
-                      tied=int((d == 0).sum()), sign_p=sign_test(d, alternative),
-                      wilcoxon_p=wilcoxon(d, alternative), min_p=smallest_p(int((d != 0).sum()), alternative))  # fmt: skip
+                      tied=int((d == 0).sum()), sign_p=sign_test(d, alternative) if off else None,
+                      wilcoxon_p=wilcoxon(d, alternative) if off else None, min_p=smallest_p(off, alternative))  # fmt: skip
 
 
 def _close(name: str, names: Sequence[str]) -> list[str]:

@@ -604,8 +604,9 @@ def paired(
     seed: int = 0,
 ) -> dict[str, Any]:
     """``rlbench compare SUITE --paired BASELINE --json``'s comparisons and settings (``sequential.paired_rows``
-    of ``paired_scores``), and the baselines there are to pick from (``choices``: ``task:NAME`` and
-    ``algo:NAME`` of the runs scored); without ``baseline``, the choices only."""
+    of ``paired_scores``), and the baselines there are to pick from (``choices``: the tasks and algorithms of
+    the runs scored; the page sends its pick as ``task:NAME`` or ``algo:NAME``); without ``baseline``, the
+    choices only."""
     from ..sequential import paired_rows, paired_scores
 
     if not 1 <= reps <= 100_000:

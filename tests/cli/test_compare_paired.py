@@ -41,7 +41,7 @@ def test_the_table_pairs_each_task_with_the_baseline_within_each_algorithm(db):
     lines = r.output.splitlines()
     assert lines[0].startswith(f"Paired by seed: each task against {REAL} within each algorithm; eval/return "
                                "scored by final; difference = other - baseline")  # fmt: skip
-    assert "Holm's correction over the 2 comparisons (* below 0.05)" in lines[0]
+    assert "Holm's correction over the 2 tests (* below 0.05)" in lines[0]
     bc = next(line for line in lines if line.startswith("| bc |")).split(" | ")
     wilcoxon = scipy_stats.wilcoxon(GAINS).pvalue
     assert bc[1:4] == [MIX, "6", "0.5"] and bc[6] == "5 / 0 / 1"
@@ -64,7 +64,7 @@ def test_json_has_every_number_and_a_one_sided_test(db):
     out = json.loads(r.output)
     assert out["paired"] == {"baseline": REAL, "dimension": "task", "metric": "eval/return", "rule": "final",
                              "drop_first": 0, "alternative": "greater", "reps": 500, "seed": 3, "step_max": None,
-                             "comparisons": 2}  # fmt: skip
+                             "comparisons": 2, "tested": 2}  # fmt: skip
     bc, ilql = out["comparisons"]
     assert (bc["group"], bc["other"], bc["seeds"], bc["above"]) == ("bc", MIX, [0, 1, 2, 3, 4, 5], 5)
     assert bc["wilcoxon_p"] == pytest.approx(1 / 32) and bc["sign_p"] == pytest.approx(1 / 32)
@@ -117,7 +117,8 @@ def test_several_steps_are_one_family_holm_over_all_their_rows(db):
     ).output
     lines = table.splitlines()
     assert (
-        "scored by final at steps 50, 100 (one family);" in lines[0] and "over the 3 comparisons" in lines[0]
+        "scored by final at steps 50, 100 (one family);" in lines[0]
+        and "over the 3 tests (* below" in lines[0]
     )
     assert lines[2].startswith("| step | algo | task |") and lines[4].startswith(f"| 50 | bc | {MIX} |")
 
@@ -175,3 +176,23 @@ def test_nothing_to_pair_is_said(tmp_path, make_results_db):
     r = invoke("compare", "one", "--db", tmp_path / "one.duckdb", "--paired", REAL)
     assert r.exit_code == 2
     assert "no other task of suite 'one' shares an algorithm with it" in r.output
+
+
+def test_a_comparison_level_on_every_seed_is_no_test_and_leaves_holms_family(tmp_path, make_results_db):
+    runs = []
+    for seed in range(
+        7
+    ):  # a copy of the baseline (the same clone, say) and one that ends lower on every seed
+        runs += [("clone", "t", seed, [(0, 0.9), (10, 0.9)]), ("copy", "t", seed, [(0, 0.9), (10, 0.9)]),
+                 ("drifts", "t", seed, [(0, 0.9), (10, 0.5)])]  # fmt: skip
+    make_results_db(tmp_path / "l.duckdb", runs, suite="level")
+    r = invoke("compare", "level", "--db", tmp_path / "l.duckdb", "--paired", "clone", "--step-max", "0",
+               "--step-max", "10")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert "Holm's correction over the 1 test (3 comparisons with no seed off level or none paired: no test)" in (
+        lines[0])  # fmt: skip
+    copy_at_10 = next(line for line in lines if line.startswith("| 10 | t | copy |"))
+    assert copy_at_10.endswith("| 0 / 0 / 7 | - | - | - † |")
+    drifts = next(line for line in lines if line.startswith("| 10 | t | drifts |")).split(" | ")
+    assert drifts[-3] == drifts[-2].removesuffix(" *") == "0.016" and drifts[-1] == "0.016 * |"

@@ -130,6 +130,23 @@ def test_the_family_pairs_tasks_within_each_algorithm_and_adjusts_over_all():
     assert family[1]["mean_diff"] == pytest.approx(0.1) and family[1]["wilcoxon_p"] == pytest.approx(1 / 64)
 
 
+def test_a_row_level_on_every_seed_has_no_test_and_is_not_in_holms_family():
+    rows = []
+    for seed in range(7):
+        rows += [("clone", "t", seed, 0.9), ("same", "t", seed, 0.9), ("worse", "t", seed, 0.5 - 0.01 * seed)]
+    _, _, family = stats.paired_family(frame(rows), "clone", reps=100)
+    same, worse = family
+    assert (same["other"], same["tied"], same["sign_p"], same["wilcoxon_p"], same["holm_p"]) == (
+        "same", 7, None, None, None)  # fmt: skip
+    assert same["min_p"] == 1.0  # and marked as unable to show anything
+    # no seed off level, nothing tested (scipy's binomtest refuses n = 0): the family is the one test there is
+    from scipy import stats as scipy_stats
+
+    with pytest.raises(ValueError):
+        scipy_stats.binomtest(0, 0)
+    assert worse["wilcoxon_p"] == pytest.approx(2 / 2**7) and worse["holm_p"] == worse["wilcoxon_p"]
+
+
 def test_the_baseline_is_named_or_refused_in_one_line():
     rows = [("real", "real", 0, 1.0), ("b", "real", 0, 2.0), ("b", "mix", 0, 1.0), ("real", "mix", 0, 1.5)]
     with pytest.raises(

@@ -137,7 +137,9 @@ function pairedCaption(suite, s, q) {
   return el("p", {}, `Each ${across} against ${s.baseline} within each ${held}; ${s.metric} scored by ${s.rule}` +
     (s.step_max !== null ? ` at step ${s.step_max}` : "") + `; difference = other - baseline, its mean with a 95% bootstrap interval ` +
     `(${s.reps.toLocaleString("en")} reps, seed ${s.seed}); ${sided} sign and Wilcoxon signed-rank tests; Holm's correction over the ` +
-    `${s.comparisons} comparison${s.comparisons === 1 ? "" : "s"} (* below ${ALPHA}). The same table: `, el("code", {}, cmd));
+    `${s.tested} test${s.tested === 1 ? "" : "s"}` + (s.comparisons > s.tested ? ` (${s.comparisons - s.tested} comparison` +
+    `${s.comparisons - s.tested === 1 ? "" : "s"} with no seed off level or none paired: no test)` : "") +
+    ` (* below ${ALPHA}). The same table: `, el("code", {}, cmd));
 }
 
 function pairedTable(s, rows) {
