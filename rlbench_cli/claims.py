@@ -563,9 +563,10 @@ class BundleScores:
             fields = ("mean_diff", "lower", "upper") if claim.interval else ("mean_diff",)
             return [scale * float(row[f]) for f in fields]
         if claim.family_steps:  # Holm over every step's comparisons, as compare --paired with --step-max each
-            family = [r for s in claim.family_steps for r in self._family(replace(claim, step=s))[2]]
-            adjusted = stats.holm([r.get("wilcoxon_p") for r in family])
-            return [float(adjusted[next(i for i, r in enumerate(family) if r is row)])]
+            joint = stats.joint_family(
+                [(s, self._family(replace(claim, step=s))[2]) for s in claim.family_steps]
+            )
+            (row,) = [r for r in joint if (r["step"], r["group"], r["other"]) == (claim.step, group, other)]
         return [float(row[claim.stat])]
 
     def _count(self, claim: Claim) -> list[float]:

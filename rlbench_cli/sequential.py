@@ -194,15 +194,15 @@ def paired_scores(
     metric: str | None = None,
     rule: str | None = None,
     drop_first: int | None = None,
-    step_max: int | None = None,
-) -> tuple[Any, tuple[str, str, int]]:
-    """The per-run scores ``paired_suite`` pairs (``analysis.load_scores``, with ``step_max``) and the scoring
-    they were made by (``analysis.suite_scoring``: ``metric, rule, drop_first``)."""
+    steps: Sequence[int | None] = (None,),
+) -> tuple[list[Any], tuple[str, str, int]]:
+    """The per-run scores ``paired_suite`` pairs, one frame per step (``analysis.load_scores`` with it as
+    ``step_max``; None: each run's end), and the scoring they were made by (``analysis.suite_scoring``:
+    ``metric, rule, drop_first``, read once)."""
     from .analysis import load_scores, suite_scoring
 
     scoring = suite_scoring(store, suite, metric, rule, drop_first)
-    frame, _ = load_scores(store, suite, *scoring, step_max)
-    return frame, scoring
+    return [load_scores(store, suite, *scoring, at)[0] for at in steps], scoring
 
 
 def paired_rows(
@@ -263,13 +263,12 @@ def paired_suite(
     if len(set(steps)) < len(steps):
         twice = next(x for x in steps if steps.count(x) > 1)
         raise UsageError(f"--step-max {twice} is given twice; give each step once")
-    family: list[dict[str, Any]] = []
-    for at in steps:
-        frame, scoring = paired_scores(store, suite, metric, rule, drop_first, at)
-        rows, settings = paired_rows(frame, suite, baseline, scoring, alternative, reps, seed, at)
-        family += [{**r, "step": at} for r in rows] if len(steps) > 1 else rows
-    if len(steps) > 1:
-        for row, p in zip(family, stats.holm([r.get("wilcoxon_p") for r in family]), strict=True):
-            row["holm_p"] = p
-        settings.update(step_max=steps, comparisons=len(family), tested=stats.tests_in_family(family))
+    frames, scoring = paired_scores(store, suite, metric, rule, drop_first, steps)
+    found = [paired_rows(frame, suite, baseline, scoring, alternative, reps, seed, at)
+             for frame, at in zip(frames, steps, strict=True)]  # fmt: skip
+    if len(steps) == 1:
+        return found[0]
+    family = stats.joint_family([(at, rows) for at, (rows, _) in zip(steps, found, strict=True)])
+    settings = {**found[-1][1], "step_max": steps, "comparisons": len(family),
+                "tested": stats.tests_in_family(family)}  # fmt: skip
     return family, settings

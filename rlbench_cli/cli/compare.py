@@ -161,8 +161,7 @@ def compare(
             )
         rows, settings = paired_suite(store_for(db), suite, paired, metric, score, drop_first,
                                       alternative or "two-sided", 50_000 if reps is None else reps,
-                                      0 if seed is None else seed,
-                                      step_max[0] if step_max and len(step_max) == 1 else step_max)  # fmt: skip
+                                      0 if seed is None else seed, step_max)  # fmt: skip
         level = 0.05 if alpha is None else alpha
         if json_out:
             typer.echo(json.dumps({"suite": suite, "paired": settings, "alpha": level, "comparisons": rows},

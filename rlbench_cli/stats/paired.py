@@ -9,7 +9,8 @@ the per-seed difference ``b - a`` removes what the seed decides, and the tests b
   or tied and there are at most 50; an exact enumeration of the 2^n sign flips (scipy's permutation test, which
   it runs for up to 13 differences) when some are; else the normal approximation with the tie correction.
 - ``mean_diff_interval``: the mean difference with a seeded percentile bootstrap over the pairs.
-- ``holm``: Holm's step-down adjustment of a family of p-values (``tests_in_family``: its size).
+- ``holm``: Holm's step-down adjustment of a family of p-values (``tests_in_family``: its size;
+  ``joint_family``: one family of several steps' comparisons).
 - ``paired_family``: every task (or algorithm) against a baseline one, within each algorithm (or task), from
   per-run scores; Holm's adjustment over the family. ``rlbench compare --paired`` prints it.
 
@@ -318,7 +319,17 @@ def paired_family(
                 test = paired_test(base, mine, alternative, reps, seed, key=f"{group}|{name}|{other}")
                 row.update(test.as_dict())
             rows.append(row)
-    adjusted = holm([r.get("wilcoxon_p") for r in rows])
-    for row, p in zip(rows, adjusted, strict=True):
+    return dimension, name, _with_holm(rows)
+
+
+def _with_holm(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with ``holm_p``: Holm's adjustment of their Wilcoxon p-values as one family."""
+    for row, p in zip(rows, holm([r.get("wilcoxon_p") for r in rows]), strict=True):
         row["holm_p"] = p
-    return dimension, name, rows
+    return rows
+
+
+def joint_family(families: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    """One family of several ``paired_family`` row lists, given as ``(step, rows)``: copies of the rows with
+    ``step``, Holm's correction over all of them (``rlbench compare --paired`` with ``--step-max`` repeated)."""
+    return _with_holm([{**r, "step": step} for step, rows in families for r in rows])

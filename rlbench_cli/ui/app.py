@@ -225,9 +225,8 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
 
     def paired(request: Request) -> Any:
         q = request.query_params
-        step = q.get("step")
         return data.paired(store, suite_arg(request), q.get("baseline") or None, q.get("metric") or None,
-                           q.get("alternative") or "two-sided", None if step in (None, "") else _int(request, "step", 0),
+                           q.get("alternative") or "two-sided", _number(request, "step", None, int),
                            _int(request, "reps", 50_000), _int(request, "seed", 0))  # fmt: skip
 
     watch = Watch(store)

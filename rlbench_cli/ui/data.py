@@ -611,7 +611,7 @@ def paired(
 
     if not 1 <= reps <= 100_000:
         raise UsageError(f"reps {reps}: use 1 to 100000 bootstrap replicates")
-    frame, scoring = paired_scores(store, suite, metric, step_max=step_max)
+    (frame,), scoring = paired_scores(store, suite, metric, steps=[step_max])
     tasks, algos = (sorted({str(v) for v in frame[col]}) for col in ("env", "algo"))
     choices = {"tasks": tasks, "algos": algos}
     if not baseline:

@@ -184,7 +184,7 @@ class TextPPO(TextParams):
         stats: dict[str, list[float]] = {"policy": [], "value": [], "approx_kl": [], "kl_ref": []}
         bs = int(settings["batch_size"])
         clip = float(settings["clip_coef"])
-        kl_coef, ref = float(settings["kl_coef"]), getattr(self, "ref", None)
+        kl_coef, ref = float(settings["kl_coef"]), self.ref
         for _ in range(int(settings["update_epochs"])):
             order = rng.permutation(len(played))
             for s in range(0, len(order), bs):

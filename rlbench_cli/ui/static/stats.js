@@ -80,7 +80,6 @@ async function tuningSection(box, suite) {
   return true;
 }
 
-
 // each task (or algorithm) against a baseline, seed by seed, as `rlbench compare --paired` prints it: asked for
 // (it scores every finished run), then again at each change of the baseline, the test's side, the metric or
 // the step the runs are scored at. metrics(): the metric names the page knows.
