@@ -147,7 +147,7 @@ def test_bad_input_is_one_line_exit_2_and_records_nothing(tmp_path):
     assert not db.exists() and not Path(f"{db}.tune").exists()
 
 
-def _prune_suite(tmp_path: Path, name: str, trials: int, eval_s: float = 0.3, resources=None) -> Path:
+def _prune_suite(tmp_path: Path, name: str, trials: int, eval_s: float, resources=None) -> Path:
     """A study of a toy landscape whose runs log an evaluation every ``eval_s`` seconds (9 per run), with a
     median pruner; ``resources``: the suite's (the executor)."""
     entrypoint = slow_algorithm(tmp_path, eval_s)
@@ -184,7 +184,10 @@ def _pruned_study(trials: list[dict], runs: dict[str, dict], n: int) -> list[dic
 
 
 def test_a_median_pruner_stops_trials_that_fall_behind_and_their_runs_are_pruned_not_failed(tmp_path):
-    suite, db = _prune_suite(tmp_path, "prune", trials=8), tmp_path / "p.duckdb"
+    # an evaluation a second (as on Ray and Slurm): a run is told to stop up to ~2.5 s after its first
+    # evaluation past the warm-up (a shard flushed each second, read each second, PRUNE looked for every
+    # 0.5 s), so at 0.3 s an evaluation a 2.7 s run could end first on a loaded machine, pruned at its end only
+    suite, db = _prune_suite(tmp_path, "prune", trials=8, eval_s=1.0), tmp_path / "p.duckdb"
     # two batches of 4 trials: the second's runs are pruned against the median of the first's
     r = rl("tune", suite, "--db", db, "--workers", "4", "--json", cwd=tmp_path)
     trials = json.loads(r.stdout)["trials"]
