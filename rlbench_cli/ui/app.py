@@ -32,7 +32,7 @@ from .attached import AttachedStore
 from .watch import MAX_WAIT_S, Watch
 
 STATIC = Path(__file__).parent / "static"
-STATIC_FILES = {"app.js": "text/javascript", "stats.js": "text/javascript", "app.css": "text/css",
+STATIC_FILES = {"app.js": "text/javascript", "curves.js": "text/javascript", "stats.js": "text/javascript", "app.css": "text/css",
                 "uPlot.iife.min.js": "text/javascript", "uPlot.min.css": "text/css", "uPlot.LICENSE": "text/plain; charset=utf-8"}  # fmt: skip
 COOKIE = "rlbench_ui_token"
 # the page runs only its own scripts; nothing is framed, fetched or posted elsewhere

@@ -161,7 +161,7 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         error = wait_for(lambda: browser.find_element(By.ID, "run-error").text, 60, "the run's error")
         assert XSS in error and "<script>alert('xss')</script> diverged" in error
         wait_for(lambda: "diverged" in browser.find_element(By.ID, "log").text, 60, "the log's tail")
-        assert len(browser.find_elements(By.TAG_NAME, "script")) == 3  # the page's own, nothing injected
+        assert len(browser.find_elements(By.TAG_NAME, "script")) == 4  # the page's own, nothing injected
         assert "output.log" in browser.find_element(By.ID, "files").text
         wait_for(lambda: browser.execute_script("return document.querySelector('#videos video').readyState >= 1"), 60,
                  "the episode video's metadata")  # fmt: skip
