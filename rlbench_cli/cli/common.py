@@ -136,6 +136,14 @@ AlternativeOpt = Annotated[
     str | None,
     typer.Option("--alternative", help="with --paired: two-sided | greater | less [default: two-sided]"),
 ]
+PairedStepsOpt = Annotated[
+    list[int] | None,
+    typer.Option(
+        "--step-max",
+        help="with --paired: score each run as if it ended at this step (0: before its real training); "
+        "repeated, one family over the steps' rows (Holm over all of them)",
+    ),
+]
 
 
 def check_paired_flags(paired: str | None, alternative: str | None, **only_paired: Any) -> None:

@@ -13,6 +13,7 @@ from .common import (
     JsonOpt,
     MetricOpt,
     PairedOpt,
+    PairedStepsOpt,
     ScoreOpt,
     SuiteArg,
     check_paired_flags,
@@ -124,14 +125,7 @@ def compare(
     reps: Annotated[
         int | None, typer.Option("--reps", help="with --paired: bootstrap replicates [default: 50000]")
     ] = None,
-    step_max: Annotated[
-        list[int] | None,
-        typer.Option(
-            "--step-max",
-            help="with --paired: score each run as if it ended at this step (0: before its real training); "
-            "repeated, one family over the steps' rows (Holm over all of them)",
-        ),
-    ] = None,
+    step_max: PairedStepsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Which algorithms differ, per task, by AdaStop's sequential permutation test: the decisions

@@ -12,6 +12,7 @@ from .common import (
     MetricOpt,
     NormalizeOpt,
     PairedOpt,
+    PairedStepsOpt,
     RepsOpt,
     ScoreOpt,
     SeedOpt,
@@ -49,6 +50,7 @@ def report(
     ] = True,
     paired: PairedOpt = None,
     alternative: AlternativeOpt = None,
+    step_max: PairedStepsOpt = None,
 ) -> None:
     """One self-contained HTML page with a suite's whole result: leaderboard and intervals, AdaStop decisions,
     every figure, per-task table, runs (status, attempts, time, where they ran, score, errors), score rule,
@@ -57,19 +59,22 @@ def report(
     Example: rlbench report quickstart --out quickstart.html
 
     Large suites (thousands of runs): rlbench report SUITE --no-curves
+
+    Paired by seed at two steps, one family: rlbench report SUITE --paired cold --step-max 0 --step-max 1000
     """
     from .. import plots
     from ..figure_worker import running
     from ..htmlreport import suite_page
 
     check_score_flags(score, drop_first)
-    check_paired_flags(paired, alternative)
+    check_paired_flags(paired, alternative, **{"--step-max": step_max})
     store = store_for(db)
     # forked before the store is opened, as in `rlbench plot`: it draws the figures beside the bootstraps
     with running(warm=plots.warm_up) as worker:
         page, notes = suite_page(store, suite, metric=metric, rule=score, drop_first=drop_first,
                                  normalize=normalize, reps=reps, seed=seed, worker=worker, curves=curves,
-                                 paired=paired, alternative=alternative or "two-sided")  # fmt: skip
+                                 paired=paired, alternative=alternative or "two-sided",
+                                 paired_steps=step_max or ())  # fmt: skip
     path = out or store.path.parent / "reports" / f"{suite}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

@@ -164,6 +164,9 @@ def test_bad_input_is_one_line_and_exit_2(db, args, needle):
             ["--paired", REAL, "--alternative", "up"],
             "--alternative 'up': use one of two-sided, greater, less",
         ),
+        (["--step-max", "50"], "--step-max applies to --paired BASELINE only"),
+        (["--paired", REAL, "--step-max", "10"], "--step-max 10: no finished run of suite 'mixes' has"),
+        (["--paired", REAL, "--step-max", "50", "--step-max", "50"], "--step-max 50 is given twice"),
     ],
 )
 def test_the_reports_paired_flags_are_checked_before_anything_is_drawn(db, tmp_path, args, needle):

@@ -109,3 +109,40 @@ def test_a_paired_section_shows_compare_paireds_numbers_and_a_bad_baseline_stops
         build_html(Store(db), "s", metric="eval/return", rule="final", drop_first=0, normalize=None, reps=500,
                    seed=0, paired="sac")  # fmt: skip
     assert drawn == []  # refused before any figure
+
+
+def test_a_paired_section_at_several_steps_is_compare_paireds_one_family(
+    tmp_path, make_results_db, monkeypatch
+):
+    from rlbench_cli.errors import UsageError
+    from rlbench_cli.sequential import paired_suite
+
+    db = tmp_path / "r.duckdb"
+    make_results_db(db, _runs(False), suite="s")
+    page, _ = build_html(Store(db), "s", metric="eval/return", rule="final", drop_first=0, normalize=None,
+                         reps=500, seed=0, paired="dqn", paired_steps=[0, 500])  # fmt: skip
+    section = page.split('<section id="paired">', 1)[1].split("</section>", 1)[0]
+    assert "at each of steps 0, 500: one family" in section and "over the 4 tested rows" in section
+    assert "rlbench compare SUITE --paired 'dqn' --step-max 0 --step-max 500</code>" in section
+    assert '<th class="">step</th>' in section
+    rows, settings = paired_suite(
+        Store(db), "s", "dqn", "eval/return", "final", 0, "two-sided", 500, 0, [0, 500]
+    )
+    assert settings["tested"] == 4 and [r["step"] for r in rows] == [0, 0, 500, 500]
+    at_zero = paired_suite(Store(db), "s", "dqn", "eval/return", "final", 0, "two-sided", 500, 0, 0)[0]
+    for r, alone in zip(rows, at_zero + [None, None], strict=True):  # each step's rows, Holm over all four
+        cells = (f'<td class="">{r["step"]}</td><td class="text">{r["group"]}</td><td class="text">{r["other"]}'
+                 f'</td><td class="">3</td><td class="">0</td><td class="">{r["mean_a"]:.4g}</td>')  # fmt: skip
+        assert cells in section and f'<td class="">{r["holm_p"]:.4g}</td>' in section
+        if alone is not None:  # step 0 alone: the same difference, a smaller family
+            assert alone["mean_diff"] == r["mean_diff"] and alone["holm_p"] <= r["holm_p"]
+    one, _ = build_html(Store(db), "s", metric="eval/return", rule="final", drop_first=0, normalize=None,
+                        reps=500, seed=0, paired="dqn", paired_steps=[500])  # fmt: skip
+    one = one.split('<section id="paired">', 1)[1].split("</section>", 1)[0]
+    assert "as if it ended at step 500." in one and '<th class="">step</th>' not in one
+    drawn = []
+    monkeypatch.setattr("rlbench_cli.report.make_report", lambda *a, **k: drawn.append(1))
+    with pytest.raises(UsageError, match="--step-max 500 is given twice"):
+        build_html(Store(db), "s", metric="eval/return", rule="final", drop_first=0, normalize=None, reps=500,
+                   seed=0, paired="dqn", paired_steps=[500, 500])  # fmt: skip
+    assert drawn == []  # refused before any figure
