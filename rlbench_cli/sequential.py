@@ -31,7 +31,8 @@ __all__ = [
     "decision_rows",
     "paired_suite",
     "paired_scores",
-    "paired_rows",
+    "paired_family_at",
+    "paired_steps",
     "AdaptiveResult",
 ]
 
@@ -205,7 +206,7 @@ def paired_scores(
     return [load_scores(store, suite, *scoring, at)[0] for at in steps], scoring
 
 
-def paired_rows(
+def _paired_rows(
     frame: Any,
     suite: str,
     baseline: str,
@@ -215,7 +216,7 @@ def paired_rows(
     seed: int = 0,
     step_max: int | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """``paired_suite`` of scores ``paired_scores`` loaded (the UI lists the baselines from them first)."""
+    """One step's comparisons of ``paired_family_at`` and its settings."""
     from . import stats
 
     _check_reps(reps)
@@ -256,19 +257,45 @@ def paired_suite(
             nothing to pair, two runs of a configuration with one seed, a step given twice, or an unknown
             alternative (``stats.StatsError``).
     """
-    from . import stats
-
     _check_reps(reps)  # before the scores are read
+    steps = paired_steps(step_max)
+    frames, scoring = paired_scores(store, suite, metric, rule, drop_first, steps)
+    return paired_family_at(frames, steps, suite, baseline, scoring, alternative, reps, seed)
+
+
+def paired_steps(step_max: int | Sequence[int | None] | None) -> list[int | None]:
+    """``paired_suite``'s ``step_max`` as the list of steps to score at (``[None]``: each run's end).
+
+    Raises:
+        UsageError: a step given twice.
+    """
     steps = [step_max] if step_max is None or isinstance(step_max, int) else list(step_max)
     if len(set(steps)) < len(steps):
         twice = next(x for x in steps if steps.count(x) > 1)
         raise UsageError(f"--step-max {twice} is given twice; give each step once")
-    frames, scoring = paired_scores(store, suite, metric, rule, drop_first, steps)
-    found = [paired_rows(frame, suite, baseline, scoring, alternative, reps, seed, at)
+    return steps
+
+
+def paired_family_at(
+    frames: Sequence[Any],
+    steps: Sequence[int | None],
+    suite: str,
+    baseline: str,
+    scoring: tuple[str, str, int],
+    alternative: str = "two-sided",
+    reps: int = 50_000,
+    seed: int = 0,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``paired_suite`` of the frames ``paired_scores`` loaded (the UI lists the baselines from them first): the
+    comparisons of each step's frame, several steps joined into one family (rows with
+    ``step``, Holm over all of them; ``settings["step_max"]`` the list of steps), one step as it is."""
+    from . import stats
+
+    found = [_paired_rows(frame, suite, baseline, scoring, alternative, reps, seed, at)
              for frame, at in zip(frames, steps, strict=True)]  # fmt: skip
     if len(steps) == 1:
         return found[0]
     family = stats.joint_family([(at, rows) for at, (rows, _) in zip(steps, found, strict=True)])
-    settings = {**found[-1][1], "step_max": steps, "comparisons": len(family),
+    settings = {**found[-1][1], "step_max": list(steps), "comparisons": len(family),
                 "tested": stats.tests_in_family(family)}  # fmt: skip
     return family, settings

@@ -129,6 +129,17 @@ def _int(request: Request, name: str, default: int) -> int:
     return _number(request, name, default, int)
 
 
+def _steps(request: Request) -> list[int | None]:
+    """The ``step`` query parameters (repeated: one family over the steps, as ``--step-max`` repeated) as whole
+    numbers; ``[None]`` (each run's end) when there is none."""
+    raws = [raw for raw in request.query_params.getlist("step") if raw != ""]
+    try:
+        return [int(raw) for raw in raws] or [None]
+    except ValueError:
+        bad = next(raw for raw in raws if not raw.lstrip("-").isdigit())
+        raise UsageError(f"step={bad!r}: a whole number is needed") from None
+
+
 def _encode(value: Any) -> bytes:
     """JSON as Starlette's JSONResponse writes it."""
     return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
@@ -226,7 +237,7 @@ def create_app(store: Any, token: str | None = None, loopback: bool = True) -> S
     def paired(request: Request) -> Any:
         q = request.query_params
         return data.paired(store, suite_arg(request), q.get("baseline") or None, q.get("metric") or None,
-                           q.get("alternative") or "two-sided", _number(request, "step", None, int),
+                           q.get("alternative") or "two-sided", _steps(request),
                            _int(request, "reps", 50_000), _int(request, "seed", 0))  # fmt: skip
 
     watch = Watch(store)

@@ -599,24 +599,25 @@ def paired(
     baseline: str | None = None,
     metric: str | None = None,
     alternative: str = "two-sided",
-    step_max: int | None = None,
+    steps: Sequence[int | None] = (None,),
     reps: int = 50_000,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """``rlbench compare SUITE --paired BASELINE --json``'s comparisons and settings (``sequential.paired_rows``
-    of ``paired_scores``), and the baselines there are to pick from (``choices``: the tasks and algorithms of
-    the runs scored; the page sends its pick as ``task:NAME`` or ``algo:NAME``); without ``baseline``, the
-    choices only."""
-    from ..sequential import paired_rows, paired_scores
+    """``rlbench compare SUITE --paired BASELINE --json``'s comparisons and settings (``sequential.
+    paired_family_at`` of ``paired_scores``: several ``steps`` one family, as ``--step-max`` repeated), and the
+    baselines there are to pick from (``choices``: the tasks and algorithms of the runs scored; the page sends
+    its pick as ``task:NAME`` or ``algo:NAME``); without ``baseline``, the choices only."""
+    from ..sequential import paired_family_at, paired_scores, paired_steps
 
     if not 1 <= reps <= 100_000:
         raise UsageError(f"reps {reps}: use 1 to 100000 bootstrap replicates")
-    (frame,), scoring = paired_scores(store, suite, metric, steps=[step_max])
-    tasks, algos = (sorted({str(v) for v in frame[col]}) for col in ("env", "algo"))
+    steps = paired_steps(list(steps) or [None])
+    frames, scoring = paired_scores(store, suite, metric, steps=steps)
+    tasks, algos = (sorted({str(v) for f in frames for v in f[col]}) for col in ("env", "algo"))
     choices = {"tasks": tasks, "algos": algos}
     if not baseline:
         return {"choices": choices, "comparisons": [], "paired": None}
-    rows, settings = paired_rows(frame, suite, baseline, scoring, alternative, reps, seed, step_max)
+    rows, settings = paired_family_at(frames, steps, suite, baseline, scoring, alternative, reps, seed)
     return jsonable({"choices": choices, "paired": settings, "comparisons": rows})
 
 

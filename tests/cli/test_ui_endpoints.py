@@ -204,12 +204,19 @@ def test_paired_comparisons_equal_compare_paired_and_list_the_baselines(env):
          ["--paired", "CartPole-v1", "--alternative", "greater", "--reps", "500", "--seed", "3"]),
         ("baseline=task:Acrobot-v1&metric=train/loss&step=300&reps=200",
          ["--paired", "Acrobot-v1", "--metric", "train/loss", "--step-max", "300", "--reps", "200"]),
+        ("baseline=algo:random&step=200&step=600&reps=300",  # several steps: one family, a step in each row
+         ["--paired", "random", "--step-max", "200", "--step-max", "600", "--reps", "300"]),
     ]:  # fmt: skip
         cli = runner.invoke(app, ["compare", "uit", "--db", str(env["db"]), "--json", *flags])
         assert cli.exit_code == 0, cli.output
         want = jsonable(json.loads(cli.stdout))
         got = get(env, f"/api/suite/uit/paired?{query}")
         assert got["comparisons"] == want["comparisons"] and got["paired"] == want["paired"], query
+        if "step=200" in query:
+            assert (
+                got["paired"]["step_max"] == [200, 600]
+                and [r["step"] for r in got["comparisons"]] == [200] * 2 + [600] * 2
+            )
         # the baselines are those with runs scored: random logs no train/loss
         assert got["choices"]["algos"] == (["script"] if "loss" in query else ["random", "script"])
     # script's seed adds to its return: above random's on both seeds of both tasks
@@ -221,6 +228,8 @@ def test_paired_comparisons_equal_compare_paired_and_list_the_baselines(env):
     assert "alternative must be one of" in get(env, "/api/suite/uit/paired?baseline=algo:random&alternative=up",
                                                400)["error"]  # fmt: skip
     assert "step='x': a whole number" in get(env, "/api/suite/uit/paired?step=x", 400)["error"]
+    assert "step='x': a whole number" in get(env, "/api/suite/uit/paired?step=200&step=x", 400)["error"]
+    assert "200 is given twice" in get(env, "/api/suite/uit/paired?step=200&step=200", 400)["error"]
     assert "reps 0" in get(env, "/api/suite/uit/paired?baseline=algo:random&reps=0", 400)["error"]
     assert "no suite 'nope'" in get(env, "/api/suite/nope/paired", 404)["error"]
 

@@ -138,8 +138,20 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         # 2 seeds: p >= 0.5 whatever they show, so the rows carry the dagger
         assert "CartPole-v1 script 2" in paired and "2 / 0 / 0" in paired and "†" in paired
         assert "rlbench compare uit --paired 'algo:random'" in browser.find_element(By.ID, "paired").text
+        # two steps: one family, a step column, Holm over the four rows
+        step = browser.find_element(By.ID, "paired-step")
+        step.send_keys("500, 1500")
+        browser.execute_script("arguments[0].dispatchEvent(new Event('change'))", step)
+        wait_for(
+            lambda: "(one family)" in browser.find_element(By.ID, "paired").text, 60, "the two steps' table"
+        )
+        paired = browser.find_element(By.ID, "paired").text
+        assert "at steps 500, 1500 (one family)" in paired and "over the 4 tests" in paired
+        assert "--paired 'algo:random' --step-max 500 --step-max 1500" in paired
+        assert browser.find_element(By.CSS_SELECTOR, "#paired-table th").text == "step"
         browser.execute_script("document.getElementById('paired').scrollIntoView()")
         browser.save_screenshot(str(shots / "ui-paired.png"))
+        drawn = browser.find_element(By.ID, "paired-out").get_attribute("data-drawn")
 
         # a failed run: its error and log hold <script>, shown as text; an episode video in its folder plays
         failed = browser.find_element(By.XPATH, "//tr[td[contains(@class,'status-failed')]]//a")
@@ -157,6 +169,10 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         with Store(db, wait=60).writer() as con:
             con.execute("INSERT INTO artifacts (run_id, kind, path) VALUES (?, 'transcript', ?)",
                         [failed.text, str(transcript)])  # fmt: skip
+        # the database changed: the live page draws the paired table again (the same numbers), no click
+        wait_for(lambda: browser.find_element(By.ID, "paired-out").get_attribute("data-drawn") != drawn, 60,
+                 "the paired table redrawn by a live refresh")  # fmt: skip
+        assert "at steps 500, 1500 (one family)" in browser.find_element(By.ID, "paired").text
         failed.click()
         error = wait_for(lambda: browser.find_element(By.ID, "run-error").text, 60, "the run's error")
         assert XSS in error and "<script>alert('xss')</script> diverged" in error

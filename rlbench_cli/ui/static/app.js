@@ -95,7 +95,7 @@ function suiteView(main, suite) {
   const keyBox = el("section", { id: "by-key", hidden: true }, el("h2", {}, "Score against a setting"));
   const pairedBox = el("section", { id: "paired" });
   main.append(tuneBox, curvesBox, runsBox, keyBox, statsBox, pairedBox);
-  pairedSection(pairedBox, suite, () => (st.keys ? st.keys.metrics : []));
+  const paired = pairedSection(pairedBox, suite, () => (st.keys ? st.keys.metrics : []));
 
   // the score (the suite's rule, of its metric or another) against a config key, as `rlbench plot --x`
   const keySel = el("select", { id: "x-key" }, el("option", { value: "" }, "pick a setting"));
@@ -324,7 +324,8 @@ function suiteView(main, suite) {
     // a live refresh asks for the keys (config keys, metric names) only now and then, and for a study only
     // of a suite rlbench tune made: they change far less often than the table and the curves
     const keys = !live || !st.keys || !st.keys.metrics.length || performance.now() - keysAt > KEYS_EVERY_MS;
-    if (live) return Promise.all([liveRefresh(keys), !tuned ? null : tuningSection(tuneBox, suite).then((found) => { tuned = found; })]);
+    if (live) return Promise.all([liveRefresh(keys), !tuned ? null : tuningSection(tuneBox, suite).then((found) => { tuned = found; }),
+      paired.refresh()]);
     await Promise.all([loadRuns(),
       (keys ? loadKeys().then(() => { keysAt = performance.now(); }) : Promise.resolve()).then(() => Promise.all([loadCurves(), loadByKey()])),
       !live || tuned ? tuningSection(tuneBox, suite).then((found) => { tuned = found; }) : null]);

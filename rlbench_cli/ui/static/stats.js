@@ -82,18 +82,20 @@ async function tuningSection(box, suite) {
 
 // each task (or algorithm) against a baseline, seed by seed, as `rlbench compare --paired` prints it: asked for
 // (it scores every finished run), then again at each change of the baseline, the test's side, the metric or
-// the step the runs are scored at. metrics(): the metric names the page knows.
+// the steps the runs are scored at (several: one family, as --step-max repeated), and at each refresh of a live
+// page once a table is shown (the old table stays until the new one comes). metrics(): the metric names the
+// page knows. Returns { refresh }.
 const ALPHA = 0.05;
 function pairedSection(box, suite, metrics) {
   const base = el("select", { id: "paired-baseline" }, el("option", { value: "" }, "pick a baseline"));
   const alt = el("select", { id: "paired-alternative" }, ["two-sided", "greater", "less"].map((a) => el("option", { value: a }, a)));
   const metric = el("select", { id: "paired-metric" }, el("option", { value: "" }, "the suite's score"));
-  const step = el("input", { id: "paired-step", type: "number", min: 0, step: 1, placeholder: "final", style: "width: 7em" });
+  const step = el("input", { id: "paired-step", type: "text", inputmode: "numeric", placeholder: "final; or 0, 1000",
+    title: "the step each run is scored at, as if it ended there; several (0, 1000) make one family", style: "width: 10em" });
   const out = el("div", { id: "paired-out" });
   box.append(el("h2", {}, "Paired by seed"),
     el("div", { class: "controls" }, el("button", { id: "load-paired", onclick: () => load() }, "pair by seed"),
-      "baseline", base, "alternative", alt, "score of", metric, "scored at step", step), out);
-  [base, alt, metric, step].forEach((c) => c.addEventListener("change", () => load()));
+      "baseline", base, "alternative", alt, "score of", metric, "scored at step(s)", step), out);
 
   function fillChoices(choices) {
     const keep = base.value;
@@ -107,54 +109,80 @@ function pairedSection(box, suite, metrics) {
     clear(metric).appendChild(el("option", { value: "" }, "the suite's score"));
     names.forEach((m) => metric.appendChild(el("option", { value: m, selected: m === keep }, m)));
   }
-  async function load() {
+  let shown = false, busy = false, ticket = 0; // a table is on the page; a request on its way; the latest asked
+  async function load(quiet) {
     fillMetrics();
     const q = new URLSearchParams({ alternative: alt.value });
     if (base.value) q.set("baseline", base.value);
     if (metric.value) q.set("metric", metric.value);
-    if (step.value !== "") q.set("step", step.value);
-    clear(out).appendChild(el("p", { class: "muted" }, base.value ? "bootstrapping..." : "scoring the runs..."));
+    step.value.split(/[\s,]+/).filter((v) => v !== "").forEach((v) => q.append("step", v));
+    if (!quiet) clear(out).appendChild(el("p", { class: "muted" }, base.value ? "bootstrapping..." : "scoring the runs..."));
+    const mine = ++ticket;
+    busy = true;
     try {
       const res = await api(`/api/suite/${encodeURIComponent(suite)}/paired?` + q);
+      if (mine !== ticket) return; // asked again while this was on its way: the newer request draws
       fillChoices(res.choices);
       clear(out);
+      shown = Boolean(res.paired);
       if (!res.paired) {
         out.appendChild(el("p", { class: "muted" }, "Pick the baseline: each other task is compared with a baseline task within each algorithm " +
           "(or each other algorithm with a baseline algorithm within each task), seed by seed."));
         return;
       }
       out.append(pairedCaption(suite, res.paired, q), pairedTable(res.paired, res.comparisons));
-    } catch (e) { clear(out).appendChild(el("p", { class: "error" }, String(e.message || e))); }
+      out.setAttribute("data-drawn", mine); // which request drew the table (tests watch a live redraw)
+    } catch (e) {
+      if (mine === ticket) { shown = false; clear(out).appendChild(el("p", { class: "error" }, String(e.message || e))); }
+    } finally { if (mine === ticket) busy = false; }
   }
+  [base, alt, metric, step].forEach((c) => c.addEventListener("change", () => load()));
+  return { refresh: () => (shown && !busy ? load(true) : null) };
 }
 
 function pairedCaption(suite, s, q) {
   const [held, across] = s.dimension === "task" ? ["algorithm", "task"] : ["task", "algorithm"];
+  const several = Array.isArray(s.step_max), steps = several ? s.step_max : s.step_max === null ? [] : [s.step_max];
   const sided = s.alternative === "two-sided" ? "two-sided" : `one-sided (the other ${across} ${s.alternative === "greater" ? "above" : "below"} the baseline)`;
   const cmd = [`rlbench compare ${suite} --paired '${q.get("baseline")}'`, q.has("metric") ? ` --metric ${q.get("metric")}` : "",
-    s.alternative !== "two-sided" ? ` --alternative ${s.alternative}` : "", s.step_max !== null ? ` --step-max ${s.step_max}` : ""].join("");
+    s.alternative !== "two-sided" ? ` --alternative ${s.alternative}` : "", ...steps.map((at) => ` --step-max ${at}`)].join("");
   return el("p", {}, `Each ${across} against ${s.baseline} within each ${held}; ${s.metric} scored by ${s.rule}` +
-    (s.step_max !== null ? ` at step ${s.step_max}` : "") + `; difference = other - baseline, its mean with a 95% bootstrap interval ` +
+    (several ? ` at steps ${steps.join(", ")} (one family)` : steps.length ? ` at step ${steps[0]}` : "") + `; difference = other - baseline, its mean with a 95% bootstrap interval ` +
     `(${s.reps.toLocaleString("en")} reps, seed ${s.seed}); ${sided} sign and Wilcoxon signed-rank tests; Holm's correction over the ` +
     `${s.tested} test${s.tested === 1 ? "" : "s"}` + (s.comparisons > s.tested ? ` (${s.comparisons - s.tested} comparison` +
     `${s.comparisons - s.tested === 1 ? "" : "s"} with no seed off level or none paired: no test)` : "") +
     ` (* below ${ALPHA}). The same table: `, el("code", {}, cmd));
 }
 
+// Python's f"{v:.{d}f}", as the command prints: a value exactly halfway (exact p-values and means of a few
+// seeds are often k / 2^n, e.g. 0.8125) goes to the even digit, where JS's toFixed rounds it up
+function pyFixed(v, d) {
+  const exact = Math.abs(v).toFixed(100), cut = exact.indexOf(".") + 1 + d; // toFixed(100): the exact digits
+  if (!/^50*$/.test(exact.slice(cut))) return v.toFixed(d);
+  const kept = exact.slice(0, d ? cut : cut - 1);
+  return Number(kept.slice(-1)) % 2 === 0 ? (v < 0 ? "-" : "") + kept : v.toFixed(d);
+}
+
 function pairedTable(s, rows) {
   const [held, across] = s.dimension === "task" ? ["algorithm", "task"] : ["task", "algorithm"];
-  const num = (v) => (v === null || v === undefined ? "-" : String(Number(Number(v).toPrecision(4)))); // as %.4g
-  const p = (v) => (v === null || v === undefined ? "-" : v < 0.001 ? v.toPrecision(2) : v.toFixed(3));
+  const num = (v) => {
+    if (v === null || v === undefined) return "-";
+    const d = v === 0 ? 0 : 3 - Math.floor(Math.log10(Math.abs(v))); // %.4g's decimals
+    return String(Number(d >= 0 && d <= 20 ? pyFixed(v, d) : Number(v).toPrecision(4)));
+  };
+  const p = (v) => (v === null || v === undefined ? "-" : v < 0.001 ? v.toPrecision(2) : pyFixed(v, 3));
+  const several = Array.isArray(s.step_max);
   let blind = 0;
   const table = recordsTable(rows.map((r) => {
     let mark = r.holm_p !== null && r.holm_p < ALPHA ? " *" : "";
     if (r.pairs && r.min_p >= ALPHA) { mark = " †"; blind += 1; }
-    return { [held]: r.group, [across]: r.other, seeds: r.pairs + (r.unpaired.length ? ` (${r.unpaired.length} unpaired)` : ""),
+    return { ...(several ? { step: r.step } : {}), [held]: r.group, [across]: r.other, seeds: r.pairs + (r.unpaired.length ? ` (${r.unpaired.length} unpaired)` : ""),
       "baseline mean": num(r.mean_a), mean: num(r.mean_b), "difference [95% CI]": r.pairs ? `${num(r.mean_diff)} [${num(r.lower)}, ${num(r.upper)}]` : "-",
       "above / below / level": r.pairs ? `${r.above} / ${r.below} / ${r.tied}` : "-", "sign p": p(r.sign_p),
       "Wilcoxon p": p(r.wilcoxon_p), "Holm p": p(r.holm_p) + mark };
   }), "paired-table");
-  table.querySelectorAll("td").forEach((td, i) => { if (i % 10 >= 2) td.className = "num"; });
+  const cols = several ? 11 : 10, text = several ? [1, 2] : [0, 1];
+  table.querySelectorAll("td").forEach((td, i) => { if (!text.includes(i % cols)) td.className = "num"; });
   if (!blind) return table;
   return el("div", {}, table, el("p", { class: "muted" }, `† too few seeds off level for these tests to reach ${ALPHA} whatever ` +
     "their outcome (the smallest p possible with n of them is 2 / 2^n two-sided, 1 / 2^n one-sided): run more seeds."));
