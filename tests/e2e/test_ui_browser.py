@@ -141,7 +141,7 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
         # two steps: one family, a step column, Holm over the four rows
         step = browser.find_element(By.ID, "paired-step")
         step.send_keys("500, 1500")
-        browser.execute_script("arguments[0].dispatchEvent(new Event('change'))", step)
+        browser.execute_script("arguments[0].blur()", step)  # its change event, as a user's leaving it gives
         wait_for(
             lambda: "(one family)" in browser.find_element(By.ID, "paired").text, 60, "the two steps' table"
         )
@@ -155,7 +155,8 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
 
         # a failed run: its error and log hold <script>, shown as text; an episode video in its folder plays
         failed = browser.find_element(By.XPATH, "//tr[td[contains(@class,'status-failed')]]//a")
-        video = db.parent / "runs" / "uit" / failed.text / "videos" / "episode.mp4"
+        failed_id = failed.text
+        video = db.parent / "runs" / "uit" / failed_id / "videos" / "episode.mp4"
         video.parent.mkdir()
         import imageio.v2 as imageio
 
@@ -166,14 +167,19 @@ def test_live_curves_groups_a_run_and_a_comparison_in_a_real_browser(tmp_path, b
 
         # listed as section 2's artifacts table will list it; the UI reads meanwhile, so wait for turns as rlbench
         # run does
+        refreshed = browser.find_element(By.TAG_NAME, "body").get_attribute("data-refreshed")
         with Store(db, wait=60).writer() as con:
             con.execute("INSERT INTO artifacts (run_id, kind, path) VALUES (?, 'transcript', ?)",
-                        [failed.text, str(transcript)])  # fmt: skip
+                        [failed_id, str(transcript)])  # fmt: skip
         # the database changed: the live page draws the paired table again (the same numbers), no click
         wait_for(lambda: browser.find_element(By.ID, "paired-out").get_attribute("data-drawn") != drawn, 60,
                  "the paired table redrawn by a live refresh")  # fmt: skip
         assert "at steps 500, 1500 (one family)" in browser.find_element(By.ID, "paired").text
-        failed.click()
+        # the rest of that refresh (the runs table redrawn) ends before the click: a link clicked as its table
+        # is replaced can miss, in a browser as for a user
+        body = browser.find_element(By.TAG_NAME, "body")
+        wait_for(lambda: body.get_attribute("data-refreshed") != refreshed, 60, "the live refresh's end")
+        browser.find_element(By.LINK_TEXT, failed_id).click()
         error = wait_for(lambda: browser.find_element(By.ID, "run-error").text, 60, "the run's error")
         assert XSS in error and "<script>alert('xss')</script> diverged" in error
         wait_for(lambda: "diverged" in browser.find_element(By.ID, "log").text, 60, "the log's tail")

@@ -116,7 +116,12 @@ function pairedSection(box, suite, metrics) {
     if (base.value) q.set("baseline", base.value);
     if (metric.value) q.set("metric", metric.value);
     step.value.split(/[\s,]+/).filter((v) => v !== "").forEach((v) => q.append("step", v));
-    if (!quiet) clear(out).appendChild(el("p", { class: "muted" }, base.value ? "bootstrapping..." : "scoring the runs..."));
+    if (!quiet) {
+      // the page keeps its height while the table is away: a control changed by leaving it (the step box's
+      // change comes with the click elsewhere) must not scroll what that click is on from under the pointer
+      out.style.minHeight = `${out.offsetHeight}px`;
+      clear(out).appendChild(el("p", { class: "muted" }, base.value ? "bootstrapping..." : "scoring the runs..."));
+    }
     const mine = ++ticket;
     busy = true;
     try {
@@ -134,7 +139,7 @@ function pairedSection(box, suite, metrics) {
       out.setAttribute("data-drawn", mine); // which request drew the table (tests watch a live redraw)
     } catch (e) {
       if (mine === ticket) { shown = false; clear(out).appendChild(el("p", { class: "error" }, String(e.message || e))); }
-    } finally { if (mine === ticket) busy = false; }
+    } finally { if (mine === ticket) { busy = false; out.style.minHeight = ""; } }
   }
   [base, alt, metric, step].forEach((c) => c.addEventListener("change", () => load()));
   return { refresh: () => (shown && !busy ? load(true) : null) };
