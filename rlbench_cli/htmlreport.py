@@ -157,9 +157,8 @@ def build_html(
             if paired_steps:
                 from .sequential import paired_suite
 
-                steps = list(paired_steps)
                 at_steps = paired_suite(store, suite, paired, metric, rule, drop_first, alternative, reps, seed,
-                                        steps[0] if len(steps) == 1 else steps)  # fmt: skip
+                                        list(paired_steps))  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             made = report.make_report(suite, df, metric=metric, rule=rule, drop_first=drop_first,
                                       normalize=normalize, reps=reps, seed=seed, out_dir=Path(tmp), fmt="svg",
@@ -258,10 +257,11 @@ def _paired(rows: list[dict[str, Any]], dimension: str, name: str, alternative: 
     sided = (
         "two-sided" if alternative == "two-sided" else f"one-sided ({alternative}: the other above / below)"
     )
-    at = "" if steps is None else f"Each run scored as if it ended at step {_e(steps)}. "
+    listed = steps if several else [] if steps is None else [steps]
+    at = "" if not listed else f"Each run scored as if it ended at step {listed[0]}. "
     if several:
-        at = f"Each run scored as if it ended at each of steps {_e(', '.join(map(str, steps)))}: one family. "
-    flags = "".join(f" --step-max {s}" for s in (steps if several else [] if steps is None else [steps]))
+        at = f"Each run scored as if it ended at each of steps {', '.join(map(str, listed))}: one family. "
+    flags = "".join(f" --step-max {s}" for s in listed)
     return (f"<p>{at}Each {_e(across)} against <b>{_e(name)}</b> within each {_e(held)}, seed by seed: diff = other "
             f"- baseline (baseline and mean: the two means), its mean with a 95% bootstrap interval (lower, upper; "
             f"{reps:,} reps, seed {seed}); seeds above / below / level; {sided} sign and Wilcoxon signed-rank "

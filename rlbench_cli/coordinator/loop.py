@@ -312,9 +312,8 @@ def _run_suite(suite: Suite, source: str, store: Store, specs: list[RunSpec], su
                               "final": outcome.result.get("final_eval")})  # fmt: skip
         if requeued:  # still Slurm's: recorded live (as a re-attach records it), so status asks Slurm and no
             # later `rlbench run` takes it for interrupted and runs it beside the requeued task
-            rec.end(rid, "running", {"error": outcome.error, "ended_at": None}, lambda: report(*said))
-        else:
-            rec.end(rid, outcome.status, end, lambda: report(*said))
+            end = {"error": outcome.error, "ended_at": None}
+        rec.end(rid, "running" if requeued else outcome.status, end, lambda: report(*said))
         if requeued:
             return False
         in_flight.discard(job.spec.run_id)

@@ -132,12 +132,13 @@ def _int(request: Request, name: str, default: int) -> int:
 def _steps(request: Request) -> list[int | None]:
     """The ``step`` query parameters (repeated: one family over the steps, as ``--step-max`` repeated) as whole
     numbers; ``[None]`` (each run's end) when there is none."""
-    raws = [raw for raw in request.query_params.getlist("step") if raw != ""]
-    try:
-        return [int(raw) for raw in raws] or [None]
-    except ValueError:
-        bad = next(raw for raw in raws if not raw.lstrip("-").isdigit())
-        raise UsageError(f"step={bad!r}: a whole number is needed") from None
+    steps: list[int | None] = []
+    for raw in request.query_params.getlist("step"):
+        try:
+            steps += [int(raw)] if raw != "" else []
+        except ValueError:
+            raise UsageError(f"step={raw!r}: a whole number is needed") from None
+    return steps or [None]
 
 
 def _encode(value: Any) -> bytes:
