@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -253,11 +254,15 @@ def draw_key_figure(scored: Any, points: Any, stat: str, options: Any = None) ->
 
 
 def key_table_md(points: Any, key: str, stat: str) -> str:
-    """The points as a markdown table: task, legend, the key's value, estimate [95% CI], runs."""
-    lines = [f"| task | legend | {key} | {stat} [95% CI] | runs |", "|---|---|---|---|---|"]
+    """The points as a markdown table: task, legend, the key's value, estimate [95% CI], runs (and first the
+    metric, where the points have a ``metric`` column: several metrics' points)."""
+    many = "metric" in points.columns
+    lines = [f"| {'metric | ' if many else ''}task | legend | {key} | {stat} [95% CI] | runs |",
+             f"|---{'|---' if many else ''}|---|---|---|---|"]  # fmt: skip
     for r in points.itertuples():
         lines.append(
-            f"| {r.env} | {r.legend} | {r.x} | {r.estimate:.4g} [{r.lower:.4g}, {r.upper:.4g}] | {r.runs} |"
+            f"| {f'{r.metric} | ' if many else ''}{r.env} | {r.legend} | {r.x} | "
+            f"{r.estimate:.4g} [{r.lower:.4g}, {r.upper:.4g}] | {r.runs} |"
         )
     return "\n".join(lines)
 
@@ -267,7 +272,7 @@ def key_figure(
     suite: str,
     key: str,
     *,
-    metric: str | None,
+    metric: str | None | Sequence[str],
     rule: str | None,
     drop_first: int | None,
     normalize: str,
@@ -280,23 +285,48 @@ def key_figure(
 ) -> KeyFigure:
     """``rlbench plot SUITE --x KEY``: per-run scores against a config key (``analysis.key_scores``), their
     IQM (or mean) per task, legend entry and value with a 95% stratified bootstrap interval
-    (``stats.key_intervals``), drawn by ``plots.plot_by_key`` into ``out_dir/by-KEY-METRIC.FMT``."""
+    (``stats.key_intervals``), drawn by ``plots.plot_by_key`` into ``out_dir/by-KEY-METRIC.FMT``.
+
+    ``metric`` a list of several metrics (``--metric eval/em --metric eval/cr``): each scored the same way, a
+    row of panels each (``plots.plot_by_key_rows``), into ``by-KEY-METRIC1-METRIC2.FMT``; the points (and
+    the table) get a ``metric`` column, and ``scored`` is the first metric's."""
     from . import analysis, plots, stats
 
+    metrics = [metric] if metric is None or isinstance(metric, str) else list(metric)
+    scoreds, pointss = [], []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)
-        scored = analysis.key_scores(store, suite, key, metric=metric, rule=rule, drop_first=drop_first,
-                                     normalize=normalize)  # fmt: skip
-        points = key_points(scored, stat, reps, seed)
+        for m in metrics:
+            scored = analysis.key_scores(store, suite, key, metric=m, rule=rule, drop_first=drop_first,
+                                         normalize=normalize)  # fmt: skip
+            scoreds.append(scored)
+            pointss.append(key_points(scored, stat, reps, seed))
     said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)))
-    if scored.left_out:
-        which = ", ".join(f"{a} ({n})" for a, n in scored.left_out.items())
-        said.append(f"runs without {scored.key} are left out: {which}")
-    for base, values in scored.single.items():
-        said.append(f"{base} has one value of {scored.key} ({', '.join(values)}) and is left out")
-    fig = draw_key_figure(scored, points, stat, options)
+    for scored in scoreds:
+        if scored.left_out:
+            which = ", ".join(f"{a} ({n})" for a, n in scored.left_out.items())
+            said.append(f"runs without {scored.key} are left out: {which}")
+        for base, values in scored.single.items():
+            said.append(f"{base} has one value of {scored.key} ({', '.join(values)}) and is left out")
+    said = list(dict.fromkeys(said))
+    first = scoreds[0]
+    if len(scoreds) == 1:
+        fig, points = draw_key_figure(first, pointss[0], stat, options), pointss[0]
+    else:
+        opts = options or plots.FigureOptions()
+        rows = [(p, opts.ylabel or key_labels(sc, stat)[0]) for sc, p in zip(scoreds, pointss, strict=True)]
+        what = stat.upper() if stat == "iqm" else stat.capitalize()
+        title = f"{first.suite}: {what} against {first.key}\n{first.rule} score, 95% bootstrap CI over seeds"
+        fig = plots.plot_by_key_rows(rows, first.key, xlabel=opts.xlabel, title=opts.title or title,
+                                     figsize=opts.figsize)  # fmt: skip
+        import pandas as pd
+
+        points = pd.concat([p.assign(metric=sc.metric) for sc, p in zip(scoreds, pointss, strict=True)],
+                           ignore_index=True)  # fmt: skip
+        points = points[["metric", *[c for c in points.columns if c != "metric"]]]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = plots.save_figure(fig, out_dir / f"{key_file_name(scored.key, scored.metric)}.{fmt}")
-    return KeyFigure(path=path, points=points, table_md=key_table_md(points, scored.key, stat), scored=scored,
+    name = key_file_name(first.key, "-".join(sc.metric for sc in scoreds))
+    path = plots.save_figure(fig, out_dir / f"{name}.{fmt}")
+    return KeyFigure(path=path, points=points, table_md=key_table_md(points, first.key, stat), scored=first,
                      warnings=said)  # fmt: skip

@@ -386,8 +386,9 @@ def suite_dict():
 def _make_results_db(db, runs, suite="s", status="finished", config=None, metric="eval/return"):
     """A results database written the way `rlbench run` writes one: suite row, runs, shards, end status.
 
-    ``runs``: ``(algo, env, seed, [(step, value), ...])`` tuples, or with a fifth item, the run's config (a
-    dict; run ids then also hash it); ``status``: one for all runs or one per run. Returns the ``Store``.
+    ``runs``: ``(algo, env, seed, [(step, value), ...])`` tuples (``metric``'s points; or ``{metric: [(step,
+    value), ...]}`` for several metrics), or with a fifth item, the run's config (a dict; run ids then also
+    hash it); ``status``: one for all runs or one per run. Returns the ``Store``.
     """
     import hashlib
     import json
@@ -411,8 +412,9 @@ def _make_results_db(db, runs, suite="s", status="finished", config=None, metric
             store.start_attempt(con, run_id, 1, {"started_at": time.time()})
             folder = Path(db).parent / "shards" / suite / run_id
             sink = ShardSink(folder, background=False)
-            for step, value in points:
-                sink.log_scalar(step, metric, value)
+            for name, pts in points.items() if isinstance(points, dict) else [(metric, points)]:
+                for step, value in pts:
+                    sink.log_scalar(step, name, value)
             sink.close()
             store.ingest_shards(con, run_id, 1, list_shards(folder))
             run_status = status if isinstance(status, str) else status[i]

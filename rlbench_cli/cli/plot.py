@@ -11,7 +11,6 @@ from ..errors import UsageError
 from .common import (
     DbOpt,
     DropFirstOpt,
-    MetricOpt,
     NormalizeOpt,
     RepsOpt,
     ScoreOpt,
@@ -65,11 +64,33 @@ FigsizeOpt = Annotated[
 ]  # fmt: skip
 
 
+def check_metrics(metrics: list[str], x: str | None) -> list[str]:
+    """``--metric`` as given: once (or not at all) for the usual figures; with ``--x``, any number of different
+    metrics. UsageError naming ``--metric`` otherwise."""
+    twice = sorted({m for m in metrics if metrics.count(m) > 1})
+    if twice:
+        raise UsageError(f"--metric {twice[0]!r} is given twice: give each metric once")
+    if len(metrics) > 1 and x is None:
+        raise UsageError(
+            f"--metric is given {len(metrics)} times ({', '.join(metrics)}): only a figure against a key "
+            "(--x KEY) draws several metrics, a row each; give one metric, or add --x"
+        )
+    return metrics
+
+
 @handle_errors
 def plot(
     suite: SuiteArg,
     db: DbOpt = None,
-    metric: MetricOpt = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metric",
+            help="metric to score runs by (default: the suite's, else eval/return); with "
+            "--x, give it again for a row of panels per metric, e.g. --metric eval/em --metric eval/cr",
+            show_default=False,
+        ),
+    ] = None,  # fmt: skip
     score: ScoreOpt = None,
     drop_first: DropFirstOpt = None,
     normalize: NormalizeOpt = "auto",
@@ -119,6 +140,8 @@ def plot(
 
     Example, a score against a swept key: rlbench plot wm-scaling --x params.n_layer --metric eval/cr
 
+    Example, two scores against it, a row each: rlbench plot wm-scaling --x params.train_episodes --metric eval/em --metric eval/cr
+
     Example, for a paper (TrueType fonts in the PDF): rlbench plot quickstart --format pdf --figsize 6,3.5 --title "Classic control" --ylabel "Normalised return"
     """
     from .. import plots, report
@@ -129,8 +152,9 @@ def plot(
     check_score_flags(score, drop_first)
     out_dir = out or store.path.parent / "figures" / suite
     options = plots.FigureOptions(title=title, xlabel=xlabel, ylabel=ylabel, figsize=size)
+    metrics = check_metrics(metric or [], x)
     if x is not None:
-        made = report.key_figure(store, suite, x, metric=metric, rule=score, drop_first=drop_first,
+        made = report.key_figure(store, suite, x, metric=metrics or None, rule=score, drop_first=drop_first,
                                  normalize=normalize, reps=reps, seed=seed, out_dir=out_dir, fmt=fmt.value,
                                  options=options)  # fmt: skip
         for w in made.warnings:
@@ -143,7 +167,7 @@ def plot(
         return
     # forked before the store is opened: the worker imports matplotlib and warms up while the scores load here
     with running(warm=plots.warm_up) as worker:
-        result = report.plot_suite(store, suite, metric=metric, rule=score, drop_first=drop_first,
+        result = report.plot_suite(store, suite, metric=metrics[0] if metrics else None, rule=score, drop_first=drop_first,
                                    normalize=normalize, reps=reps, seed=seed, out_dir=out_dir, fmt=fmt.value,
                                    options=options, curves=curves, worker=worker)  # fmt: skip
     scored, unfinished = result.scored, result.scored.unfinished

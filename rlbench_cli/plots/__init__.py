@@ -47,7 +47,7 @@ from rlbench_cli.plots.style import (
     score_label,
     steps_label,
 )
-from rlbench_cli.plots.sweeps import plot_by_key
+from rlbench_cli.plots.sweeps import plot_by_key, plot_by_key_rows
 from rlbench_cli.plots.write import (
     SCORE_FIGURES,
     TaskGroup,
@@ -81,6 +81,7 @@ __all__ = [
     "write_learning_curves",
     "plot_success_by_level",
     "plot_by_key",
+    "plot_by_key_rows",
     "SCORE_FIGURES",
     "METRIC_NAMES",
     "STEP_LABELS",

@@ -1,5 +1,6 @@
 """A score against a config key (``rlbench plot SUITE --x KEY``): one panel per task, one line per legend
-entry, each point the IQM (or mean) over seeds with its 95% bootstrap interval as a band and error bar."""
+entry, each point the IQM (or mean) over seeds with its 95% bootstrap interval as a band and error bar; with
+several metrics (``--metric eval/em --metric eval/cr``), one row of panels per metric."""
 
 from __future__ import annotations
 
@@ -88,10 +89,7 @@ def plot_by_key(
         ax.set_xticks(axis.positions, axis.values)
         ax.minorticks_off()
         _style(ax, title=env, xlabel=xlabel if xlabel is not None else key, ylabel=ylabel)
-    from matplotlib.lines import Line2D
-
-    handles = [Line2D([], [], color=colors[g], linestyle=styles[g][0], marker=styles[g][1], ms=5,
-                      linewidth=2.0, label=g) for g in legends]  # fmt: skip
+    handles = _handles(legends, colors, styles)
     if new:
         fig.legend(handles=handles, loc="outside lower center", ncols=min(len(legends), 3),
                    fontsize=LEGEND_SIZE, frameon=False)  # fmt: skip
@@ -99,4 +97,60 @@ def plot_by_key(
             fig.suptitle(title, fontsize=TITLE_SIZE)
     else:
         axes[0].legend(handles=handles, fontsize=LEGEND_SIZE, frameon=False, loc="best")
+    return fig
+
+
+def _handles(
+    legends: Sequence[str], colors: Mapping[str, str], styles: Mapping[str, tuple[str, str]]
+) -> list:
+    from matplotlib.lines import Line2D
+
+    return [Line2D([], [], color=colors[g], linestyle=styles[g][0], marker=styles[g][1], ms=5, linewidth=2.0,
+                   label=g) for g in legends]  # fmt: skip
+
+
+def plot_by_key_rows(
+    rows: Sequence[tuple[pd.DataFrame, str]],
+    key: str,
+    colors: Mapping[str, str] | None = None,
+    xlabel: str | None = None,
+    title: str | None = None,
+    figsize: tuple[float, float] | None = None,
+) -> Figure:
+    """Several scores against one key: a row of panels per score (``plot_by_key``'s), a column per task.
+
+    Args:
+        rows: ``(points, ylabel)`` per row, top first: ``stats.key_intervals`` output and its score's label.
+        key: The key on the x axis (its label, unless ``xlabel``), shown under the bottom row.
+        colors: ``{legend entry: colour}``, the same in every row; default one colour per entry of any row.
+        xlabel: The x label; default the key.
+        title: The figure's title.
+        figsize: Size in inches; default fitted to the panels.
+
+    Returns:
+        The Figure, with one legend below the panels. A task a row has no points for leaves its panel empty
+        (hidden).
+    """
+    if not rows:
+        raise ValueError("plot_by_key_rows needs at least one row.")
+    envs = sorted(set().union(*(set(p["env"].astype(str)) for p, _ in rows)))
+    legends = stats.natural_order(pd.concat([p["legend"].astype(str) for p, _ in rows]).unique())
+    colors = _colors(colors, legends)
+    fig = _new_figure(*(figsize or (4.4 * len(envs) + 0.4, 3.4 * len(rows) + 0.9 + 0.25 * len(legends) / 3)))
+    grid = fig.subplots(len(rows), len(envs), squeeze=False)
+    for r, (points, ylabel) in enumerate(rows):
+        have = set(points["env"].astype(str))
+        for ax, env in zip(grid[r], envs, strict=True):
+            ax.set_visible(env in have)
+        last = r == len(rows) - 1
+        panel_axes = [ax for ax, env in zip(grid[r], envs, strict=True) if env in have]
+        plot_by_key(points, key, axes=panel_axes, colors=colors, ylabel=ylabel,
+                    xlabel=(xlabel if xlabel is not None else key) if last else "")  # fmt: skip
+        legend = panel_axes[0].get_legend()
+        if legend is not None:
+            legend.remove()
+    fig.legend(handles=_handles(legends, colors, algo_styles(colors)), loc="outside lower center",
+               ncols=min(len(legends), 3), fontsize=LEGEND_SIZE, frameon=False)  # fmt: skip
+    if title:
+        fig.suptitle(title, fontsize=TITLE_SIZE)
     return fig

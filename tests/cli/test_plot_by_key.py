@@ -123,3 +123,59 @@ def test_the_ui_endpoint_gives_the_points_rlbench_plot_computes(tmp_path, make_r
     assert bad.status_code == 400 and "--x 'params.lr': no run of suite 'lr'" in bad.json()["error"]
     assert client.get("/api/suite/lr/by-key").status_code == 400
     assert client.get("/api/suite/nope/by-key?x=params.width").status_code == 404
+
+
+def test_several_metrics_against_a_key_draw_a_row_each_with_the_numbers_of_one_metric_alone(
+    tmp_path, make_results_db, monkeypatch
+):
+    from rlbench_cli import plots
+
+    runs = []
+    for env in ("CartPole-v1", "Acrobot-v1"):
+        for n in (8, 80, 800):
+            for seed in range(3):
+                points = {"eval/em": [(100, n / 1000 + seed / 100)], "eval/cr": [(100, 1 - n / 1000)]}
+                runs.append((f"wm[train_episodes={n}]", env, seed, points,
+                             {"params": {"train_episodes": n}, "seed": seed}))  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    make_results_db(db, runs, suite="wm", config={"score": {"metric": "eval/em", "rule": "final"}})
+    figs = []
+    real = plots.plot_by_key_rows
+    monkeypatch.setattr(plots, "plot_by_key_rows", lambda *a, **kw: figs.append(real(*a, **kw)) or figs[-1])
+    args = ("plot", "wm", "--db", db, "--x", "params.train_episodes", "--reps", 300, "--normalize", "none")
+    r = invoke(*args, "--metric", "eval/em", "--metric", "eval/cr", "--out", tmp_path / "f")
+    assert r.exit_code == 0, r.output
+    png = tmp_path / "f" / "by-params.train_episodes-eval_em-eval_cr.png"
+    assert f"wrote {png}" in r.stdout and png.read_bytes()[:4] == b"\x89PNG"
+    assert "| metric | task | legend | params.train_episodes | iqm [95% CI] | runs |" in r.stdout
+    rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| eval/")]
+    assert [ln.split(" | ")[0] for ln in rows] == ["| eval/em"] * 6 + ["| eval/cr"] * 6
+    # the IQM of three seeds is their mean: n/1000 + 0.01 for EM, 1 - n/1000 for CR
+    assert "| eval/em | CartPole-v1 | wm | 80 | 0.09 [" in r.stdout
+    assert "| eval/cr | Acrobot-v1 | wm | 800 | 0.2 [0.2, 0.2] | 3 |" in r.stdout
+    for metric in ("eval/em", "eval/cr"):  # each row as the figure of that metric alone gives it
+        alone = invoke(*args, "--metric", metric, "--out", tmp_path / metric.replace("/", "_"))
+        assert alone.exit_code == 0, alone.output
+        for line in alone.stdout.splitlines():
+            if line.startswith("| ") and line[2:].split(" |")[0].endswith("-v1"):
+                assert f"| {metric} {line}" in r.stdout
+    (fig,) = figs
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["Acrobot-v1", "CartPole-v1"] * 2
+    assert [ax.get_xlabel() for ax in panels] == ["", "", "params.train_episodes", "params.train_episodes"]
+    assert panels[0].get_ylabel().startswith("IQM of EM") and panels[2].get_ylabel().startswith("IQM of CR")
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["wm"] and len(fig.legends) == 1
+    assert not any(ax.get_legend() for ax in panels)
+
+
+def test_metric_given_twice_or_several_without_x_is_one_line_naming_metric(tmp_path, make_results_db):
+    db = _store(tmp_path, make_results_db)
+    line = _error_line(invoke("plot", "lr", "--db", db, "--x", "params.width", "--metric", "eval/return",
+                              "--metric", "eval/return", "--out", tmp_path / "f"))  # fmt: skip
+    assert line == "rlbench: error: --metric 'eval/return' is given twice: give each metric once"
+    line = _error_line(invoke("plot", "lr", "--db", db, "--metric", "eval/return", "--metric", "eval/length",
+                              "--out", tmp_path / "f"))  # fmt: skip
+    assert line.startswith(
+        "rlbench: error: --metric is given 2 times (eval/return, eval/length): only a figure"
+    )
+    assert not (tmp_path / "f").exists()
