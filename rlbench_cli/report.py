@@ -237,10 +237,19 @@ def key_labels(scored: Any, stat: str) -> tuple[str, str]:
     from . import plots
 
     name, note = plots.score_label(scored.table)
-    what = f"{stat.upper() if stat == 'iqm' else stat.capitalize()} of {name}"
+    what = f"{key_stat_name(stat)} of {name}"
     ylabel = what + (f"\n({note})" if note else "")
-    title = f"{scored.suite}: {what} against {scored.key}\n{scored.rule} score, 95% bootstrap CI over seeds"
-    return ylabel, title
+    return ylabel, key_title(scored, what)
+
+
+def key_stat_name(stat: str) -> str:
+    """``IQM`` or ``Mean``: the statistic as a figure against a key names it."""
+    return stat.upper() if stat == "iqm" else stat.capitalize()
+
+
+def key_title(scored: Any, what: str) -> str:
+    """The title of a figure against a key: suite, what is drawn, the key, the score rule."""
+    return f"{scored.suite}: {what} against {scored.key}\n{scored.rule} score, 95% bootstrap CI over seeds"
 
 
 def draw_key_figure(scored: Any, points: Any, stat: str, options: Any = None) -> Any:
@@ -315,9 +324,8 @@ def key_figure(
     else:
         opts = options or plots.FigureOptions()
         rows = [(p, opts.ylabel or key_labels(sc, stat)[0]) for sc, p in zip(scoreds, pointss, strict=True)]
-        what = stat.upper() if stat == "iqm" else stat.capitalize()
-        title = f"{first.suite}: {what} against {first.key}\n{first.rule} score, 95% bootstrap CI over seeds"
-        fig = plots.plot_by_key_rows(rows, first.key, xlabel=opts.xlabel, title=opts.title or title,
+        title = opts.title or key_title(first, key_stat_name(stat))
+        fig = plots.plot_by_key_rows(rows, first.key, xlabel=opts.xlabel, title=title,
                                      figsize=opts.figsize)  # fmt: skip
         import pandas as pd
 

@@ -165,9 +165,10 @@ def plot(
         typer.echo(made.table_md)
         typer.echo(f"wrote {made.path}")
         return
+    one = metrics[0] if metrics else None
     # forked before the store is opened: the worker imports matplotlib and warms up while the scores load here
     with running(warm=plots.warm_up) as worker:
-        result = report.plot_suite(store, suite, metric=metrics[0] if metrics else None, rule=score, drop_first=drop_first,
+        result = report.plot_suite(store, suite, metric=one, rule=score, drop_first=drop_first,
                                    normalize=normalize, reps=reps, seed=seed, out_dir=out_dir, fmt=fmt.value,
                                    options=options, curves=curves, worker=worker)  # fmt: skip
     scored, unfinished = result.scored, result.scored.unfinished
