@@ -97,19 +97,11 @@ OTHER_KINDS: dict[str, dict[str, str]] = {
         "pendulum-cost-resumed-fixture": "e636f6cfc5125dc3",
         "packed-cartpole-resumed-fixture": "f32cf86d3b7395c9/9f6a97cffce909bf",
     },
-    # the first kind's hashes but for one-env Pendulum (5831c0f gives the same here: the CPU, not the code)
+    # the first kind's hashes (its fixtures' too) but for one-env Pendulum (5831c0f gives the same here: the
+    # CPU, not the code)
     "AMD EPYC Zen 5 (family 26) with AVX512, 2 cores (2026-12-02)": {
-        "cartpole": "c2bbcace3b8df3cf",
+        **HASHES,
         "pendulum": "3568974ec04c1a0e",
-        "pendulum-cost": "31742bdf0d12daff",
-        "cartpole-resumed": "9fd07716340acbd1",
-        "cartpole-kl": "d4a456c381f0fb66",
-        "pendulum-cost-resumed": "8dba634c01ae9932",
-        "packed-cartpole": "6c3fd3976aadfef6/69be78df9635f8ca",
-        "packed-pendulum": "2600e743e9298869/10c602056c74425c",
-        "packed-cartpole-resumed": "04f75417ea1c70f2/3dbbc74b2b02d0bd",
-        "pendulum-cost-resumed-fixture": "8dba634c01ae9932",
-        "packed-cartpole-resumed-fixture": "04f75417ea1c70f2/3dbbc74b2b02d0bd",
     },
 }
 
