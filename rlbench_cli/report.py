@@ -259,7 +259,7 @@ def draw_key_figure(scored: Any, points: Any, stat: str, options: Any = None) ->
     ylabel, title = key_labels(scored, stat)
     opts = options or plots.FigureOptions()
     return plots.plot_by_key(points, scored.key, ylabel=opts.ylabel or ylabel, xlabel=opts.xlabel,
-                             title=opts.title or title, figsize=opts.figsize)  # fmt: skip
+                             title=opts.title or title, figsize=opts.figsize, share_y=opts.share_y)  # fmt: skip
 
 
 def key_table_md(points: Any, key: str, stat: str) -> str:
@@ -325,8 +325,8 @@ def key_figure(
         opts = options or plots.FigureOptions()
         rows = [(p, opts.ylabel or key_labels(sc, stat)[0]) for sc, p in zip(scoreds, pointss, strict=True)]
         title = opts.title or key_title(first, key_stat_name(stat))
-        fig = plots.plot_by_key_rows(rows, first.key, xlabel=opts.xlabel, title=title,
-                                     figsize=opts.figsize)  # fmt: skip
+        fig = plots.plot_by_key_rows(rows, first.key, xlabel=opts.xlabel, title=title, figsize=opts.figsize,
+                                     share_y=opts.share_y)  # fmt: skip
         import pandas as pd
 
         points = pd.concat([p.assign(metric=sc.metric) for sc, p in zip(scoreds, pointss, strict=True)],

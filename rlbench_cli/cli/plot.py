@@ -126,6 +126,14 @@ def plot(
             show_default=False,
         ),
     ] = None,  # fmt: skip
+    share_y: Annotated[
+        bool,
+        typer.Option(
+            "--share-y",
+            help="with --x: one y range across the tasks' panels (each metric's row), so that tasks "
+            "compare by eye (default: each panel fitted to its task)",
+        ),
+    ] = False,  # fmt: skip
 ) -> None:
     """rliable figures and a leaderboard for a suite: aggregates with 95% bootstrap CIs, performance
     profile, probability of improvement, sample efficiency, learning curves.
@@ -142,6 +150,8 @@ def plot(
 
     Example, two scores against it, a row each: rlbench plot wm-scaling --x params.train_episodes --metric eval/em --metric eval/cr
 
+    Example, tasks on one y range: rlbench plot wm-scaling --x params.n_layer --metric eval/em --metric eval/cr --share-y
+
     Example, for a paper (TrueType fonts in the PDF): rlbench plot quickstart --format pdf --figsize 6,3.5 --title "Classic control" --ylabel "Normalised return"
     """
     from .. import plots, report
@@ -151,8 +161,12 @@ def plot(
     store = store_for(db)
     check_score_flags(score, drop_first)
     out_dir = out or store.path.parent / "figures" / suite
-    options = plots.FigureOptions(title=title, xlabel=xlabel, ylabel=ylabel, figsize=size)
+    options = plots.FigureOptions(title=title, xlabel=xlabel, ylabel=ylabel, figsize=size, share_y=share_y)
     metrics = check_metrics(metric or [], x)
+    if share_y and x is None:
+        raise UsageError(
+            "--share-y shares the y range of the figure against a key: add --x KEY, or leave it out"
+        )
     if x is not None:
         made = report.key_figure(store, suite, x, metric=metrics or None, rule=score, drop_first=drop_first,
                                  normalize=normalize, reps=reps, seed=seed, out_dir=out_dir, fmt=fmt.value,

@@ -172,12 +172,14 @@ class FigureOptions:
         ylabel: The score axis: y label of the learning curves and of sample efficiency, x label of the
             aggregate panels.
         figsize: ``(width, height)`` in inches of every figure.
+        share_y: The figure against a key (``--x``): one y range across its tasks' panels (each row's).
     """
 
     title: str | None = None
     xlabel: str | None = None
     ylabel: str | None = None
     figsize: tuple[float, float] | None = None
+    share_y: bool = False
 
 
 # --------------------------------------------------------------------------------------------- helpers

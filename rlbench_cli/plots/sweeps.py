@@ -35,6 +35,7 @@ def plot_by_key(
     title: str | None = None,
     ncols: int = 3,
     figsize: tuple[float, float] | None = None,
+    share_y: bool = False,
 ) -> Figure:
     """The score against a key's values, per task.
 
@@ -49,6 +50,8 @@ def plot_by_key(
         title: The figure's title (a new figure only).
         ncols: Panels per row of a new figure.
         figsize: Size of a new figure in inches; default fitted to the panels.
+        share_y: One y range for every task's panel (the union of their own), so that tasks compare by
+            eye; default each panel fitted to its task.
 
     Returns:
         The Figure drawn into. A numeric key is drawn at its values (a log axis when ``stats.x_axis`` says
@@ -89,6 +92,10 @@ def plot_by_key(
         ax.set_xticks(axis.positions, axis.values)
         ax.minorticks_off()
         _style(ax, title=env, xlabel=xlabel if xlabel is not None else key, ylabel=ylabel)
+    if share_y:
+        lows, highs = zip(*(ax.get_ylim() for ax in axes), strict=True)
+        for ax in axes:
+            ax.set_ylim(min(lows), max(highs))
     handles = _handles(legends, colors, styles)
     if new:
         fig.legend(handles=handles, loc="outside lower center", ncols=min(len(legends), 3),
@@ -116,6 +123,7 @@ def plot_by_key_rows(
     xlabel: str | None = None,
     title: str | None = None,
     figsize: tuple[float, float] | None = None,
+    share_y: bool = False,
 ) -> Figure:
     """Several scores against one key: a row of panels per score (``plot_by_key``'s), a column per task.
 
@@ -126,6 +134,7 @@ def plot_by_key_rows(
         xlabel: The x label; default the key.
         title: The figure's title.
         figsize: Size in inches; default fitted to the panels.
+        share_y: One y range across each row's panels (a score's, over the tasks), not across rows.
 
     Returns:
         The Figure, with one legend below the panels. A task a row has no points for leaves its panel empty
@@ -144,7 +153,7 @@ def plot_by_key_rows(
             ax.set_visible(env in have)
         last = r == len(rows) - 1
         panel_axes = [ax for ax, env in zip(grid[r], envs, strict=True) if env in have]
-        plot_by_key(points, key, axes=panel_axes, colors=colors, ylabel=ylabel,
+        plot_by_key(points, key, axes=panel_axes, colors=colors, ylabel=ylabel, share_y=share_y,
                     xlabel=(xlabel if xlabel is not None else key) if last else "")  # fmt: skip
         legend = panel_axes[0].get_legend()
         if legend is not None:

@@ -179,3 +179,49 @@ def test_metric_given_twice_or_several_without_x_is_one_line_naming_metric(tmp_p
         "rlbench: error: --metric is given 2 times (eval/return, eval/length): only a figure"
     )
     assert not (tmp_path / "f").exists()
+
+
+def test_share_y_gives_each_metric_row_one_y_range_across_its_tasks(tmp_path, make_results_db, monkeypatch):
+    from rlbench_cli import plots
+
+    runs = []
+    for env, offset in (("CartPole-v1", 0.0), ("Acrobot-v1", 5.0)):  # the tasks' scores far apart
+        for n in (8, 80):
+            for seed in range(3):
+                points = {
+                    "eval/em": [(100, offset + n / 100 + seed / 10)],
+                    "eval/cr": [(100, 10 * offset - n)],
+                }
+                runs.append((f"wm[train_episodes={n}]", env, seed, points,
+                             {"params": {"train_episodes": n}, "seed": seed}))  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    make_results_db(db, runs, suite="wm", config={"score": {"metric": "eval/em", "rule": "final"}})
+    figs = []
+    for name in ("plot_by_key", "plot_by_key_rows"):
+        real = getattr(plots, name)
+        monkeypatch.setattr(
+            plots, name, lambda *a, _real=real, **kw: figs.append(_real(*a, **kw)) or figs[-1]
+        )
+    args = ("plot", "wm", "--db", db, "--x", "params.train_episodes", "--reps", 200, "--normalize", "none")
+
+    def ylims(*more) -> list[tuple[float, float]]:
+        r = invoke(*args, *more, "--out", tmp_path / "f")
+        assert r.exit_code == 0, r.output
+        return [ax.get_ylim() for ax in figs.pop().axes if ax.get_visible()]
+
+    own = ylims("--metric", "eval/em")  # Acrobot's panel then CartPole's, each fitted to its task
+    assert own[0] != own[1] and own[0][0] > own[1][1]  # no overlap: 5.08.. against 0.08..
+    shared = ylims("--metric", "eval/em", "--share-y")
+    assert shared[0] == shared[1] == (min(own[0][0], own[1][0]), max(own[0][1], own[1][1]))
+    rows = ylims("--metric", "eval/em", "--metric", "eval/cr", "--share-y")  # EM's two panels, then CR's
+    assert rows[0] == rows[1] == shared[0]  # the EM row as EM alone, shared
+    assert rows[2] == rows[3] and rows[2] != rows[0]  # CR's own range, shared by its tasks, not EM's
+    assert rows[2][0] < -80 and rows[2][1] > 50 - 8  # CR: -8, -80 on CartPole; 42, -30 on Acrobot
+
+
+def test_share_y_without_x_is_one_line_naming_it(tmp_path, make_results_db):
+    db = _store(tmp_path, make_results_db)
+    line = _error_line(invoke("plot", "lr", "--db", db, "--share-y", "--out", tmp_path / "f"))
+    assert line == ("rlbench: error: --share-y shares the y range of the figure against a key: add --x KEY, "
+                    "or leave it out")  # fmt: skip
+    assert not (tmp_path / "f").exists()
