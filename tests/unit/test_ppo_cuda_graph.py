@@ -27,6 +27,10 @@ from rlbench_cli.algos.ppo.update import Update as _Update
 from rlbench_cli.sink import ShardSink
 from rlbench_cli.suite.grid import RunSpec
 
+# the NumPy actor and critic against torch: float32 sums of terms up to ~10 (Pendulum's obs through weights moved
+# by 0.5) in two BLAS libraries, whose last bits differ by CPU (1.1e-6 seen on an AMD Zen 5), not the policy
+NUMPY_VS_TORCH = {"rtol": 1e-5, "atol": 1e-5}
+
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
@@ -130,13 +134,13 @@ def test_the_numpy_critic_values_observations_as_the_torch_critic(activation: st
         expected = agent.value(torch.from_numpy(x)).numpy()
     got = both.value(x)
     assert got.shape == (300,) and got.dtype == np.float32
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)  # float32 in two BLAS libraries
+    np.testing.assert_allclose(got, expected, **NUMPY_VS_TORCH)
     with torch.no_grad():  # an update changes the weights: the next fetch's copy values as the new critic
         for p in agent.critic.parameters():
             p.mul_(0.5)
         expected = agent.value(torch.from_numpy(x)).numpy()
     both.load(_to_host(both.tensors()))
-    np.testing.assert_allclose(both.value(x), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(both.value(x), expected, **NUMPY_VS_TORCH)
     np.testing.assert_allclose(both(x), _NumpyActor(agent, cfg.activation)(x), rtol=0, atol=0)
 
 
@@ -157,13 +161,11 @@ def test_a_policy_acting_through_the_numpy_actor_acts_as_the_torch_one(env_id: s
     env.observation_space.seed(0)
     obs = np.stack([env.observation_space.sample() for _ in range(256)])
     if space.continuous:
-        # float32 sums of terms up to ~10 (Pendulum's obs through weights moved by 0.5) in two BLAS
-        # libraries: the last bits differ by CPU (1.1e-6 seen on an AMD Zen 5), not the policy
-        np.testing.assert_allclose(on_numpy(obs), on_torch(obs), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(on_numpy(obs), on_torch(obs), **NUMPY_VS_TORCH)
     else:
         assert (on_numpy(obs) == on_torch(obs)).mean() > 0.99  # argmax: the same but for float near-ties
     draws = [pol.sample(obs, np.random.default_rng(3)) for pol in (on_torch, on_numpy)]
-    np.testing.assert_allclose(*draws, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(*draws, **NUMPY_VS_TORCH)
 
 
 @pytest.mark.parametrize(
