@@ -152,6 +152,12 @@ def test_world_model_metrics_on_a_tiny_model(maze_dataset):
     last = {k: v for _, row in sink.rows for k, v in row.items()}
     assert 0.0 <= last["eval/em"] <= 1.0 and 0.0 <= last["eval/em_end"] <= 1.0
     assert last["train/outcome_mode"] == 0.0  # Maze FO: whole observations, as before
+    (step, size), *_ = [(s, r) for s, r in sink.rows if "model/parameters" in r]
+    assert step == 0
+    d, layers = TINY["n_embd"], TINY["n_layer"]
+    # GPT-2's blocks: attention 4 d^2 + 4 d, MLP 8 d^2 + 5 d, two layer norms 4 d; the final layer norm 2 d
+    assert size["model/parameters_non_embedding"] == layers * (12 * d * d + 13 * d) + 2 * d
+    assert size["model/parameters"] > size["model/parameters_non_embedding"]
     for k in ("eval/real", "eval/wm", "eval/w2r"):
         assert 0.0 <= last[k] <= 1.0
     if last["eval/real"] > 0:

@@ -176,6 +176,19 @@ def build_model(settings: dict[str, Any], tok: Any, values: bool = False, twin_q
     return TextModel(lm, values, separate_values=kind == "separate", twin_q=twin_q)
 
 
+def size_metrics(model: TextModel) -> dict[str, float]:
+    """A model's size as runs log it at step 0: ``model/parameters`` (every trained parameter, tied weights
+    once) and ``model/parameters_non_embedding`` (less the token and position embeddings, the count scaling
+    laws are drawn against: at a small vocabulary the position table can be most of a narrow model)."""
+    params = {id(p): p for p in model.parameters() if p.requires_grad}
+    embed = model.lm.get_input_embeddings().weight
+    position = getattr(getattr(model.lm, "transformer", None), "wpe", None)
+    tables = {id(embed)} | ({id(position.weight)} if position is not None else set())
+    total = sum(p.numel() for p in params.values())
+    embedding = sum(params[i].numel() for i in tables if i in params)
+    return {"model/parameters": float(total), "model/parameters_non_embedding": float(total - embedding)}
+
+
 def context_ids(
     tok: Any, turns: list[tuple[str, str]], obs: str, max_context: int, history: int | None = None
 ) -> list[int]:

@@ -36,7 +36,8 @@ its noisy gradients dominate the shared weights' updates (AdamW's second moments
 keeps both (``suites/lmrl-world-model.yaml`` says what was measured).
 
 Metrics, logged at the end of training (``eval/return`` and ``eval/success``, the agent's, at every
-evaluation point as for every algorithm):
+evaluation point as for every algorithm; the model's size at step 0, ``model/parameters`` and
+``model/parameters_non_embedding``, what a scaling figure is drawn against: ``policy.size_metrics``):
 
 - ``eval/em``: the greedy next-observation prediction equals the real next observation exactly, micro-averaged
   over the held-out turns that have one (at most ``em_turns`` of them, spread evenly over all the held-out
@@ -73,7 +74,15 @@ from ..base import RunContext, eval_seeds
 from .common import TextParams, adamw, load_episodes, normalizer, settings_of, texts_of
 from .losses import token_ce
 from .offered import offered_to
-from .policy import TextPolicy, _gather_pos, action_batch, build_model, build_tokenizer, decode_tokens
+from .policy import (
+    TextPolicy,
+    _gather_pos,
+    action_batch,
+    build_model,
+    build_tokenizer,
+    decode_tokens,
+    size_metrics,
+)
 
 __all__ = [
     "OUTCOMES",
@@ -295,6 +304,7 @@ class TextWorldModel(TextParams):
         first = step = 0
         state = ctx.resume()
         if state is None:
+            ctx.sink.log(0, **size_metrics(model))
             ctx.maybe_evaluate(0, agent)
         else:
             model.load_state_dict(state["model"])
