@@ -409,6 +409,29 @@ def suite_setting_keys(store: Any, suite: str) -> list[str]:
         return setting_keys(store.varying_config_keys(con, suite))
 
 
+def logged_x(store: Any, suite: str, key: str) -> dict[str, str]:
+    """``{run_id: value}`` of a metric the finished runs log, as the x of a figure against it: each run's last
+    finite value, as text (a whole number without its ``.0``); runs without one are left out."""
+    table, _ = load_scores(store, suite, key, "final", 0)
+    out = {}
+    for run, value in zip(table["run_id"].astype(str), table["score"], strict=True):
+        if value is not None and math.isfinite(value):
+            out[run] = str(int(value)) if float(value).is_integer() else repr(float(value))
+    return out
+
+
+def _check_logged_x(runs: Any, key: str) -> None:
+    """A logged metric places a configuration on the axis only when all its seeds logged the same value."""
+    spread = runs.groupby([runs["env"].astype(str), runs["algo"].astype(str)])["x"].nunique()
+    if (spread > 1).any():
+        env, algo = spread[spread > 1].index[0]
+        seen = sorted(runs.loc[(runs["env"].astype(str) == env) & (runs["algo"].astype(str) == algo), "x"])
+        raise UsageError(f"--x {key!r}: the seeds of {algo} on {env} logged different values of it "
+                         f"({', '.join(seen[:4])}{', ...' if len(seen) > 4 else ''}), so it cannot place the "
+                         f"configuration on an axis; plot against a config key, or a metric that a "
+                         f"configuration fixes (e.g. model/parameters)")  # fmt: skip
+
+
 def _base_label(algo: str) -> str:
     """An algorithm label without the sweep's ``[key=value,...]`` tag."""
     return algo.split("[", 1)[0] if algo.endswith("]") else algo
@@ -426,9 +449,11 @@ def key_scores(
 ) -> KeyScores:
     """Per-run scores (``load_scores``, normalised by ``stats.score_table`` as the leaderboard does) with the
     value of a config key (``params.learning_rate``, ``config.params.n_layer``, ``budget.steps``: the keys of
-    ``Store.varying_config_keys``). The legend tells apart runs that share a task and a value of the key:
-    the algorithm label (without its sweep tag) and every other key that differs among them. An algorithm
-    with one value of the key on a task is left out there when another has several (``KeyScores.single``).
+    ``Store.varying_config_keys``), or of a metric the runs log (``model/parameters``: its last value, the same
+    for every seed of a configuration: ``logged_x``). The legend tells apart runs that share a task and a value
+    of the key: the algorithm label (without its sweep tag) and every other key that differs among them. An
+    algorithm with one value of the key on a task is left out there when another has several
+    (``KeyScores.single``).
 
     Raises:
         UsageError: naming ``--x`` and the keys that vary, for a key no run has or a key with one value.
@@ -444,20 +469,21 @@ def key_scores(
         norm = suite_normalize(reads, suite, normalize, metric)
         varying = store.varying_config_keys(con, suite)
         listed = ", ".join(varying) or "none (its runs differ by algorithm, task and seed only)"
-        if key in PLAIN_COLUMNS or key.split(".")[0] in _TASK_KEYS or key.endswith(".seed"):
+        logged = key in store.metric_names(con, suite)
+        if not logged and (key in PLAIN_COLUMNS or key.split(".")[0] in _TASK_KEYS or key.endswith(".seed")):
             raise UsageError(f"--x {key!r}: a run's algorithm, task or seed, not a setting to plot a score "
                              f"against; the keys that vary in suite {suite!r}: {listed}")  # fmt: skip
         candidates = [k for k in setting_keys(varying) if k != key]
         try:
-            found = store.run_ids_where(con, suite, [], [key, *candidates])
+            found = store.run_ids_where(con, suite, [], ([] if logged else [key]) + candidates)
         except ValueError as e:
             raise UsageError(f"--x {key!r}: {e}") from None
-    values = {str(r[0]): r[3:] for r in found}
-    x_of = {run: v[0] for run, v in values.items()}
+        x_of = logged_x(reads, suite, key) if logged else {str(r[0]): r[3] for r in found}
+    values = {str(r[0]): r[3 if logged else 4 :] for r in found}
     present = {v for v in x_of.values() if v is not None}
     if not present:
-        raise UsageError(f"--x {key!r}: no run of suite {suite!r} has this config key; the keys that vary "
-                         f"there: {listed}")  # fmt: skip
+        raise UsageError(f"--x {key!r}: no run of suite {suite!r} has this config key (nor logs it as a "
+                         f"metric); the keys that vary there: {listed}")  # fmt: skip
     if len(present) == 1:
         raise UsageError(f"--x {key!r}: every run of suite {suite!r} has the value {present.pop()}, so there is "
                          f"nothing to plot against; the keys that vary there: {listed}")  # fmt: skip
@@ -481,9 +507,11 @@ def key_scores(
             single.setdefault(base, []).append(x)
         runs = runs.loc[spread > 1].copy()
     cell = runs["env"].astype(str) + "\0" + runs["base"] + "\0" + runs["x"]
-    legend_keys = [k for i, k in enumerate(candidates, start=1)
+    if logged:
+        _check_logged_x(runs, key)
+    legend_keys = [k for i, k in enumerate(candidates)
                    if (runs["run_id"].map(lambda r, i=i: str(values[r][i])).groupby(cell).nunique() > 1).any()]  # fmt: skip
-    shown = [(i, k) for i, k in enumerate(candidates, start=1) if k in legend_keys]
+    shown = [(i, k) for i, k in enumerate(candidates) if k in legend_keys]
     with_base = runs["base"].nunique() > 1 or not legend_keys
 
     def legend_of(run: str, base: str) -> str:

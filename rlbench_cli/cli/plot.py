@@ -120,9 +120,10 @@ def plot(
             "--x",
             metavar="KEY",
             help="draw only the score against this config key instead (e.g. "
-            "params.learning_rate, params.n_layer, budget.steps): per task, the IQM over seeds of each "
-            "value with a 95% bootstrap CI, one line per algorithm or per value of the other keys "
-            "that vary",
+            "params.learning_rate, params.n_layer, budget.steps), or against a metric each configuration "
+            "logs one value of (e.g. model/parameters_non_embedding, text_world_model's size): per task, "
+            "the IQM over seeds of each value with a 95% bootstrap CI, one line per algorithm or per value "
+            "of the other keys that vary",
             show_default=False,
         ),
     ] = None,  # fmt: skip
@@ -151,6 +152,8 @@ def plot(
     Example, two scores against it, a row each: rlbench plot wm-scaling --x params.train_episodes --metric eval/em --metric eval/cr
 
     Example, tasks on one y range: rlbench plot wm-scaling --x params.n_layer --metric eval/em --metric eval/cr --share-y
+
+    Example, against the size the runs log: rlbench plot wm-scaling-params-textnav --x model/parameters_non_embedding
 
     Example, for a paper (TrueType fonts in the PDF): rlbench plot quickstart --format pdf --figsize 6,3.5 --title "Classic control" --ylabel "Normalised return"
     """

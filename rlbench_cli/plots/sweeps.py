@@ -89,8 +89,11 @@ def plot_by_key(
             ax.fill_between(x, lo, hi, color=colors[legend], alpha=0.15, linewidth=0)
         if axis.log:
             ax.set_xscale("log")
-        ax.set_xticks(axis.positions, axis.values)
-        ax.minorticks_off()
+        if not axis.crowded:
+            ax.set_xticks(axis.positions, axis.values)
+            ax.minorticks_off()
+        elif not axis.log:  # values a label each would overlap (logged sizes: 50,112 and 50,880)
+            ax.ticklabel_format(axis="x", style="plain", useOffset=False)
         _style(ax, title=env, xlabel=xlabel if xlabel is not None else key, ylabel=ylabel)
     if share_y:
         lows, highs = zip(*(ax.get_ylim() for ax in axes), strict=True)

@@ -20,17 +20,21 @@ __all__ = ["KEY_STATS", "XAxis", "x_axis", "key_intervals", "natural_order"]
 
 KEY_STATS = ("iqm", "mean")
 LOG_DECADES = 2.0  # positive numeric values spanning this many decades or more get a log axis
+CROWDED = 0.06  # neighbouring values closer than this share of the axis' span get no label each
 
 
 @dataclass(frozen=True)
 class XAxis:
     """How a key's values line up: ``values`` in axis order (as text, as stored), ``positions`` (the numbers
-    for a numeric key, else 0, 1, 2, ... for categories), ``numeric`` and ``log``."""
+    for a numeric key, else 0, 1, 2, ... for categories), ``numeric``, ``log``, and ``crowded``: two
+    neighbouring values closer than ``CROWDED`` of the axis' span (on the log scale where it is one), too
+    close for a label each (logged sizes, 50,112 and 50,880): a figure then takes its own ticks."""
 
     values: list[str]
     positions: list[float]
     numeric: bool
     log: bool
+    crowded: bool = False
 
 
 def _number(text: str) -> float | None:
@@ -71,7 +75,10 @@ def x_axis(values: Sequence[str]) -> XAxis:
         pairs = sorted(zip(numbers, distinct))  # type: ignore[arg-type]
         nums = [float(n) for n, _ in pairs]
         log = nums[0] > 0 and math.log10(nums[-1] / nums[0]) >= LOG_DECADES - 1e-9
-        return XAxis([v for _, v in pairs], nums, True, log)
+        at = np.log10(nums) if log else np.asarray(nums)
+        span = float(at[-1] - at[0]) if len(at) > 2 else 0.0
+        crowded = span > 0 and float(np.min(np.diff(at))) < CROWDED * span
+        return XAxis([v for _, v in pairs], nums, True, log, crowded)
     ordered = natural_order(distinct)
     return XAxis(ordered, [float(i) for i in range(len(ordered))], False, False)
 

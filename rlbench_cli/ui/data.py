@@ -576,7 +576,7 @@ def by_key(
     ylabel, title = report.key_labels(scored, stat)
     return jsonable({"key": scored.key, "metric": scored.metric, "rule": scored.rule, "stat": stat, "reps": reps,
                      "axis": {"values": axis.values, "positions": axis.positions, "numeric": axis.numeric,
-                              "log": axis.log},
+                              "log": axis.log, "crowded": axis.crowded},
                      "tasks": sorted(points["env"].astype(str).unique()),
                      "legends": stats.natural_order(points["legend"].astype(str)),
                      "points": points.to_dict(orient="records"), "ylabel": ylabel, "title": title,

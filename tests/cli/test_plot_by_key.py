@@ -38,6 +38,19 @@ def _error_line(r) -> str:
     return lines[0]
 
 
+def _keep_figures(monkeypatch, *names: str) -> list:
+    """The figures ``plots``' drawing functions of these names return, in order, as the command draws them."""
+    from rlbench_cli import plots
+
+    figs: list = []
+    for name in names:
+        real = getattr(plots, name)
+        monkeypatch.setattr(
+            plots, name, lambda *a, _real=real, **kw: figs.append(_real(*a, **kw)) or figs[-1]
+        )
+    return figs
+
+
 def test_plot_against_a_key_writes_one_panel_per_task_and_prints_the_points(
     tmp_path, make_results_db, monkeypatch
 ):
@@ -45,14 +58,8 @@ def test_plot_against_a_key_writes_one_panel_per_task_and_prints_the_points(
     from rlbench_cli.plots import sweeps
 
     db = _store(tmp_path, make_results_db)
-    figs = []
     real = plots.plot_by_key
-
-    def keep(*a, **kw):
-        figs.append(real(*a, **kw))
-        return figs[-1]
-
-    monkeypatch.setattr(plots, "plot_by_key", keep)
+    figs = _keep_figures(monkeypatch, "plot_by_key")
     r = invoke("plot", "lr", "--db", db, "--x", "params.learning_rate", "--reps", 300, "--out", tmp_path / "f",
                "--normalize", "none")  # fmt: skip
     assert r.exit_code == 0, r.output
@@ -72,8 +79,8 @@ def test_plot_against_a_key_writes_one_panel_per_task_and_prints_the_points(
 def test_bad_keys_are_one_line_naming_x(tmp_path, make_results_db):
     db = _store(tmp_path, make_results_db)
     line = _error_line(invoke("plot", "lr", "--db", db, "--x", "params.lr", "--out", tmp_path / "f"))
-    assert line == ("rlbench: error: --x 'params.lr': no run of suite 'lr' has this config key; the keys that "
-                    "vary there: params.learning_rate, params.width")  # fmt: skip
+    assert line == ("rlbench: error: --x 'params.lr': no run of suite 'lr' has this config key (nor logs it as a "
+                    "metric); the keys that vary there: params.learning_rate, params.width")  # fmt: skip
     line = _error_line(invoke("plot", "lr", "--db", db, "--x", "seed", "--out", tmp_path / "f"))
     assert "--x 'seed'" in line
     line = _error_line(invoke("plot", "lr", "--db", db, "--x", "params..x", "--out", tmp_path / "f"))
@@ -115,7 +122,7 @@ def test_the_ui_endpoint_gives_the_points_rlbench_plot_computes(tmp_path, make_r
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["axis"] == {"values": ["0.0001", "0.001", "0.01"], "positions": [1e-4, 1e-3, 1e-2], "numeric": True,
-                           "log": True}  # fmt: skip
+                           "log": True, "crowded": False}  # fmt: skip
     assert out["tasks"] == ["Acrobot-v1", "CartPole-v1"] and out["legends"] == ["width=32", "width=64"]
     expected = report.key_points(analysis.key_scores(store, "lr", "params.learning_rate"), "iqm", 300, 2)
     assert out["points"] == expected.to_dict(orient="records")
@@ -128,8 +135,6 @@ def test_the_ui_endpoint_gives_the_points_rlbench_plot_computes(tmp_path, make_r
 def test_several_metrics_against_a_key_draw_a_row_each_with_the_numbers_of_one_metric_alone(
     tmp_path, make_results_db, monkeypatch
 ):
-    from rlbench_cli import plots
-
     runs = []
     for env in ("CartPole-v1", "Acrobot-v1"):
         for n in (8, 80, 800):
@@ -139,9 +144,7 @@ def test_several_metrics_against_a_key_draw_a_row_each_with_the_numbers_of_one_m
                              {"params": {"train_episodes": n}, "seed": seed}))  # fmt: skip
     db = tmp_path / "db.duckdb"
     make_results_db(db, runs, suite="wm", config={"score": {"metric": "eval/em", "rule": "final"}})
-    figs = []
-    real = plots.plot_by_key_rows
-    monkeypatch.setattr(plots, "plot_by_key_rows", lambda *a, **kw: figs.append(real(*a, **kw)) or figs[-1])
+    figs = _keep_figures(monkeypatch, "plot_by_key_rows")
     args = ("plot", "wm", "--db", db, "--x", "params.train_episodes", "--reps", 300, "--normalize", "none")
     r = invoke(*args, "--metric", "eval/em", "--metric", "eval/cr", "--out", tmp_path / "f")
     assert r.exit_code == 0, r.output
@@ -182,8 +185,6 @@ def test_metric_given_twice_or_several_without_x_is_one_line_naming_metric(tmp_p
 
 
 def test_share_y_gives_each_metric_row_one_y_range_across_its_tasks(tmp_path, make_results_db, monkeypatch):
-    from rlbench_cli import plots
-
     runs = []
     for env, offset in (("CartPole-v1", 0.0), ("Acrobot-v1", 5.0)):  # the tasks' scores far apart
         for n in (8, 80):
@@ -196,12 +197,7 @@ def test_share_y_gives_each_metric_row_one_y_range_across_its_tasks(tmp_path, ma
                              {"params": {"train_episodes": n}, "seed": seed}))  # fmt: skip
     db = tmp_path / "db.duckdb"
     make_results_db(db, runs, suite="wm", config={"score": {"metric": "eval/em", "rule": "final"}})
-    figs = []
-    for name in ("plot_by_key", "plot_by_key_rows"):
-        real = getattr(plots, name)
-        monkeypatch.setattr(
-            plots, name, lambda *a, _real=real, **kw: figs.append(_real(*a, **kw)) or figs[-1]
-        )
+    figs = _keep_figures(monkeypatch, "plot_by_key", "plot_by_key_rows")
     args = ("plot", "wm", "--db", db, "--x", "params.train_episodes", "--reps", 200, "--normalize", "none")
 
     def ylims(*more) -> list[tuple[float, float]]:
@@ -225,3 +221,50 @@ def test_share_y_without_x_is_one_line_naming_it(tmp_path, make_results_db):
     assert line == ("rlbench: error: --share-y shares the y range of the figure against a key: add --x KEY, "
                     "or leave it out")  # fmt: skip
     assert not (tmp_path / "f").exists()
+
+
+def _sized_store(tmp_path: Path, make_results_db, seed_size=None) -> Path:
+    """Two shapes of model at two sizes each, logging their size at step 0 as text_world_model does; the size
+    differs by seed where ``seed_size`` says so."""
+    runs = []
+    for shape, layers, width in (("wide", 1, 64), ("wide", 2, 64), ("deep", 4, 32), ("deep", 8, 32)):
+        size = layers * (12 * width * width + 13 * width) + 2 * width
+        for seed in range(3):
+            logged = size + (seed if seed_size else 0)
+            runs.append((f"wm-{shape}[n_layer={layers}]", "TextNav", seed,
+                         {"eval/em": [(100, layers / 10 + (0.5 if shape == "deep" else 0) + seed / 100)],
+                          "model/parameters_non_embedding": [(0, float(logged))]},
+                         {"params": {"n_layer": layers, "n_embd": width}, "seed": seed}))  # fmt: skip
+    db = tmp_path / "db.duckdb"
+    make_results_db(db, runs, suite="sz", config={"score": {"metric": "eval/em", "rule": "final"}})
+    return db
+
+
+def test_a_metric_the_runs_log_once_places_each_configuration_on_the_axis(
+    tmp_path, make_results_db, monkeypatch
+):
+    db = _sized_store(tmp_path, make_results_db)
+    figs = _keep_figures(monkeypatch, "plot_by_key")
+    r = invoke("plot", "sz", "--db", db, "--x", "model/parameters_non_embedding", "--reps", 300,
+               "--out", tmp_path / "f", "--normalize", "none")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "f" / "by-model_parameters_non_embedding-eval_em.png").read_bytes()[:4] == b"\x89PNG"
+    # the legend is the entry (its n_layer differs along the line, its n_embd is the entry's own); sizes as
+    # whole numbers; the IQM of three seeds is their mean
+    assert "| TextNav | wm-wide | 50112 | 0.11 [" in r.stdout
+    assert "| TextNav | wm-deep | 50880 | 0.91 [" in r.stdout
+    assert "| TextNav | wm-deep | 101696 | 1.31 [" in r.stdout
+    (fig,) = figs
+    (panel,) = [ax for ax in fig.axes if ax.get_visible()]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["wm-deep", "wm-wide"]
+    # 50,112 and 50,880 are too close for a label each: matplotlib's own ticks, not one per size
+    ticks = [t for t in panel.get_xticks() if 50_000 <= t <= 102_000]
+    assert 50880 not in ticks and len(ticks) >= 2
+
+
+def test_a_logged_metric_that_differs_by_seed_is_one_line_naming_x(tmp_path, make_results_db):
+    db = _sized_store(tmp_path, make_results_db, seed_size=True)
+    line = _error_line(invoke("plot", "sz", "--db", db, "--x", "model/parameters_non_embedding",
+                              "--out", tmp_path / "f"))  # fmt: skip
+    assert line.startswith("rlbench: error: --x 'model/parameters_non_embedding': the seeds of wm-deep[n_layer=4] "
+                           "on TextNav logged different values of it (50880, 50881, 50882)")  # fmt: skip

@@ -79,6 +79,16 @@ def test_x_axis_orders_numbers_by_value_and_takes_a_log_scale_from_two_decades()
     assert not stats.x_axis(["-1", "100"]).log
 
 
+def test_x_axis_is_crowded_when_two_neighbours_are_too_close_for_a_label_each():
+    sizes = stats.x_axis(["50112", "50880", "100096", "101696"])  # logged parameter counts
+    assert sizes.numeric and not sizes.log and sizes.crowded  # 768 apart in a span of 51,584: 1.5%
+    assert not stats.x_axis(["8", "16", "32", "64"]).crowded  # 8 apart in 56: 14%
+    assert not stats.x_axis(["100", "101"]).crowded  # two values: a label each
+    assert stats.x_axis(["1", "1.1", "1000"]).log and stats.x_axis(["1", "1.1", "1000"]).crowded
+    assert not stats.x_axis(["1", "10", "100", "1000"]).crowded  # even on the log scale
+    assert not stats.x_axis(["a", "b", "c"]).crowded
+
+
 def test_x_axis_keeps_categories_in_natural_order():
     axis = stats.x_axis(["w16", "w8", "large", "w128"])
     assert axis.values == ["large", "w8", "w16", "w128"] and not axis.numeric
@@ -126,8 +136,8 @@ def test_key_scores_refuses_a_missing_or_constant_key_naming_the_keys_that_vary(
     with pytest.raises(UsageError) as e:
         analysis.key_scores(store, "sw", "params.lr")
     assert str(e.value) == (
-        "--x 'params.lr': no run of suite 'sw' has this config key; the keys that vary there: params.n_embd, "
-        "params.n_layer"
+        "--x 'params.lr': no run of suite 'sw' has this config key (nor logs it as a metric); the keys that vary "
+        "there: params.n_embd, params.n_layer"
     )
     make_results_db(tmp_path / "one.duckdb", [("a", "CartPole-v1", s, [(1, 1.0)], {"params": {"lr": 0.1},
                     "x": s}) for s in range(2)], suite="one")  # fmt: skip

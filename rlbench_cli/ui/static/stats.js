@@ -24,7 +24,8 @@ function drawByKey(div, out, charts) {
     });
     const u = new uPlot({ width: Math.max(360, box.clientWidth || 560), height: 280, series, bands,
       scales: { x: { time: false, distr: ax.log ? 3 : 1 } },
-      axes: [{ label: out.key, splits: () => ax.positions, filter: (_, xs) => xs, values: (_, xs) => xs.map(label) }, { label: `${out.stat.toUpperCase()} of ${out.metric}` }],
+      // a tick at each value, unless two lie too close for a label each (ax.crowded): then uPlot's own
+      axes: [ax.crowded ? { label: out.key } : { label: out.key, splits: () => ax.positions, filter: (_, xs) => xs, values: (_, xs) => xs.map(label) }, { label: `${out.stat.toUpperCase()} of ${out.metric}` }],
       legend: { live: false } }, cols, box);
     const rows = u.root.querySelectorAll(".u-legend .u-series");
     const skip = series.length - rows.length; // the x series has no row when the legend is not live
