@@ -38,6 +38,8 @@ __all__ = [
     "SuiteScores",
     "key_scores",
     "setting_keys",
+    "figure_keys",
+    "SIZE_METRICS",
     "suite_setting_keys",
     "load_metric",
     "load_scores",
@@ -55,6 +57,9 @@ ROW_COLUMNS = ["run_id", "algo", "env", "seed", "step", "value"]
 # a text world model's rates on [0, 1] that --normalize auto leaves raw, as it does success (eval/success...):
 # fidelity (EM, EM on episode ends, Real, WM, W2R) and consistency (CR = W2R / Real)
 RATE_METRICS = ("eval/em", "eval/em_end", "eval/real", "eval/wm", "eval/w2r", "eval/cr")
+# a model's size that runs log once (text_world_model: ``policy.size_metrics``): the report draws the score
+# against it and the UI offers it, beside the config keys that vary (``figure_keys``)
+SIZE_METRICS = ("model/parameters_non_embedding",)
 
 
 class _SharedReader:
@@ -402,11 +407,17 @@ def setting_keys(varying: Any) -> list[str]:
             and CONFIG_KEY.match(k)]  # fmt: skip
 
 
+def figure_keys(varying: Any, metrics: Any) -> list[str]:
+    """What a score is drawn against (``key_scores``) by ``rlbench report`` and offered by the UI: the
+    ``setting_keys`` of the config keys that vary, then each of ``SIZE_METRICS`` that the runs log."""
+    return setting_keys(varying) + [m for m in SIZE_METRICS if m in set(metrics)]
+
+
 def suite_setting_keys(store: Any, suite: str) -> list[str]:
-    """``setting_keys`` of a suite's runs: what ``rlbench report`` draws a figure against (``key_scores``)."""
+    """``figure_keys`` of a suite's runs: what ``rlbench report`` draws a figure against (``key_scores``)."""
     with store.reader() as con:
         store.require_suite(con, suite)
-        return setting_keys(store.varying_config_keys(con, suite))
+        return figure_keys(store.varying_config_keys(con, suite), store.metric_names(con, suite))
 
 
 def logged_x(store: Any, suite: str, key: str) -> dict[str, str]:

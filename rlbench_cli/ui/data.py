@@ -136,10 +136,10 @@ def keys(store: Any, suite: str, sample: int = 2000) -> dict[str, Any]:
         metrics = store.metric_names(con, suite)
     config_keys = {k: v[:51] for k, v in varying.items()}
     groupable = [k for k in ("algo", "env", *config_keys) if k not in NOT_GROUPS]
-    from ..analysis import setting_keys
+    from ..analysis import figure_keys
 
     return {"columns": plain, "config": config_keys, "group_keys": groupable, "metrics": metrics,
-            "settings": setting_keys(varying)}  # fmt: skip
+            "settings": figure_keys(varying, metrics)}  # fmt: skip
 
 
 def check_curves(group_by: Sequence[str], filters: Filters, stat: str, smoothing: float, reps: int) -> None:

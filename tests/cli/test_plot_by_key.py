@@ -268,3 +268,24 @@ def test_a_logged_metric_that_differs_by_seed_is_one_line_naming_x(tmp_path, mak
                               "--out", tmp_path / "f"))  # fmt: skip
     assert line.startswith("rlbench: error: --x 'model/parameters_non_embedding': the seeds of wm-deep[n_layer=4] "
                            "on TextNav logged different values of it (50880, 50881, 50882)")  # fmt: skip
+
+
+def test_the_report_and_the_ui_offer_the_logged_size_beside_the_settings(tmp_path, make_results_db):
+    from starlette.testclient import TestClient
+
+    from rlbench_cli.htmlreport import build_html
+    from rlbench_cli.store import Store
+    from rlbench_cli.ui.app import create_app
+
+    store = Store(_sized_store(tmp_path, make_results_db))
+    keys = ["params.n_layer", "model/parameters_non_embedding"]
+    offered = TestClient(create_app(store)).get("/api/keys?suite=sz").json()["settings"]
+    assert offered == ["params.n_embd", *keys]  # n_embd: one value per entry, still a key that varies
+    page, _ = build_html(store, "sz", metric="eval/em", rule="final", drop_first=0, normalize=None, reps=300,
+                         seed=0, curves=False)  # fmt: skip
+    section = page[page.index('<section id="by-key">') :]
+    section = section[: section.index("</section>")]
+    drawn = [h.split("</h3>")[0] for h in section.split("<h3>")[1:]]
+    assert drawn == keys  # n_embd splits no entry: no figure against it
+    assert "rlbench plot sz --x model/parameters_non_embedding</code>" in section
+    assert '<td class="text">wm-deep</td>' in section
