@@ -106,6 +106,7 @@ def build_html(
     paired: str | None = None,
     alternative: str = "two-sided",
     paired_steps: Sequence[int] = (),
+    share_y: bool = False,
 ) -> tuple[str, list[str]]:
     """The page for ``suite`` and the warnings met on the way (tasks left out, runs dropped, ...).
     ``paired``: a baseline task or algorithm, whose seed-by-seed comparisons (``stats.paired_family``,
@@ -117,7 +118,8 @@ def build_html(
     The statistics are bootstrapped once, by ``report.make_report`` for the figures, and its leaderboard is
     the page's; ``worker`` (a ``figure_worker.FigureWorker``) draws the figures beside the bootstraps.
     ``curves=False`` reads per-run scores computed in the database (``Store.run_scores``) instead of every
-    metric row, and leaves out the curves over training: the same leaderboard, tables and score figures."""
+    metric row, and leaves out the curves over training: the same leaderboard, tables and score figures.
+    ``share_y``: the figures against the settings that vary draw each metric's tasks on one y range."""
     import pandas as pd
 
     from . import analysis, leaderboard, report, stats
@@ -204,7 +206,7 @@ def build_html(
                              _paired(rows, dimension, name, alternative, reps, seed, steps_said)))  # fmt: skip
         sections.append(("figures", "Figures", body))
         against = _by_keys(store, suite, metric=metric, rule=rule, drop_first=drop_first, normalize=normalize,
-                           reps=reps, seed=seed, notes=notes)  # fmt: skip
+                           reps=reps, seed=seed, notes=notes, share_y=share_y)  # fmt: skip
         if against:
             sections.append(("by-key", "Against the settings that vary", against))
         sections.append(("per-task", "Per-task scores", _table(per_task.frame, "per-task", ("algo", "env"))))
@@ -287,6 +289,7 @@ def suite_page(
     paired: str | None = None,
     alternative: str = "two-sided",
     paired_steps: Sequence[int] = (),
+    share_y: bool = False,
 ) -> tuple[str, list[str]]:
     """``rlbench report``: ``build_html`` of a suite scored as given, else as the suite says
     (``analysis.suite_scoring``), ``normalize`` a ``--normalize`` value (``analysis.suite_normalize``)."""
@@ -298,17 +301,17 @@ def suite_page(
         kinds = analysis.step_kinds(reads, suite)
     return build_html(store, suite, metric=metric, rule=rule, drop_first=drop_first, normalize=norm, reps=reps,
                       seed=seed, step_kinds=kinds, worker=worker, curves=curves, paired=paired,
-                      alternative=alternative, paired_steps=paired_steps)  # fmt: skip
+                      alternative=alternative, paired_steps=paired_steps, share_y=share_y)  # fmt: skip
 
 
 MAX_KEY_FIGURES = 8  # figures against a setting on a page at most (the first keys by name)
 
 
 def _by_keys(store: Any, suite: str, *, metric: str, rule: str, drop_first: int, normalize: Any, reps: int,
-             seed: int, notes: list[str]) -> str:  # fmt: skip
+             seed: int, notes: list[str], share_y: bool = False) -> str:  # fmt: skip
     """For each setting an algorithm varies in the suite (a sweep's params, ...), the score against it
     (``rlbench plot SUITE --x KEY``'s figure and table, IQM over seeds with 95% CIs); "" when there is none."""
-    from . import analysis, report, stats
+    from . import analysis, plots, report, stats
     from .errors import UsageError
 
     parts = []
@@ -327,7 +330,7 @@ def _by_keys(store: Any, suite: str, *, metric: str, rule: str, drop_first: int,
             if not scored.within:
                 continue
             points = report.key_points(scored, "iqm", reps, seed)
-        fig = report.draw_key_figure(scored, points, "iqm")
+        fig = report.draw_key_figure(scored, points, "iqm", plots.FigureOptions(share_y=share_y))
         with tempfile.TemporaryDirectory() as tmp:
             from .plots import save_figure
 

@@ -123,6 +123,15 @@ NormalizeOpt = Annotated[
 ]
 
 
+ShareYOpt = Annotated[
+    bool,
+    typer.Option(
+        "--share-y",
+        help="in a figure against a key (plot --x, the report's figures against the settings that vary): one y "
+        "range across the tasks' panels (each metric's row), so that tasks compare by eye (default: each panel "
+        "fitted to its task)",
+    ),
+]
 PairedOpt = Annotated[
     str | None,
     typer.Option(

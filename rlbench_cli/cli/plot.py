@@ -15,6 +15,7 @@ from .common import (
     RepsOpt,
     ScoreOpt,
     SeedOpt,
+    ShareYOpt,
     SuiteArg,
     check_score_flags,
     handle_errors,
@@ -127,14 +128,7 @@ def plot(
             show_default=False,
         ),
     ] = None,  # fmt: skip
-    share_y: Annotated[
-        bool,
-        typer.Option(
-            "--share-y",
-            help="with --x: one y range across the tasks' panels (each metric's row), so that tasks "
-            "compare by eye (default: each panel fitted to its task)",
-        ),
-    ] = False,  # fmt: skip
+    share_y: ShareYOpt = False,
 ) -> None:
     """rliable figures and a leaderboard for a suite: aggregates with 95% bootstrap CIs, performance
     profile, probability of improvement, sample efficiency, learning curves.

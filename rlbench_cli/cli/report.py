@@ -16,6 +16,7 @@ from .common import (
     RepsOpt,
     ScoreOpt,
     SeedOpt,
+    ShareYOpt,
     SuiteArg,
     check_paired_flags,
     check_score_flags,
@@ -51,6 +52,7 @@ def report(
     paired: PairedOpt = None,
     alternative: AlternativeOpt = None,
     step_max: PairedStepsOpt = None,
+    share_y: ShareYOpt = False,
 ) -> None:
     """One self-contained HTML page with a suite's whole result: leaderboard and intervals, AdaStop decisions,
     every figure, per-task table, runs (status, attempts, time, where they ran, score, errors), score rule,
@@ -61,6 +63,8 @@ def report(
     Large suites (thousands of runs): rlbench report SUITE --no-curves
 
     Paired by seed at two steps, one family: rlbench report SUITE --paired cold --step-max 0 --step-max 1000
+
+    Tasks on one y range in the figures against the settings: rlbench report wm-scaling-tasks --share-y
     """
     from .. import plots
     from ..figure_worker import running
@@ -74,7 +78,7 @@ def report(
         page, notes = suite_page(store, suite, metric=metric, rule=score, drop_first=drop_first,
                                  normalize=normalize, reps=reps, seed=seed, worker=worker, curves=curves,
                                  paired=paired, alternative=alternative or "two-sided",
-                                 paired_steps=step_max or ())  # fmt: skip
+                                 paired_steps=step_max or (), share_y=share_y)  # fmt: skip
     path = out or store.path.parent / "reports" / f"{suite}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

@@ -184,9 +184,10 @@ def test_metric_given_twice_or_several_without_x_is_one_line_naming_metric(tmp_p
     assert not (tmp_path / "f").exists()
 
 
-def test_share_y_gives_each_metric_row_one_y_range_across_its_tasks(tmp_path, make_results_db, monkeypatch):
+def _far_apart_store(tmp_path: Path, make_results_db) -> Path:
+    """Two tasks whose scores lie far apart, against train_episodes (8, 80), EM and CR."""
     runs = []
-    for env, offset in (("CartPole-v1", 0.0), ("Acrobot-v1", 5.0)):  # the tasks' scores far apart
+    for env, offset in (("CartPole-v1", 0.0), ("Acrobot-v1", 5.0)):
         for n in (8, 80):
             for seed in range(3):
                 points = {
@@ -197,6 +198,11 @@ def test_share_y_gives_each_metric_row_one_y_range_across_its_tasks(tmp_path, ma
                              {"params": {"train_episodes": n}, "seed": seed}))  # fmt: skip
     db = tmp_path / "db.duckdb"
     make_results_db(db, runs, suite="wm", config={"score": {"metric": "eval/em", "rule": "final"}})
+    return db
+
+
+def test_share_y_gives_each_metric_row_one_y_range_across_its_tasks(tmp_path, make_results_db, monkeypatch):
+    db = _far_apart_store(tmp_path, make_results_db)
     figs = _keep_figures(monkeypatch, "plot_by_key", "plot_by_key_rows")
     args = ("plot", "wm", "--db", db, "--x", "params.train_episodes", "--reps", 200, "--normalize", "none")
 
@@ -289,3 +295,21 @@ def test_the_report_and_the_ui_offer_the_logged_size_beside_the_settings(tmp_pat
     assert drawn == keys  # n_embd splits no entry: no figure against it
     assert "rlbench plot sz --x model/parameters_non_embedding</code>" in section
     assert '<td class="text">wm-deep</td>' in section
+
+
+def test_the_report_draws_its_figures_against_a_setting_on_one_y_range_with_share_y(
+    tmp_path, make_results_db, monkeypatch
+):
+    db = _far_apart_store(tmp_path, make_results_db)
+    figs = _keep_figures(monkeypatch, "plot_by_key")
+
+    def ylims(*more) -> list[tuple[float, float]]:
+        r = invoke("report", "wm", "--db", db, "--reps", 200, "--no-curves", "--normalize", "none", *more,
+                   "--out", tmp_path / "r.html")  # fmt: skip
+        assert r.exit_code == 0, r.output
+        assert 'id="by-key"' in (tmp_path / "r.html").read_text()
+        return [ax.get_ylim() for ax in figs.pop().axes if ax.get_visible()]
+
+    own = ylims()
+    assert own[0][0] > own[1][1]  # Acrobot's panel above CartPole's: no overlap
+    assert ylims("--share-y") == [(own[1][0], own[0][1])] * 2
