@@ -423,7 +423,11 @@ def suite_setting_keys(store: Any, suite: str) -> list[str]:
 def logged_x(store: Any, suite: str, key: str) -> dict[str, str]:
     """``{run_id: value}`` of a metric the finished runs log, as the x of a figure against it: each run's last
     finite value, as text (a whole number without its ``.0``); runs without one are left out."""
-    table, _ = load_scores(store, suite, key, "final", 0)
+    try:
+        table, _ = load_scores(store, suite, key, "final", 0)
+    except UnknownName:  # logged by unfinished runs only
+        raise UsageError(f"--x {key!r}: no finished run of suite {suite!r} logged this metric yet; see rlbench "
+                         f"status {suite}") from None  # fmt: skip
     out = {}
     for run, value in zip(table["run_id"].astype(str), table["score"], strict=True):
         if value is not None and math.isfinite(value):

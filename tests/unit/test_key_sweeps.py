@@ -178,3 +178,21 @@ def Store_of(path):  # noqa: N802 - reads like the class it opens
     from rlbench_cli.store import Store
 
     return Store(path)
+
+
+def test_a_logged_x_leaves_out_runs_without_it_and_needs_a_finished_run(tmp_path, make_results_db):
+    from rlbench_cli import analysis
+
+    runs = [(f"wm[n_layer={n}]", "MazeFO", s, {"eval/em": [(10, n / 10 + s / 100)], "model/size": [(0, 1000.0 * n)]},
+             {"params": {"n_layer": n}, "seed": s}) for n in (1, 2) for s in range(3)]  # fmt: skip
+    runs += [("bc", "MazeFO", s, {"eval/em": [(10, 0.5)]}, {"seed": s}) for s in range(3)]  # logs no size
+    store = make_results_db(tmp_path / "db.duckdb", runs, suite="lg")
+    scored = analysis.key_scores(store, "lg", "model/size", metric="eval/em", normalize="none")
+    assert sorted(set(scored.runs["x"])) == ["1000", "2000"] and scored.left_out == {"bc": 3}
+    assert scored.legend_keys == [] and set(scored.runs["legend"]) == {"wm"}
+    status = ["running" if r[0].startswith("wm") else "finished" for r in runs]
+    store = make_results_db(tmp_path / "running.duckdb", runs, suite="lg", status=status)
+    with pytest.raises(
+        UsageError, match=r"--x 'model/size': no finished run of suite 'lg' logged this metric yet"
+    ):
+        analysis.key_scores(store, "lg", "model/size", metric="eval/em", normalize="none")
