@@ -484,7 +484,8 @@ def key_scores(
         norm = suite_normalize(reads, suite, normalize, metric)
         varying = store.varying_config_keys(con, suite)
         listed = ", ".join(varying) or "none (its runs differ by algorithm, task and seed only)"
-        logged = key in store.metric_names(con, suite)
+        # a config key that varies is one; else a metric the runs log (the metrics are scanned only then)
+        logged = key not in varying and key in store.metric_names(con, suite)
         if not logged and (key in PLAIN_COLUMNS or key.split(".")[0] in _TASK_KEYS or key.endswith(".seed")):
             raise UsageError(f"--x {key!r}: a run's algorithm, task or seed, not a setting to plot a score "
                              f"against; the keys that vary in suite {suite!r}: {listed}")  # fmt: skip
