@@ -513,6 +513,8 @@ def key_scores(
     left_out = runs.loc[missing, "algo"].astype(str).value_counts().sort_index().to_dict()
     runs = runs.loc[~missing].copy()
     runs["x"] = runs["x"].astype(str)
+    if logged:
+        _check_logged_x(runs, key)
     runs["base"] = runs["algo"].astype(str).map(_base_label)
     # an algorithm with one value of the key on a task is left out when others have several (a point, no line)
     spread = runs.groupby([runs["env"].astype(str), runs["base"]])["x"].transform("nunique")
@@ -523,8 +525,6 @@ def key_scores(
             single.setdefault(base, []).append(x)
         runs = runs.loc[spread > 1].copy()
     cell = runs["env"].astype(str) + "\0" + runs["base"] + "\0" + runs["x"]
-    if logged:
-        _check_logged_x(runs, key)
     legend_keys = [k for i, k in enumerate(candidates)
                    if (runs["run_id"].map(lambda r, i=i: str(values[r][i])).groupby(cell).nunique() > 1).any()]  # fmt: skip
     shown = [(i, k) for i, k in enumerate(candidates) if k in legend_keys]
