@@ -410,7 +410,8 @@ def setting_keys(varying: Any) -> list[str]:
 def figure_keys(varying: Any, metrics: Any) -> list[str]:
     """What a score is drawn against (``key_scores``) by ``rlbench report`` and offered by the UI: the
     ``setting_keys`` of the config keys that vary, then each of ``SIZE_METRICS`` that the runs log."""
-    return setting_keys(varying) + [m for m in SIZE_METRICS if m in set(metrics)]
+    logged = set(metrics)
+    return setting_keys(varying) + [m for m in SIZE_METRICS if m in logged]
 
 
 def suite_setting_keys(store: Any, suite: str) -> list[str]:
@@ -495,7 +496,8 @@ def key_scores(
         except ValueError as e:
             raise UsageError(f"--x {key!r}: {e}") from None
         x_of = logged_x(reads, suite, key) if logged else {str(r[0]): r[3] for r in found}
-    values = {str(r[0]): r[3 if logged else 4 :] for r in found}
+    first = 3 if logged else 4  # run_id, seed, status, [the key's value,] each candidate's value
+    values = {str(r[0]): r[first:] for r in found}
     present = {v for v in x_of.values() if v is not None}
     if not present:
         raise UsageError(f"--x {key!r}: no run of suite {suite!r} has this config key (nor logs it as a "

@@ -332,9 +332,7 @@ def _by_keys(store: Any, suite: str, *, metric: str, rule: str, drop_first: int,
             points = report.key_points(scored, "iqm", reps, seed)
         fig = report.draw_key_figure(scored, points, "iqm", plots.FigureOptions(share_y=share_y))
         with tempfile.TemporaryDirectory() as tmp:
-            from .plots import save_figure
-
-            path = save_figure(fig, Path(tmp) / f"{report.key_file_name(key, metric)}.svg")
+            path = plots.save_figure(fig, Path(tmp) / f"{report.key_file_name(key, metric)}.svg")
             svg = _svg(path)
         shown = points.assign(**{"95% CI": [f"[{lo:.4g}, {hi:.4g}]" for lo, hi in zip(points["lower"],
                                                                                       points["upper"])]})  # fmt: skip

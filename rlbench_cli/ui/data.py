@@ -8,6 +8,7 @@ requests. Files are read only from the run folders next to the database (``coord
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -575,8 +576,7 @@ def by_key(
     axis = stats.x_axis(points["x"].astype(str)) if len(points) else stats.x_axis([])
     ylabel, title = report.key_labels(scored, stat)
     return jsonable({"key": scored.key, "metric": scored.metric, "rule": scored.rule, "stat": stat, "reps": reps,
-                     "axis": {"values": axis.values, "positions": axis.positions, "numeric": axis.numeric,
-                              "log": axis.log, "crowded": axis.crowded},
+                     "axis": dataclasses.asdict(axis),
                      "tasks": sorted(points["env"].astype(str).unique()),
                      "legends": stats.natural_order(points["legend"].astype(str)),
                      "points": points.to_dict(orient="records"), "ylabel": ylabel, "title": title,
