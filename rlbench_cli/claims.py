@@ -152,7 +152,8 @@ class Skipped:
 class Claims:
     """``claims.yaml`` read: the claims, the numbers skipped, the rule's minimum seeds, the repository root, and
     the rule for cheap runs (``cheap_run_s``: a bundle whose runs' median duration_s is under it needs
-    ``cheap_min_seeds`` seeds in every cell, unless ``cheap_exempt`` names it with why)."""
+    ``cheap_min_seeds`` seeds in every cell, unless ``cheap_exempt`` names it with why), and the bundles each
+    bundle's claims may pair against (``joins``: imported into its suite beside it)."""
 
     claims: list[Claim]
     skipped: list[Skipped]
@@ -162,6 +163,7 @@ class Claims:
     cheap_run_s: float | None = None
     cheap_min_seeds: int = 10
     cheap_exempt: dict[str, str] = field(default_factory=dict)
+    joins: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def of(self, bundle: str) -> list[Claim]:
         """The claims about one bundle, in file order."""
@@ -241,8 +243,16 @@ def load_claims(path: str | Path) -> Claims:
         raise UsageError(f"{path}: no bundles: mapping; see the file's header for its layout")
     top = _defaults(data.get("defaults") or {})
     claims: list[Claim] = []
+    joins: dict[str, tuple[str, ...]] = {}
     for bundle, node in data["bundles"].items():
         base = {**top, **_defaults(node)}
+        joined = _as_tuple(node.get("joins"), f"{path}: {bundle}", "joins")
+        unknown = [str(j) for j in joined if j not in data["bundles"] or j == bundle]
+        if unknown:
+            raise UsageError(f"{path}: {bundle}: joins {unknown[0]!r} is not another bundle of the file; "
+                             f"list the bundles its claims pair against by their folder names")  # fmt: skip
+        if joined:
+            joins[bundle] = tuple(map(str, joined))
         for i, quote in enumerate(node.get("quotes") or [], 1):
             where = f"{path}: {bundle}, quote {i}"
             doc, text = quote.get("doc"), quote.get("text")
@@ -264,7 +274,8 @@ def load_claims(path: str | Path) -> Claims:
                   root=path.resolve().parents[2], bundles=list(data["bundles"]),
                   cheap_run_s=float(cheap["median_run_s"]) if "median_run_s" in cheap else None,
                   cheap_min_seeds=int(cheap.get("min_seeds", 10)),
-                  cheap_exempt={str(k): str(v) for k, v in (cheap.get("exempt") or {}).items()})  # fmt: skip
+                  cheap_exempt={str(k): str(v) for k, v in (cheap.get("exempt") or {}).items()},
+                  joins=joins)  # fmt: skip
 
 
 # -- printed numbers ------------------------------------------------------------------------------------
@@ -415,6 +426,12 @@ def check_seeds(claim: Claim, cells: list[tuple[str, str, list[int]]]) -> list[s
 
 
 # -- re-scoring -----------------------------------------------------------------------------------------
+def _labels(folder: Path) -> set[str]:
+    import pyarrow.parquet as pq
+
+    return set(pq.read_table(folder / "runs.parquet", columns=["algo"]).column("algo").to_pylist())
+
+
 class BundleScores:
     """A bundle imported (``bundle:``, its suite config kept) into a store, scored as ``rlbench leaderboard``
     scores it; per-run tables are computed once per (metric, rule, step, normalisation)."""
@@ -426,16 +443,32 @@ class BundleScores:
 
     @classmethod
     @contextmanager
-    def opened(cls, folder: str | Path) -> Iterator[BundleScores]:
-        """The bundle at ``folder`` imported into a temporary store, removed on exit."""
+    def opened(cls, folder: str | Path, joins: tuple[str | Path, ...] = ()) -> Iterator[BundleScores]:
+        """The bundle at ``folder`` imported into a temporary store, removed on exit; the bundles at ``joins``
+        go into its suite beside it (``rlbench fetch --from bundle:DIR --into SUITE``), so a claim can pair
+        a run of one with the run of the same seed in another (a control study against the study it
+        controls). Counts stay the bundle's own.
+
+        Raises:
+            UsageError: a joined bundle has an algorithm label of the bundle's (their runs would mix).
+        """
         from .analysis import shared_reader
         from .importers import import_source
         from .store import Store
 
         folder = Path(folder)
+        labels = _labels(folder)
+        for other in map(Path, joins):
+            shared = sorted(labels & _labels(other))
+            if shared:
+                raise UsageError(f"{other.name} joins {folder.name}, but both have algorithm {shared[0]!r}: "
+                                 f"a joined bundle's labels must differ from the bundle's")  # fmt: skip
+            labels |= _labels(other)
         with tempfile.TemporaryDirectory(prefix="rlbench-claims-") as tmp:
             store = Store(Path(tmp) / "claims.duckdb")
             result = import_source(store, f"bundle:{folder}", None)
+            for other in joins:
+                import_source(store, f"bundle:{other}", result.suite)
             with shared_reader(store) as reads:  # one connection for every claim's reads
                 yield cls(reads, result.suite, folder)
 

@@ -39,7 +39,8 @@ def fail_with(lines: list[str]) -> None:
 def scored():
     """Every bundle imported into a temporary store once for the module."""
     with ExitStack() as stack:
-        yield {b: stack.enter_context(claims.BundleScores.opened(REFERENCE / b)) for b in BUNDLES}
+        yield {b: stack.enter_context(claims.BundleScores.opened(
+            REFERENCE / b, tuple(REFERENCE / j for j in PUBLISHED.joins.get(b, ())))) for b in BUNDLES}  # fmt: skip
 
 
 def test_every_bundle_has_its_claims_listed():
@@ -305,3 +306,37 @@ def test_a_bad_paired_claim_is_one_line(tmp_path, fields, needle):
     )
     with pytest.raises(UsageError, match=re.escape(needle)):
         claims.load_claims(bad)
+
+
+# -- joined bundles: a control study paired with the study it controls ------------------------------------
+def test_a_claim_pairs_with_a_joined_bundle_and_only_with_it(scored):
+    bundle, joined = next(iter(PUBLISHED.joins.items()))
+    across = [c for c in PUBLISHED.of(bundle) if c.baseline is not None and c.baseline in claims._labels(
+        REFERENCE / joined[0])]  # fmt: skip
+    assert across, f"no claim of {bundle} pairs with {joined[0]}"
+    claim = across[0]
+    assert claims.check_value(claim, scored[bundle]) is None
+    assert "recomputed" in one_line(claims.check_value(off_by(claim, 1.0), scored[bundle]))
+    with claims.BundleScores.opened(REFERENCE / bundle) as alone:  # without the join: no such baseline
+        message = one_line(claims.check_value(claim, alone))
+    assert "cannot be recomputed" in message and claim.baseline in message
+    count = next(c for c in PUBLISHED.of(bundle) if c.stat == "runs")
+    assert claims.check_value(count, scored[bundle]) is None  # the bundle's own runs, not the joined ones
+
+
+def test_a_joined_bundle_whose_labels_are_the_bundles_is_one_line():
+    bundle = next(iter(PUBLISHED.joins))
+    with pytest.raises(UsageError, match=rf"^{bundle} joins {bundle}, but both have algorithm '") as e:
+        with claims.BundleScores.opened(REFERENCE / bundle, (REFERENCE / bundle,)):
+            pass
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("joins", ["[nowhere]", "[b]", "{x: 1}"])
+def test_a_bad_join_is_one_line_naming_the_bundle(tmp_path, joins):
+    bad = tmp_path / "results" / "reference" / "claims.yaml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(f"bundles:\n  b:\n    joins: {joins}\n    quotes: []\n  c:\n    quotes: []\n")
+    with pytest.raises(UsageError, match=r"claims.yaml: b: joins") as e:
+        claims.load_claims(bad)
+    assert "\n" not in str(e.value)
