@@ -426,12 +426,6 @@ def check_seeds(claim: Claim, cells: list[tuple[str, str, list[int]]]) -> list[s
 
 
 # -- re-scoring -----------------------------------------------------------------------------------------
-def _labels(folder: Path) -> set[str]:
-    import pyarrow.parquet as pq
-
-    return set(pq.read_table(folder / "runs.parquet", columns=["algo"]).column("algo").to_pylist())
-
-
 class BundleScores:
     """A bundle imported (``bundle:``, its suite config kept) into a store, scored as ``rlbench leaderboard``
     scores it; per-run tables are computed once per (metric, rule, step, normalisation)."""
@@ -457,13 +451,14 @@ class BundleScores:
         from .store import Store
 
         folder = Path(folder)
-        labels = _labels(folder)
+        labels = {algo for algo, _, _ in seeds_per_cell(folder)}
         for other in map(Path, joins):
-            shared = sorted(labels & _labels(other))
+            theirs = {algo for algo, _, _ in seeds_per_cell(other)}
+            shared = sorted(labels & theirs)
             if shared:
                 raise UsageError(f"{other.name} joins {folder.name}, but both have algorithm {shared[0]!r}: "
                                  f"a joined bundle's labels must differ from the bundle's")  # fmt: skip
-            labels |= _labels(other)
+            labels |= theirs
         with tempfile.TemporaryDirectory(prefix="rlbench-claims-") as tmp:
             store = Store(Path(tmp) / "claims.duckdb")
             result = import_source(store, f"bundle:{folder}", None)
